@@ -1,0 +1,184 @@
+// loom packed shard, format version 1: fixed-length training sequences ("packs") that carry their
+// document boundaries. Written by `loom-pack pack`, read by loom-train. Same text in docs/FORMAT.md.
+//
+//   NAME.bin       num_packs * seq_len token ids, little-endian, dtype as the source shards;
+//                  pack p is tokens [p*seq_len, (p+1)*seq_len). Positions not covered by a segment
+//                  hold pad_id and carry no loss and no attention.
+//   NAME.bin.meta  a 128-byte header, then
+//                  uint64 seg_offsets[num_packs + 1]: pack p's segments are
+//                         segments[seg_offsets[p], seg_offsets[p+1]); seg_offsets[0] == 0,
+//                         seg_offsets[num_packs] == num_segments;
+//                  PackedSegment segments[num_segments] (24 bytes each, below).
+//
+// Header, little-endian:
+//   off size field
+//     0    8 magic            "LOOMPACK"
+//     8    4 version          u32, 1
+//    12    4 header_size      u32, 128
+//    16    4 dtype_bytes      u32, 2 or 4
+//    20    4 vocab_size       u32
+//    24    4 bos_id           i32 (-1: none)
+//    28    4 eos_id           i32 (-1: none)
+//    32    4 flags            u32, the source shards' flags (bit 0 bos added, bit 1 eos added)
+//    36    4 seq_len          u32, tokens per pack (L)
+//    40    4 pad_id           u32, the id written into padding (eos_id, or 0 without one)
+//    44    4 strategy         u32, 0 = concat, 1 = bestfit
+//    48    8 num_packs        u64, >= 1
+//    56    8 num_segments     u64
+//    64    8 num_tokens       u64, tokens inside segments (num_packs*seq_len - padding)
+//    72    8 num_source_docs  u64, documents of the source shards
+//    80    8 bin_xxh64        u64, XXH64 of NAME.bin
+//    88    8 index_xxh64      u64, XXH64 of seg_offsets and segments (contiguous bytes)
+//    96    8 model_fingerprint u64, as in the token shards
+//   104    8 seed             u64, the seed the packer was run with
+//   112   16 reserved         zero
+//
+// PackedSegment, 24 bytes: a run of one document's tokens inside one pack.
+//     0    8 doc              u64, index of the source document (inputs in command-line order,
+//                             documents in shard order)
+//     8    4 start            u32, first position in the pack
+//    12    4 length           u32, >= 1; start + length <= seq_len; segments of a pack are sorted by
+//                             start and do not overlap
+//    16    4 doc_pos          u32, position of the segment's first token inside its document
+//                             (> 0 when a document was cut and this is a continuation)
+//    20    4 seg_flags        u32, bit 0: the segment ends its document (else the document continues
+//                             in a later segment)
+//
+// The trainer derives from segments: position ids (restarting per segment, or doc_pos-based),
+// attention that never crosses a segment, and no loss from a segment's last token to the next one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/hash.h"
+#include "loom/shard_format.h"
+#include "loom/sys.h"
+
+namespace loom {
+
+inline constexpr char kPackedMagic[8] = {'L', 'O', 'O', 'M', 'P', 'A', 'C', 'K'};
+inline constexpr uint32_t kPackedVersion = 1;
+inline constexpr uint32_t kSegEndsDoc = 1u << 0;
+
+enum class PackStrategy : uint32_t { kConcat = 0, kBestfit = 1 };
+const char* pack_strategy_name(PackStrategy s);
+
+struct PackedHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_size;
+  uint32_t dtype_bytes;
+  uint32_t vocab_size;
+  int32_t bos_id;
+  int32_t eos_id;
+  uint32_t flags;
+  uint32_t seq_len;
+  uint32_t pad_id;
+  uint32_t strategy;
+  uint64_t num_packs;
+  uint64_t num_segments;
+  uint64_t num_tokens;
+  uint64_t num_source_docs;
+  uint64_t bin_xxh64;
+  uint64_t index_xxh64;
+  uint64_t model_fingerprint;
+  uint64_t seed;
+  uint8_t reserved[16];
+};
+static_assert(sizeof(PackedHeader) == 128, "the packed header is 128 bytes on disk");
+
+struct PackedSegment {
+  uint64_t doc;
+  uint32_t start;
+  uint32_t length;
+  uint32_t doc_pos;
+  uint32_t seg_flags;
+};
+static_assert(sizeof(PackedSegment) == 24, "a packed segment is 24 bytes on disk");
+
+// Writes a packed shard; add_pack() takes the pack's tokens (<= seq_len; the rest is padded) and
+// its segments. The index is kept in memory (O(packs), not O(tokens)).
+class PackedWriter {
+ public:
+  PackedWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t seq_len, PackStrategy strategy,
+               uint64_t seed);
+  void add_pack(const uint32_t* tokens, size_t n, const PackedSegment* segs, size_t num_segs);
+  void add_pack(const std::vector<uint32_t>& tokens, const std::vector<PackedSegment>& segs) {
+    add_pack(tokens.data(), tokens.size(), segs.data(), segs.size());
+  }
+  uint64_t num_packs() const { return seg_offsets_.size() - 1; }
+  uint64_t num_tokens() const { return num_tokens_; }
+  uint32_t pad_id() const { return pad_id_; }
+  // Writes the .meta and renames both files into place. Zero packs is an error.
+  void commit(uint64_t num_source_docs);
+
+ private:
+  std::string bin_path_;
+  TokenizerInfo info_;
+  uint32_t seq_len_, dtype_bytes_, pad_id_;
+  PackStrategy strategy_;
+  uint64_t seed_;
+  sys::AtomicFile bin_;
+  Xxh64 bin_hash_;
+  std::vector<uint64_t> seg_offsets_{0};
+  std::vector<PackedSegment> segments_;
+  std::vector<uint32_t> pack_;
+  std::vector<uint16_t> narrow_;
+  uint64_t num_tokens_ = 0;
+};
+
+// A memory-mapped packed shard; the constructor checks the header, sizes, seg_offsets and every
+// segment's bounds (O(segments)); verify_deep() checks ids and the .bin checksum.
+class PackedReader {
+ public:
+  explicit PackedReader(const std::string& bin_path);
+
+  const PackedHeader& header() const { return header_; }
+  const std::string& bin_path() const { return bin_.path(); }
+  uint64_t num_packs() const { return header_.num_packs; }
+  uint32_t seq_len() const { return header_.seq_len; }
+  uint32_t dtype_bytes() const { return header_.dtype_bytes; }
+  uint64_t padding_tokens() const { return header_.num_packs * header_.seq_len - header_.num_tokens; }
+  TokenizerInfo tokenizer() const;
+  const uint8_t* pack_bytes(uint64_t p) const { return bin_.data() + p * header_.seq_len * header_.dtype_bytes; }
+  // Pack p's seq_len ids, widened to uint32 into out (resized).
+  void read_pack(uint64_t p, std::vector<uint32_t>& out) const;
+  const PackedSegment* segments_begin(uint64_t p) const { return segments_ + seg_offsets_[p]; }
+  const PackedSegment* segments_end(uint64_t p) const { return segments_ + seg_offsets_[p + 1]; }
+  uint64_t num_segments(uint64_t p) const { return seg_offsets_[p + 1] - seg_offsets_[p]; }
+  const sys::MappedFile& bin() const { return bin_; }
+
+  template <typename F>
+  void verify_deep(F&& on_bytes) const;
+  void verify_deep() const {
+    verify_deep([](uint64_t) {});
+  }
+
+ private:
+  void verify_range(uint64_t begin_token, uint64_t end_token) const;
+  [[noreturn]] void fail_checksum(uint64_t got) const;
+  sys::MappedFile meta_, bin_;
+  PackedHeader header_{};
+  const uint64_t* seg_offsets_ = nullptr;
+  const PackedSegment* segments_ = nullptr;
+};
+
+template <typename F>
+void PackedReader::verify_deep(F&& on_bytes) const {
+  constexpr uint64_t kChunkTokens = 1 << 22;
+  const uint64_t total = header_.num_packs * header_.seq_len;
+  bin_.advise_sequential();
+  Xxh64 h;
+  for (uint64_t t = 0; t < total; t += kChunkTokens) {
+    uint64_t end = t + kChunkTokens < total ? t + kChunkTokens : total;
+    verify_range(t, end);
+    h.update(bin_.data() + t * dtype_bytes(), (end - t) * dtype_bytes());
+    bin_.advise_done(t * dtype_bytes(), (end - t) * dtype_bytes());
+    on_bytes((end - t) * dtype_bytes());
+  }
+  if (h.digest() != header_.bin_xxh64) fail_checksum(h.digest());
+}
+
+}  // namespace loom

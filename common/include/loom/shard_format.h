@@ -1,0 +1,165 @@
+// loom token shard, format version 1. The same text is in docs/FORMAT.md.
+//
+// A shard is two files written together (the .meta last, so its presence marks the pair complete):
+//
+//   NAME.bin       token ids of all documents back to back, little-endian, no header.
+//                  dtype uint16 when vocab_size <= 65536, else uint32 (header.dtype_bytes says which).
+//   NAME.bin.meta  a 128-byte header, then uint64 offsets[num_docs + 1], counted in tokens:
+//                  document i is tokens [offsets[i], offsets[i+1]) of NAME.bin;
+//                  offsets[0] == 0 and offsets[num_docs] == num_tokens.
+//
+// Header, all fields little-endian:
+//   off size field
+//     0    8 magic              "LOOMTOK\0"
+//     8    4 version            u32, 1
+//    12    4 header_size        u32, 128 (the offsets start here)
+//    16    4 dtype_bytes        u32, 2 (uint16) or 4 (uint32)
+//    20    4 vocab_size         u32, every id is < vocab_size
+//    24    4 bos_id             i32, the model's BOS id, -1 if it has none
+//    28    4 eos_id             i32, the model's EOS id, -1 if it has none
+//    32    4 flags              u32, bit 0: each document starts with bos_id, bit 1: ends with eos_id
+//    36    4 reserved0          0
+//    40    8 num_docs           u64, >= 1
+//    48    8 num_tokens         u64
+//    56    8 bin_xxh64          u64, XXH64 (seed 0) of NAME.bin's bytes
+//    64    8 offsets_xxh64      u64, XXH64 (seed 0) of the offsets array's bytes
+//    72    8 model_fingerprint  u64, XXH64 (seed 0) of the SentencePiece .model file
+//    80   48 reserved           zero; readers of version 1 ignore it, later versions may use it
+//
+// Readers check magic, version, header_size, dtype, sizes and offsets before trusting anything
+// (ShardReader); token ids and checksums are checked by verify_deep(), one sequential pass.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/hash.h"
+#include "loom/sys.h"
+
+namespace loom {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "loom's file formats assume a little-endian host");
+
+inline constexpr char kShardMagic[8] = {'L', 'O', 'O', 'M', 'T', 'O', 'K', '\0'};
+inline constexpr uint32_t kShardVersion = 1;
+inline constexpr uint32_t kShardFlagBos = 1u << 0;
+inline constexpr uint32_t kShardFlagEos = 1u << 1;
+
+struct ShardHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_size;
+  uint32_t dtype_bytes;
+  uint32_t vocab_size;
+  int32_t bos_id;
+  int32_t eos_id;
+  uint32_t flags;
+  uint32_t reserved0;
+  uint64_t num_docs;
+  uint64_t num_tokens;
+  uint64_t bin_xxh64;
+  uint64_t offsets_xxh64;
+  uint64_t model_fingerprint;
+  uint8_t reserved[48];
+};
+static_assert(sizeof(ShardHeader) == 128, "the shard header is 128 bytes on disk");
+
+// What a writer is told about the tokenizer; recorded in the header.
+struct TokenizerInfo {
+  uint32_t vocab_size = 0;
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  uint32_t flags = 0;  // kShardFlagBos | kShardFlagEos
+  uint64_t model_fingerprint = 0;
+};
+
+// uint16 when every id fits.
+inline uint32_t dtype_bytes_for_vocab(uint32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+inline std::string meta_path_for(const std::string& bin_path) { return bin_path + ".meta"; }
+
+// Which format a shard's .meta holds, told apart by content (not by name).
+enum class ShardKind { kLoom, kPacked, kInternlm, kUnknown };
+ShardKind detect_shard_kind(const std::string& bin_path);
+const char* shard_kind_name(ShardKind kind);
+
+// Writes a loom shard under temporary names; commit() makes it visible, atomically. Ids >= vocab
+// are refused. Destroyed without commit(), it leaves nothing behind.
+class ShardWriter {
+ public:
+  ShardWriter(const std::string& bin_path, const TokenizerInfo& info);
+  // ids as uint32; stored as the shard's dtype.
+  void add_doc(const uint32_t* ids, size_t n);
+  void add_doc(const std::vector<uint32_t>& ids) { add_doc(ids.data(), ids.size()); }
+  uint64_t num_docs() const { return offsets_.size() - 1; }
+  uint64_t num_tokens() const { return offsets_.back(); }
+  // Writes the .meta and renames both files into place. Zero documents is an error.
+  void commit();
+
+ private:
+  std::string bin_path_;
+  TokenizerInfo info_;
+  uint32_t dtype_bytes_;
+  sys::AtomicFile bin_;
+  Xxh64 bin_hash_;
+  std::vector<uint64_t> offsets_{0};
+  std::vector<uint16_t> narrow_;
+};
+
+// A memory-mapped loom shard. The constructor checks everything that is O(num_docs): magic,
+// version, header size, dtype, the .meta's and the .bin's sizes, offsets monotonic and in range,
+// the offsets checksum. Each failure throws loom::Error naming the file, the document index and the
+// byte offset where it applies, and what was expected.
+class ShardReader {
+ public:
+  explicit ShardReader(const std::string& bin_path);
+
+  const ShardHeader& header() const { return header_; }
+  const std::string& bin_path() const { return bin_.path(); }
+  uint64_t num_docs() const { return header_.num_docs; }
+  uint64_t num_tokens() const { return header_.num_tokens; }
+  uint32_t dtype_bytes() const { return header_.dtype_bytes; }
+  TokenizerInfo tokenizer() const;
+  const uint64_t* offsets() const { return offsets_; }
+  uint64_t doc_len(uint64_t i) const { return offsets_[i + 1] - offsets_[i]; }
+  // Raw little-endian token bytes of the whole shard (dtype_bytes() each).
+  const uint8_t* token_bytes() const { return bin_.data(); }
+  uint32_t token(uint64_t index) const;
+  // Appends document i's ids to out.
+  void read_doc(uint64_t i, std::vector<uint32_t>& out) const;
+  const sys::MappedFile& bin() const { return bin_; }
+
+  // One sequential pass: every id < vocab_size and the .bin checksum. Throws on the first failure.
+  // on_bytes(n) is called as bytes are checked (for progress).
+  template <typename F>
+  void verify_deep(F&& on_bytes) const;
+  void verify_deep() const {
+    verify_deep([](uint64_t) {});
+  }
+
+ private:
+  void verify_chunk(uint64_t begin_token, uint64_t end_token) const;
+  [[noreturn]] void fail_checksum(uint64_t got) const;
+  sys::MappedFile meta_, bin_;
+  ShardHeader header_{};
+  const uint64_t* offsets_ = nullptr;
+};
+
+template <typename F>
+void ShardReader::verify_deep(F&& on_bytes) const {
+  // Checked in chunks so the hash and the id scan share one trip through the cache, and pages
+  // already checked are dropped (shards larger than RAM stay fast).
+  constexpr uint64_t kChunkTokens = 1 << 22;
+  bin_.advise_sequential();
+  Xxh64 h;
+  for (uint64_t t = 0; t < num_tokens(); t += kChunkTokens) {
+    uint64_t end = t + kChunkTokens < num_tokens() ? t + kChunkTokens : num_tokens();
+    verify_chunk(t, end);
+    h.update(bin_.data() + t * dtype_bytes(), (end - t) * dtype_bytes());
+    bin_.advise_done(t * dtype_bytes(), (end - t) * dtype_bytes());
+    on_bytes((end - t) * dtype_bytes());
+  }
+  if (h.digest() != header_.bin_xxh64) fail_checksum(h.digest());
+}
+
+}  // namespace loom

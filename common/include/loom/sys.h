@@ -1,0 +1,119 @@
+// Every system call loom makes goes through here, once, so each failure names the path, the call
+// and errno's text. RAII owners: File (a descriptor), MappedFile (a read-only mmap), AtomicFile (a
+// temporary file that becomes its final name only on commit(), after fsync: a killed job never
+// leaves a half-written output under the final name).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::sys {
+
+// Throws loom::Error("CALL PATH: strerror(errno)") with an optional hint.
+[[noreturn]] void throw_errno(const char* call, const std::string& path, int err, const char* hint = nullptr);
+
+bool exists(const std::string& path);
+bool is_directory(const std::string& path);
+uint64_t file_size(const std::string& path);
+void make_dirs(const std::string& path);                // mkdir -p
+void remove_file(const std::string& path);              // ignores ENOENT
+void rename_file(const std::string& from, const std::string& to);
+void fsync_dir(const std::string& dir);
+std::string dirname(const std::string& path);
+std::string basename(const std::string& path);
+// Regular files under each path (a file is itself; a folder is walked recursively), sorted.
+std::vector<std::string> list_files(const std::string& path);
+std::string read_file(const std::string& path);          // whole file, for small files only
+std::string hostname();
+
+// An owned file descriptor.
+class File {
+ public:
+  File() = default;
+  static File open_read(const std::string& path);
+  static File create(const std::string& path);   // O_CREAT|O_TRUNC|O_WRONLY
+  ~File();
+  File(File&& o) noexcept;
+  File& operator=(File&& o) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  uint64_t size() const;
+  // Reads up to n bytes; returns 0 at end of file.
+  size_t read_some(void* buf, size_t n);
+  void pread_exact(void* buf, size_t n, uint64_t offset) const;
+  void write_all(const void* buf, size_t n);
+  void fsync();
+  void close();
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// A read-only memory map of a whole file (an empty file maps to data() == nullptr, size() == 0).
+class MappedFile {
+ public:
+  MappedFile() = default;
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& o) noexcept;
+  MappedFile& operator=(MappedFile&& o) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // Tells the kernel the access pattern (sequential for verify, random for the trainer's sampler).
+  void advise_sequential() const;
+  void advise_random() const;
+  // Drops pages of [offset, offset+len) that were read, so a streaming pass over a file larger than
+  // RAM does not evict everything else.
+  void advise_done(uint64_t offset, uint64_t len) const;
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  std::string path_;
+};
+
+// Writes to "<path>.tmp.<pid>"; commit() fsyncs and renames it to path. Destroyed uncommitted, it
+// removes the temporary file, so failures leave nothing behind.
+class AtomicFile;
+// Several AtomicFiles that become visible together: all are fsynced before any is renamed, and the
+// one named last (by convention the .meta index) marks the set complete.
+void commit_all(std::vector<AtomicFile*> files);
+
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* buf, size_t n);
+  void write(const std::string& s) { write(s.data(), s.size()); }
+  uint64_t bytes_written() const { return written_; }
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+  void commit();
+  // Removes the temporary file now (also done by the destructor).
+  void abandon();
+
+ private:
+  friend void commit_all(std::vector<AtomicFile*> files);
+  void flush();
+  std::string path_;
+  std::string temp_path_;
+  File file_;
+  std::vector<uint8_t> buf_;
+  uint64_t written_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace loom::sys

@@ -1,0 +1,195 @@
+#include "loom/packed_format.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "loom/error.h"
+#include "token_scan.h"
+
+namespace loom {
+
+const char* pack_strategy_name(PackStrategy s) {
+  switch (s) {
+    case PackStrategy::kConcat: return "concat";
+    case PackStrategy::kBestfit: return "bestfit";
+  }
+  return "unknown";
+}
+
+// ---- PackedWriter ----
+
+PackedWriter::PackedWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t seq_len,
+                           PackStrategy strategy, uint64_t seed)
+    : bin_path_(bin_path), info_(info), seq_len_(seq_len), dtype_bytes_(dtype_bytes_for_vocab(info.vocab_size)),
+      pad_id_(info.eos_id >= 0 ? static_cast<uint32_t>(info.eos_id) : 0), strategy_(strategy), seed_(seed),
+      bin_(bin_path) {
+  LOOM_CHECK(seq_len > 0, bin_path, ": seq_len must be positive");
+  pack_.resize(seq_len);
+}
+
+void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegment* segs, size_t num_segs) {
+  LOOM_ASSERT(n <= seq_len_, "pack of ", n, " tokens > seq_len ", seq_len_);
+  uint32_t covered = 0, prev_end = 0;
+  for (size_t i = 0; i < num_segs; ++i) {
+    LOOM_ASSERT(segs[i].length > 0 && segs[i].start >= prev_end && segs[i].start + segs[i].length <= n,
+                "bad segment ", i, " of pack ", num_packs());
+    prev_end = segs[i].start + segs[i].length;
+    covered += segs[i].length;
+  }
+  for (size_t i = 0; i < n; ++i)
+    LOOM_CHECK(tokens[i] < info_.vocab_size, bin_path_, ": pack ", num_packs(), ": token id ", tokens[i],
+               " >= vocab size ", info_.vocab_size);
+  std::copy(tokens, tokens + n, pack_.begin());
+  std::fill(pack_.begin() + static_cast<std::ptrdiff_t>(n), pack_.end(), pad_id_);
+  // Positions inside the pack that no segment covers are padding too.
+  if (covered != n) {
+    std::vector<uint8_t> in_seg(n, 0);
+    for (size_t i = 0; i < num_segs; ++i) std::fill_n(in_seg.begin() + segs[i].start, segs[i].length, 1);
+    for (size_t i = 0; i < n; ++i)
+      if (!in_seg[i]) pack_[i] = pad_id_;
+  }
+  const void* bytes = pack_.data();
+  if (dtype_bytes_ == 2) {
+    narrow_.assign(pack_.begin(), pack_.end());
+    bytes = narrow_.data();
+  }
+  bin_.write(bytes, size_t{seq_len_} * dtype_bytes_);
+  bin_hash_.update(bytes, size_t{seq_len_} * dtype_bytes_);
+  segments_.insert(segments_.end(), segs, segs + num_segs);
+  seg_offsets_.push_back(segments_.size());
+  num_tokens_ += covered;
+}
+
+void PackedWriter::commit(uint64_t num_source_docs) {
+  LOOM_CHECK(num_packs() > 0, bin_path_, ": no packs to write (an empty packed shard is not written)");
+  PackedHeader h{};
+  std::memcpy(h.magic, kPackedMagic, 8);
+  h.version = kPackedVersion;
+  h.header_size = sizeof(PackedHeader);
+  h.dtype_bytes = dtype_bytes_;
+  h.vocab_size = info_.vocab_size;
+  h.bos_id = info_.bos_id;
+  h.eos_id = info_.eos_id;
+  h.flags = info_.flags;
+  h.seq_len = seq_len_;
+  h.pad_id = pad_id_;
+  h.strategy = static_cast<uint32_t>(strategy_);
+  h.num_packs = num_packs();
+  h.num_segments = segments_.size();
+  h.num_tokens = num_tokens_;
+  h.num_source_docs = num_source_docs;
+  h.bin_xxh64 = bin_hash_.digest();
+  Xxh64 ih;
+  ih.update(seg_offsets_.data(), seg_offsets_.size() * sizeof(uint64_t));
+  ih.update(segments_.data(), segments_.size() * sizeof(PackedSegment));
+  h.index_xxh64 = ih.digest();
+  h.model_fingerprint = info_.model_fingerprint;
+  h.seed = seed_;
+  sys::AtomicFile meta(meta_path_for(bin_path_));
+  meta.write(&h, sizeof(h));
+  meta.write(seg_offsets_.data(), seg_offsets_.size() * sizeof(uint64_t));
+  meta.write(segments_.data(), segments_.size() * sizeof(PackedSegment));
+  sys::commit_all({&bin_, &meta});
+}
+
+// ---- PackedReader ----
+
+PackedReader::PackedReader(const std::string& bin_path) {
+  const std::string meta_path = meta_path_for(bin_path);
+  meta_ = sys::MappedFile(meta_path);
+  LOOM_CHECK(meta_.size() >= 8 && std::memcmp(meta_.data(), kPackedMagic, 8) == 0, meta_path,
+             ": bad magic: not a loom packed shard index (expected \"LOOMPACK\" at byte 0)");
+  LOOM_CHECK(meta_.size() >= sizeof(PackedHeader), meta_path, ": truncated .meta: ", meta_.size(),
+             " bytes, expected at least the ", sizeof(PackedHeader), "-byte header");
+  std::memcpy(&header_, meta_.data(), sizeof(header_));
+  const PackedHeader& h = header_;
+  LOOM_CHECK(h.version <= kPackedVersion, meta_path, ": format version ", h.version,
+             " is newer than this build of loom reads (up to ", kPackedVersion, "); upgrade loom");
+  LOOM_CHECK(h.version >= 1, meta_path, ": bad format version 0");
+  LOOM_CHECK(h.header_size == sizeof(PackedHeader), meta_path, ": header_size ", h.header_size, ", expected ",
+             sizeof(PackedHeader));
+  LOOM_CHECK(h.dtype_bytes == 2 || h.dtype_bytes == 4, meta_path, ": dtype_bytes ", h.dtype_bytes,
+             ", expected 2 (uint16) or 4 (uint32)");
+  LOOM_CHECK(h.vocab_size > 0 && (h.dtype_bytes == 4 || h.vocab_size <= 65536), meta_path, ": vocab size ",
+             h.vocab_size, " does not fit dtype uint", h.dtype_bytes * 8);
+  LOOM_CHECK(h.seq_len > 0, meta_path, ": seq_len is 0");
+  LOOM_CHECK(h.pad_id < h.vocab_size, meta_path, ": pad_id ", h.pad_id, " >= vocab size ", h.vocab_size);
+  LOOM_CHECK(h.strategy <= 1, meta_path, ": unknown strategy ", h.strategy, ", expected 0 (concat) or 1 (bestfit)");
+  LOOM_CHECK(h.num_packs > 0, meta_path, ": empty shard: it has no packs");
+  LOOM_CHECK(h.num_packs < (uint64_t{1} << 56) && h.num_segments < (uint64_t{1} << 56), meta_path,
+             ": implausible counts: ", h.num_packs, " packs, ", h.num_segments, " segments");
+  const uint64_t index_bytes = (h.num_packs + 1) * sizeof(uint64_t) + h.num_segments * sizeof(PackedSegment);
+  const uint64_t want_meta = sizeof(PackedHeader) + index_bytes;
+  LOOM_CHECK(meta_.size() == want_meta, meta_path, ": truncated .meta: ", meta_.size(), " bytes, expected ",
+             want_meta, " for ", h.num_packs, " packs and ", h.num_segments, " segments");
+  seg_offsets_ = reinterpret_cast<const uint64_t*>(meta_.data() + sizeof(PackedHeader));
+  segments_ = reinterpret_cast<const PackedSegment*>(meta_.data() + sizeof(PackedHeader) +
+                                                     (h.num_packs + 1) * sizeof(uint64_t));
+  const uint64_t got = xxh64(seg_offsets_, index_bytes);
+  LOOM_CHECK(got == h.index_xxh64, meta_path, ": index checksum mismatch: xxh64 ", hex64(got), ", header says ",
+             hex64(h.index_xxh64));
+
+  bin_ = sys::MappedFile(bin_path);
+  const uint64_t want_bin = h.num_packs * h.seq_len * h.dtype_bytes;
+  LOOM_CHECK(bin_.size() == want_bin, bin_path, ": truncated .bin: ", bin_.size(), " bytes, expected ", want_bin,
+             " (", h.num_packs, " packs of ", h.seq_len, " uint", h.dtype_bytes * 8, " tokens)");
+
+  LOOM_CHECK(seg_offsets_[0] == 0, meta_path, ": seg_offsets[0] is ", seg_offsets_[0], ", expected 0");
+  uint64_t tokens = 0;
+  for (uint64_t p = 0; p < h.num_packs; ++p) {
+    const uint64_t at = sizeof(PackedHeader) + (p + 1) * sizeof(uint64_t);
+    LOOM_CHECK(seg_offsets_[p + 1] >= seg_offsets_[p], meta_path, ": offsets out of order: pack ", p,
+               " (byte offset ", at, ") ends at segment ", seg_offsets_[p + 1], ", before it starts at ",
+               seg_offsets_[p]);
+    LOOM_CHECK(seg_offsets_[p + 1] <= h.num_segments, meta_path, ": offset past the end: pack ", p, " (byte offset ",
+               at, ") ends at segment ", seg_offsets_[p + 1], ", but there are ", h.num_segments, " segments");
+    uint64_t prev_end = 0;
+    for (uint64_t s = seg_offsets_[p]; s < seg_offsets_[p + 1]; ++s) {
+      const PackedSegment& g = segments_[s];
+      const uint64_t sat = reinterpret_cast<const uint8_t*>(&g) - meta_.data();
+      LOOM_CHECK(g.length > 0 && g.start >= prev_end && uint64_t{g.start} + g.length <= h.seq_len, meta_path,
+                 ": pack ", p, ", segment ", s, " (byte offset ", sat, "): [", g.start, ", ", uint64_t{g.start} + g.length,
+                 ") must be non-empty, sorted, non-overlapping and inside the pack of ", h.seq_len, " tokens");
+      LOOM_CHECK(g.doc < h.num_source_docs, meta_path, ": pack ", p, ", segment ", s, " (byte offset ", sat,
+                 "): source document ", g.doc, " >= num_source_docs ", h.num_source_docs);
+      prev_end = g.start + g.length;
+      tokens += g.length;
+    }
+  }
+  LOOM_CHECK(seg_offsets_[h.num_packs] == h.num_segments, meta_path, ": the last seg_offset is ",
+             seg_offsets_[h.num_packs], ", expected num_segments ", h.num_segments);
+  LOOM_CHECK(tokens == h.num_tokens, meta_path, ": segments cover ", tokens, " tokens, the header says ",
+             h.num_tokens);
+}
+
+TokenizerInfo PackedReader::tokenizer() const {
+  TokenizerInfo t;
+  t.vocab_size = header_.vocab_size;
+  t.bos_id = header_.bos_id;
+  t.eos_id = header_.eos_id;
+  t.flags = header_.flags;
+  t.model_fingerprint = header_.model_fingerprint;
+  return t;
+}
+
+void PackedReader::read_pack(uint64_t p, std::vector<uint32_t>& out) const {
+  LOOM_ASSERT(p < num_packs(), "pack ", p, " of ", num_packs());
+  out.resize(header_.seq_len);
+  const uint64_t base = p * header_.seq_len;
+  for (uint32_t i = 0; i < header_.seq_len; ++i) out[i] = detail::load_id(bin_.data(), header_.dtype_bytes, base + i);
+}
+
+void PackedReader::verify_range(uint64_t begin, uint64_t end) const {
+  const uint64_t t = detail::first_id_at_or_above(bin_.data(), header_.dtype_bytes, begin, end, header_.vocab_size);
+  if (t == end) return;
+  LOOM_FAIL(bin_path(), ": token id ", detail::load_id(bin_.data(), header_.dtype_bytes, t), " >= vocab size ",
+            header_.vocab_size, " in pack ", t / header_.seq_len, " at byte offset ", t * header_.dtype_bytes,
+            " (token ", t, ")");
+}
+
+void PackedReader::fail_checksum(uint64_t got) const {
+  LOOM_FAIL(bin_path(), ": checksum mismatch: xxh64 of the .bin is ", hex64(got), ", the .meta says ",
+            hex64(header_.bin_xxh64), " (the .bin was modified or corrupted)");
+}
+
+}  // namespace loom

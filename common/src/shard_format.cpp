@@ -1,0 +1,168 @@
+#include "loom/shard_format.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "loom/error.h"
+#include "loom/internlm_format.h"
+#include "loom/packed_format.h"
+#include "token_scan.h"
+
+namespace loom {
+
+ShardKind detect_shard_kind(const std::string& bin_path) {
+  const std::string meta = meta_path_for(bin_path);
+  sys::File f = sys::File::open_read(meta);
+  char magic[8] = {0};
+  uint64_t n = f.size();
+  if (n >= sizeof(magic)) f.pread_exact(magic, sizeof(magic), 0);
+  if (std::memcmp(magic, kShardMagic, 8) == 0) return ShardKind::kLoom;
+  if (std::memcmp(magic, kPackedMagic, 8) == 0) return ShardKind::kPacked;
+  if (std::memcmp(magic, kNpyMagic, sizeof(kNpyMagic)) == 0) return ShardKind::kInternlm;
+  return ShardKind::kUnknown;
+}
+
+const char* shard_kind_name(ShardKind kind) {
+  switch (kind) {
+    case ShardKind::kLoom: return "loom";
+    case ShardKind::kPacked: return "packed";
+    case ShardKind::kInternlm: return "internlm";
+    case ShardKind::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+// ---- ShardWriter ----
+
+ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info)
+    : bin_path_(bin_path), info_(info), dtype_bytes_(dtype_bytes_for_vocab(info.vocab_size)), bin_(bin_path) {
+  LOOM_CHECK(info.vocab_size > 0, bin_path, ": vocab size must be positive");
+}
+
+void ShardWriter::add_doc(const uint32_t* ids, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    LOOM_CHECK(ids[i] < info_.vocab_size, bin_path_, ": document ", num_docs(), ": token id ", ids[i],
+               " >= vocab size ", info_.vocab_size);
+  }
+  const void* bytes = ids;
+  if (dtype_bytes_ == 2) {
+    narrow_.assign(ids, ids + n);
+    bytes = narrow_.data();
+  }
+  bin_.write(bytes, n * dtype_bytes_);
+  bin_hash_.update(bytes, n * dtype_bytes_);
+  offsets_.push_back(offsets_.back() + n);
+}
+
+void ShardWriter::commit() {
+  LOOM_CHECK(num_docs() > 0, bin_path_, ": no documents to write (an empty shard is not written)");
+  ShardHeader h{};
+  std::memcpy(h.magic, kShardMagic, 8);
+  h.version = kShardVersion;
+  h.header_size = sizeof(ShardHeader);
+  h.dtype_bytes = dtype_bytes_;
+  h.vocab_size = info_.vocab_size;
+  h.bos_id = info_.bos_id;
+  h.eos_id = info_.eos_id;
+  h.flags = info_.flags;
+  h.num_docs = num_docs();
+  h.num_tokens = num_tokens();
+  h.bin_xxh64 = bin_hash_.digest();
+  h.offsets_xxh64 = xxh64(offsets_.data(), offsets_.size() * sizeof(uint64_t));
+  h.model_fingerprint = info_.model_fingerprint;
+  sys::AtomicFile meta(meta_path_for(bin_path_));
+  meta.write(&h, sizeof(h));
+  meta.write(offsets_.data(), offsets_.size() * sizeof(uint64_t));
+  sys::commit_all({&bin_, &meta});
+}
+
+// ---- ShardReader ----
+
+ShardReader::ShardReader(const std::string& bin_path) {
+  const std::string meta_path = meta_path_for(bin_path);
+  meta_ = sys::MappedFile(meta_path);
+  LOOM_CHECK(meta_.size() >= 8 && std::memcmp(meta_.data(), kShardMagic, 8) == 0, meta_path,
+             ": bad magic: not a loom shard index (expected \"LOOMTOK\" at byte 0)");
+  LOOM_CHECK(meta_.size() >= sizeof(ShardHeader), meta_path, ": truncated .meta: ", meta_.size(),
+             " bytes, expected at least the ", sizeof(ShardHeader), "-byte header");
+  std::memcpy(&header_, meta_.data(), sizeof(header_));
+  const ShardHeader& h = header_;
+  LOOM_CHECK(h.version <= kShardVersion, meta_path, ": format version ", h.version,
+             " is newer than this build of loom reads (up to ", kShardVersion, "); upgrade loom");
+  LOOM_CHECK(h.version >= 1, meta_path, ": bad format version 0");
+  LOOM_CHECK(h.header_size == sizeof(ShardHeader), meta_path, ": header_size ", h.header_size, ", expected ",
+             sizeof(ShardHeader));
+  LOOM_CHECK(h.dtype_bytes == 2 || h.dtype_bytes == 4, meta_path, ": dtype_bytes ", h.dtype_bytes,
+             ", expected 2 (uint16) or 4 (uint32)");
+  LOOM_CHECK(h.vocab_size > 0 && (h.dtype_bytes == 4 || h.vocab_size <= 65536), meta_path, ": vocab size ",
+             h.vocab_size, " does not fit dtype uint", h.dtype_bytes * 8);
+  LOOM_CHECK(h.num_docs > 0, meta_path, ": empty shard: it has no documents");
+  const uint64_t want_meta = sizeof(ShardHeader) + (h.num_docs + 1) * sizeof(uint64_t);
+  LOOM_CHECK(h.num_docs < (uint64_t{1} << 58) && meta_.size() == want_meta, meta_path, ": truncated .meta: ",
+             meta_.size(), " bytes, expected ", want_meta, " for ", h.num_docs, " documents");
+  offsets_ = reinterpret_cast<const uint64_t*>(meta_.data() + sizeof(ShardHeader));
+
+  bin_ = sys::MappedFile(bin_path);
+  const uint64_t want_bin = h.num_tokens * h.dtype_bytes;
+  LOOM_CHECK(bin_.size() == want_bin, bin_path, ": truncated .bin: ", bin_.size(), " bytes, expected ", want_bin,
+             " (", h.num_tokens, " tokens of uint", h.dtype_bytes * 8, ")");
+
+  LOOM_CHECK(offsets_[0] == 0, meta_path, ": document 0 at byte offset ", sizeof(ShardHeader), ": offset ",
+             offsets_[0], ", expected 0");
+  for (uint64_t i = 1; i <= h.num_docs; ++i) {
+    const uint64_t at = sizeof(ShardHeader) + i * sizeof(uint64_t);
+    LOOM_CHECK(offsets_[i] >= offsets_[i - 1], meta_path, ": offsets out of order: document ", i - 1,
+               " ends at token ", offsets_[i], " (byte offset ", at, "), before it starts at token ", offsets_[i - 1]);
+    LOOM_CHECK(offsets_[i] <= h.num_tokens, meta_path, ": offset past the end: document ", i - 1,
+               " ends at token ", offsets_[i], " (byte offset ", at, "), but ", bin_path, " has ", h.num_tokens,
+               " tokens");
+  }
+  LOOM_CHECK(offsets_[h.num_docs] == h.num_tokens, meta_path, ": the last offset is ", offsets_[h.num_docs],
+             ", expected num_tokens ", h.num_tokens);
+  const uint64_t got = xxh64(offsets_, (h.num_docs + 1) * sizeof(uint64_t));
+  LOOM_CHECK(got == h.offsets_xxh64, meta_path, ": offsets checksum mismatch: xxh64 ", hex64(got), ", header says ",
+             hex64(h.offsets_xxh64));
+}
+
+TokenizerInfo ShardReader::tokenizer() const {
+  TokenizerInfo t;
+  t.vocab_size = header_.vocab_size;
+  t.bos_id = header_.bos_id;
+  t.eos_id = header_.eos_id;
+  t.flags = header_.flags;
+  t.model_fingerprint = header_.model_fingerprint;
+  return t;
+}
+
+uint32_t ShardReader::token(uint64_t index) const {
+  LOOM_DASSERT(index < num_tokens(), "token ", index, " of ", num_tokens());
+  return detail::load_id(bin_.data(), header_.dtype_bytes, index);
+}
+
+void ShardReader::read_doc(uint64_t i, std::vector<uint32_t>& out) const {
+  LOOM_ASSERT(i < num_docs(), "document ", i, " of ", num_docs());
+  const uint64_t b = offsets_[i], e = offsets_[i + 1];
+  out.reserve(out.size() + (e - b));
+  if (header_.dtype_bytes == 2) {
+    const auto* p = reinterpret_cast<const uint16_t*>(bin_.data());
+    out.insert(out.end(), p + b, p + e);
+  } else {
+    const auto* p = reinterpret_cast<const uint32_t*>(bin_.data());
+    out.insert(out.end(), p + b, p + e);
+  }
+}
+
+void ShardReader::verify_chunk(uint64_t begin, uint64_t end) const {
+  const uint64_t t = detail::first_id_at_or_above(bin_.data(), header_.dtype_bytes, begin, end, header_.vocab_size);
+  if (t == end) return;
+  const uint64_t doc = static_cast<uint64_t>(std::upper_bound(offsets_, offsets_ + num_docs() + 1, t) - offsets_) - 1;
+  LOOM_FAIL(bin_path(), ": token id ", token(t), " >= vocab size ", header_.vocab_size, " in document ", doc,
+            " at byte offset ", t * header_.dtype_bytes, " (token ", t, ")");
+}
+
+void ShardReader::fail_checksum(uint64_t got) const {
+  LOOM_FAIL(bin_path(), ": checksum mismatch: xxh64 of the .bin is ", hex64(got), ", the .meta says ",
+            hex64(header_.bin_xxh64), " (the .bin was modified or corrupted)");
+}
+
+}  // namespace loom

@@ -1,0 +1,313 @@
+#include "loom/sys.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "loom/error.h"
+
+namespace loom::sys {
+
+void throw_errno(const char* call, const std::string& path, int err, const char* hint) {
+  std::string msg = str(call, " ", path, ": ", std::strerror(err));
+  if (hint) msg += str(" (hint: ", hint, ")");
+  throw Error(msg);
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+uint64_t file_size(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw_errno("stat", path, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+void make_dirs(const std::string& path) {
+  if (path.empty() || is_directory(path)) return;
+  make_dirs(dirname(path));
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw_errno("mkdir", path, errno);
+}
+
+void remove_file(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("unlink", path, errno);
+}
+
+void rename_file(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) throw_errno("rename", from + " -> " + to, errno);
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_errno("open", dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  // Some filesystems (e.g. certain network mounts) refuse fsync on directories; that is not fatal.
+  if (rc != 0 && err != EINVAL && err != EROFS) throw_errno("fsync", dir, err);
+}
+
+std::string dirname(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  if (pos == std::string::npos) return "";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+
+std::string basename(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  return pos == std::string::npos ? path : path.substr(pos + 1);
+}
+
+namespace {
+void walk(const std::string& dir, std::vector<std::string>& out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw_errno("opendir", dir, errno);
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    std::string p = dir + "/" + name;
+    if (is_directory(p)) walk(p, out);
+    else out.push_back(p);
+  }
+}
+}  // namespace
+
+std::vector<std::string> list_files(const std::string& path) {
+  std::vector<std::string> out;
+  if (is_directory(path)) {
+    std::string dir = path;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    walk(dir, out);
+  } else {
+    if (!exists(path)) throw_errno("stat", path, ENOENT);
+    out.push_back(path);
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  File f = File::open_read(path);
+  std::string s(f.size(), '\0');
+  if (!s.empty()) f.pread_exact(s.data(), s.size(), 0);
+  return s;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// ---- File ----
+
+File File::open_read(const std::string& path) {
+  File f;
+  f.path_ = path;
+  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd_ < 0) throw_errno("open", path, errno);
+  return f;
+}
+
+File File::create(const std::string& path) {
+  File f;
+  f.path_ = path;
+  f.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f.fd_ < 0) throw_errno("open", path, errno, "is the output folder writable?");
+  return f;
+}
+
+File::~File() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+File::File(File&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+
+File& File::operator=(File&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+uint64_t File::size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) throw_errno("fstat", path_, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+size_t File::read_some(void* buf, size_t n) {
+  for (;;) {
+    ssize_t r = ::read(fd_, buf, n);
+    if (r >= 0) return static_cast<size_t>(r);
+    if (errno != EINTR) throw_errno("read", path_, errno);
+  }
+}
+
+void File::pread_exact(void* buf, size_t n, uint64_t offset) const {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n > 0) {
+    ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw_errno("pread", path_, errno);
+    if (r == 0) throw Error(str("read ", path_, ": unexpected end of file at byte ", offset));
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+}
+
+void File::write_all(const void* buf, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(buf);
+  while (n > 0) {
+    ssize_t r = ::write(fd_, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw_errno("write", path_, errno, errno == ENOSPC ? "the disk is full" : nullptr);
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+void File::fsync() {
+  if (::fsync(fd_) != 0) throw_errno("fsync", path_, errno);
+}
+
+void File::close() {
+  if (fd_ >= 0) {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) throw_errno("close", path_, errno);
+  }
+}
+
+// ---- MappedFile ----
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  File f = File::open_read(path);
+  size_ = f.size();
+  if (size_ == 0) return;
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, f.fd(), 0);
+  if (p == MAP_FAILED) throw_errno("mmap", path, errno);
+  data_ = static_cast<uint8_t*>(p);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(data_, size_);
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept : data_(o.data_), size_(o.size_), path_(std::move(o.path_)) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(data_, size_);
+    data_ = o.data_;
+    size_ = o.size_;
+    path_ = std::move(o.path_);
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+// madvise is only advice: failures are ignored on purpose.
+void MappedFile::advise_sequential() const {
+  if (data_) ::madvise(data_, size_, MADV_SEQUENTIAL);
+}
+
+void MappedFile::advise_random() const {
+  if (data_) ::madvise(data_, size_, MADV_RANDOM);
+}
+
+void MappedFile::advise_done(uint64_t offset, uint64_t len) const {
+  if (!data_) return;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t begin = offset / page * page;
+  uint64_t end = std::min(size_, offset + len) / page * page;
+  if (end > begin) ::madvise(data_ + begin, end - begin, MADV_DONTNEED);
+}
+
+// ---- AtomicFile ----
+
+namespace {
+constexpr size_t kWriteBuffer = 1 << 20;
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  temp_path_ = str(path_, ".tmp.", ::getpid());
+  file_ = File::create(temp_path_);
+  buf_.reserve(kWriteBuffer);
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) {
+    file_ = File();
+    ::unlink(temp_path_.c_str());
+  }
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  LOOM_ASSERT(!committed_, "write after commit to ", path_);
+  written_ += n;
+  if (buf_.size() + n > kWriteBuffer) flush();
+  if (n >= kWriteBuffer) {
+    file_.write_all(data, n);
+    return;
+  }
+  const auto* p = static_cast<const uint8_t*>(data);
+  buf_.insert(buf_.end(), p, p + n);
+}
+
+void AtomicFile::flush() {
+  if (!buf_.empty()) file_.write_all(buf_.data(), buf_.size());
+  buf_.clear();
+}
+
+void AtomicFile::commit() {
+  commit_all({this});
+}
+
+void AtomicFile::abandon() {
+  if (committed_) return;
+  file_ = File();
+  remove_file(temp_path_);
+}
+
+void commit_all(std::vector<AtomicFile*> files) {
+  for (AtomicFile* f : files) {
+    f->flush();
+    f->file_.fsync();
+    f->file_.close();
+  }
+  for (AtomicFile* f : files) {
+    rename_file(f->temp_path_, f->path_);
+    f->committed_ = true;
+  }
+  if (!files.empty()) fsync_dir(dirname(files.front()->path_));
+}
+
+}  // namespace loom::sys

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs every package loom needs, from Debian only. Idempotent: a second run installs nothing.
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config ccache
+  libsentencepiece-dev sentencepiece libsimdjson-dev libzstd-dev zlib1g-dev zstd
+  libboost-program-options-dev catch2 python3 python3-numpy python3-sentencepiece
+  libtorch-dev python3-torch python3-xxhash
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

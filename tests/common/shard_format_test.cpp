@@ -1,0 +1,75 @@
+#include <catch2/catch.hpp>
+
+#include "loom/error.h"
+#include "loom/packed_format.h"
+#include "loom/shard_format.h"
+#include "test_util.h"
+
+using namespace loom;
+
+TEST_CASE("loom shard round trip, uint16 and uint32, read back by numpy as documented") {
+  for (uint32_t vocab : {1000u, 103168u}) {
+    test::TempDir dir("shard");
+    const std::string bin = dir / "a.bin";
+    TokenizerInfo info{vocab, 1, 2, kShardFlagBos | kShardFlagEos, 0x1234};
+    ShardWriter w(bin, info);
+    w.add_doc({1, 5, 2});
+    w.add_doc({1, 999, 7, 2});
+    w.add_doc(std::vector<uint32_t>{});
+    w.commit();
+    ShardReader r(bin);
+    CHECK(r.num_docs() == 3);
+    CHECK(r.num_tokens() == 7);
+    CHECK(r.dtype_bytes() == (vocab <= 65536 ? 2u : 4u));
+    std::vector<uint32_t> d;
+    r.read_doc(1, d);
+    CHECK(d == std::vector<uint32_t>{1, 999, 7, 2});
+    CHECK(r.doc_len(2) == 0);
+    r.verify_deep();
+    // The numpy reader of docs/FORMAT.md, independently.
+    std::string script =
+        "import numpy as np,sys,xxhash\n"
+        "h=np.fromfile(sys.argv[1]+'.meta',dtype=np.uint8,count=128)\n"
+        "assert bytes(h[:8])==b'LOOMTOK\\0'\n"
+        "f=h[8:40].view('<u4'); c=h[40:80].view('<u8')\n"
+        "dt={2:'<u2',4:'<u4'}[int(f[2])]\n"
+        "off=np.fromfile(sys.argv[1]+'.meta',dtype='<u8',offset=128)\n"
+        "tok=np.fromfile(sys.argv[1],dtype=dt)\n"
+        "assert xxhash.xxh64(open(sys.argv[1],'rb').read()).intdigest()==int(c[2])\n"
+        "print(int(c[0]),int(c[1]),[tok[off[i]:off[i+1]].tolist() for i in range(int(c[0]))])\n";
+    test::write_all(dir / "read.py", script);
+    auto res = test::run(test::python() + " " + test::quote(dir / "read.py") + " " + test::quote(bin));
+    REQUIRE(res.exit_code == 0);
+    CHECK(res.output == "3 7 [[1, 5, 2], [1, 999, 7, 2], []]\n");
+  }
+}
+
+TEST_CASE("the shard writer refuses ids >= vocab and empty shards, leaving nothing") {
+  test::TempDir dir("shard");
+  {
+    ShardWriter w(dir / "a.bin", TokenizerInfo{100, -1, -1, 0, 0});
+    CHECK_THROWS_WITH(w.add_doc({5, 100}), Catch::StartsWith(dir / "a.bin: document 0: token id 100 >= vocab size 100"));
+    CHECK_THROWS_WITH(w.commit(), Catch::Contains("no documents"));
+  }
+  CHECK(sys::list_files(dir.path()).empty());
+}
+
+TEST_CASE("packed shard round trip keeps tokens, padding and segments") {
+  test::TempDir dir("packed");
+  const std::string bin = dir / "p.bin";
+  TokenizerInfo info{50, 1, 2, kShardFlagBos | kShardFlagEos, 7};
+  PackedWriter w(bin, info, 4, PackStrategy::kBestfit, 9);
+  w.add_pack({10, 11, 12}, {PackedSegment{0, 0, 2, 0, kSegEndsDoc}, PackedSegment{1, 2, 1, 3, 0}});
+  w.add_pack({13, 14, 15, 16}, {PackedSegment{1, 0, 4, 4, kSegEndsDoc}});
+  w.commit(2);
+  PackedReader r(bin);
+  CHECK(r.num_packs() == 2);
+  CHECK(r.header().num_tokens == 7);
+  CHECK(r.padding_tokens() == 1);
+  std::vector<uint32_t> p;
+  r.read_pack(0, p);
+  CHECK(p == std::vector<uint32_t>{10, 11, 12, 2});  // padded with eos
+  REQUIRE(r.num_segments(0) == 2);
+  CHECK(r.segments_begin(0)[1].doc_pos == 3);
+  r.verify_deep();
+}

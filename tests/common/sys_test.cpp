@@ -1,0 +1,67 @@
+#include <catch2/catch.hpp>
+
+#include "loom/error.h"
+#include "loom/sys.h"
+#include "test_util.h"
+
+using namespace loom;
+
+TEST_CASE("AtomicFile is invisible until commit and leaves nothing when abandoned") {
+  test::TempDir dir("sys");
+  const std::string path = dir / "out.bin";
+  std::string temp;
+  {
+    sys::AtomicFile f(path);
+    temp = f.temp_path();
+    f.write("hello");
+    CHECK_FALSE(sys::exists(path));
+    CHECK(sys::exists(temp));
+  }
+  CHECK_FALSE(sys::exists(path));
+  CHECK_FALSE(sys::exists(temp));
+
+  sys::AtomicFile g(path);
+  std::string big(3 << 20, 'x');  // larger than the write buffer
+  g.write("ab");
+  g.write(big);
+  g.commit();
+  CHECK(test::read_all(path) == "ab" + big);
+  CHECK(g.bytes_written() == big.size() + 2);
+}
+
+TEST_CASE("system-call errors name the call, the path and errno's text") {
+  try {
+    sys::File::open_read("/nonexistent/loom-file");
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "open /nonexistent/loom-file: No such file or directory");
+  }
+}
+
+TEST_CASE("MappedFile maps a file bytes and an empty file maps to nothing") {
+  test::TempDir dir("mmap");
+  test::write_all(dir / "a", "abcdef");
+  test::write_all(dir / "empty", "");
+  sys::MappedFile m(dir / "a");
+  REQUIRE(m.size() == 6);
+  CHECK(std::string(reinterpret_cast<const char*>(m.data()), 6) == "abcdef");
+  sys::MappedFile e(dir / "empty");
+  CHECK(e.size() == 0);
+  CHECK(e.data() == nullptr);
+}
+
+TEST_CASE("list_files walks folders recursively in sorted order") {
+  test::TempDir dir("walk");
+  sys::make_dirs(dir / "b/c");
+  test::write_all(dir / "b/c/z", "");
+  test::write_all(dir / "b/a", "");
+  test::write_all(dir / "a", "");
+  auto files = sys::list_files(dir.path());
+  REQUIRE(files == std::vector<std::string>{dir / "a", dir / "b/a", dir / "b/c/z"});
+}
+
+TEST_CASE("LOOM_CHECK throws Error with the message, LOOM_ASSERT throws InternalError") {
+  CHECK_THROWS_AS([] { LOOM_CHECK(1 == 2, "value ", 3, " bad"); }(), Error);
+  CHECK_THROWS_WITH([] { LOOM_CHECK(1 == 2, "value ", 3, " bad"); }(), Catch::StartsWith("value 3 bad ["));
+  CHECK_THROWS_AS([] { LOOM_ASSERT(false, "x"); }(), InternalError);
+}

@@ -1,0 +1,2 @@
+// Placeholder until the trainer lands.
+int main() { return 0; }

@@ -1,0 +1,3 @@
+// Precompiled for every trainer translation unit (see CMakeLists.txt): LibTorch's headers.
+#pragma once
+#include <torch/torch.h>
