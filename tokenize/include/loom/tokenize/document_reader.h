@@ -1,0 +1,52 @@
+// Documents of one input file. The readers (txt line/paragraph/file, jsonl, json array) share this
+// interface over a ByteSource; make_document_reader() picks one from the file name
+// (NAME.txt|json|jsonl[.gz|.zst]). Every document carries its place in the file for error messages.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace loom::tokenize {
+
+enum class InputFormat { kTxt, kJson, kJsonl };
+enum class TxtDoc { kLine, kParagraph, kFile };
+
+struct ReaderOptions {
+  TxtDoc txt_doc = TxtDoc::kLine;
+  // Dotted path of the text in a json/jsonl record ("text", "meta.body").
+  std::string text_key = "text";
+  // Tokenize the whole record as InternLM's tools/tokenizer.py does: jsonl the raw line (newline
+  // included), json Python's json.dumps(record).
+  bool raw_records = false;
+};
+
+struct Document {
+  std::string text;     // what is encoded
+  uint64_t line = 0;    // 1-based line where the document starts
+  uint64_t record = 0;  // 0-based index of the record (json/jsonl) or document (txt) in the file
+  uint64_t offset = 0;  // byte offset of its first byte in the decompressed input
+  // Non-empty: this record is bad and has no text (what was wrong, without the location).
+  std::string error;
+};
+
+// "FILE:LINE: " for messages about a document.
+std::string location(const std::string& path, const Document& doc);
+
+class DocumentReader {
+ public:
+  virtual ~DocumentReader() = default;
+  // Next document or bad record; false at the end. Errors that make the rest of the file unreadable
+  // (corrupt compression, a broken json array) throw loom::Error instead.
+  virtual bool next(Document& doc) = 0;
+  // Compressed bytes consumed so far, for progress.
+  virtual uint64_t file_bytes_read() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// From the name without a compression extension; throws loom::Error for anything else.
+InputFormat input_format_for(const std::string& path);
+const char* input_format_name(InputFormat f);
+std::unique_ptr<DocumentReader> make_document_reader(const std::string& path, const ReaderOptions& options);
+
+}  // namespace loom::tokenize

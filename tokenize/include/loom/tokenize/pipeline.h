@@ -1,0 +1,42 @@
+// The parallel encode of one input: a reader thread cuts documents into pieces (very long documents
+// on whitespace under max_doc_bytes) and packs them into batches of about batch_bytes; N encoder
+// threads encode batches; the calling thread writes them in input order, so the output is the same
+// for any thread count. At most 4*N batches are in flight: memory stays flat however large the input.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loom/tokenize/document_reader.h"
+#include "loom/tokenize/encoder.h"
+#include "loom/tokenize/shard_sink.h"
+
+namespace loom::tokenize {
+
+enum class OnError { kFail, kSkip };
+
+struct PipelineOptions {
+  unsigned threads = 1;
+  size_t max_doc_bytes = 1 << 20;
+  size_t batch_bytes = 64 << 10;
+  bool bos = true, eos = true;
+  OnError on_error = OnError::kFail;
+  size_t max_listed_errors = 10;
+};
+
+struct FileStats {
+  uint64_t docs = 0, tokens = 0;
+  uint64_t text_bytes = 0;      // bytes of document text encoded
+  uint64_t bad = 0;             // bad records skipped (--on-error skip)
+  uint64_t empty = 0;           // json/jsonl records whose text is "" (not written)
+  std::vector<std::string> bad_examples;  // "FILE:LINE: what", the first max_listed_errors
+};
+
+// on_progress(file bytes consumed, tokens written so far) is called from the calling thread.
+FileStats tokenize_documents(DocumentReader& reader, const Encoder& encoder, ShardSink& sink,
+                             const PipelineOptions& options,
+                             const std::function<void(uint64_t, uint64_t)>& on_progress);
+
+}  // namespace loom::tokenize

@@ -1,0 +1,36 @@
+// `loom-tokenize`: every INPUT (NAME.EXT[.gz|.zst]) into DIR/NAME.bin + DIR/NAME.bin.meta, one input
+// after another, each through the parallel pipeline. Options are a typed struct, validated once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/tokenize/document_reader.h"
+#include "loom/tokenize/pipeline.h"
+#include "loom/tokenize/shard_sink.h"
+
+namespace loom::tokenize {
+
+struct TokenizeOptions {
+  std::string model;
+  std::string output_dir;
+  std::vector<std::string> inputs;
+  ReaderOptions reader;
+  PipelineOptions pipeline;  // bos/eos resolved here
+  ShardFormat format = ShardFormat::kLoom;
+  bool resume = false;
+};
+
+struct TokenizeSummary {
+  uint64_t files = 0, files_resumed = 0;
+  uint64_t docs = 0, tokens = 0, text_bytes = 0, input_bytes = 0;
+  uint64_t bad = 0, empty = 0;
+  double seconds = 0;
+};
+
+// "DIR/NAME.bin" for an input; throws for an unknown extension.
+std::string output_bin_path(const std::string& output_dir, const std::string& input);
+TokenizeSummary run_tokenize(const TokenizeOptions& options);
+
+}  // namespace loom::tokenize

@@ -1,0 +1,166 @@
+#include "loom/tokenize/cli.h"
+
+#include <thread>
+
+#include "loom/log.h"
+#include "loom/options.h"
+#include "loom/progress.h"
+#include "loom/tokenize/tokenize_job.h"
+#include "loom/tokenize/train_spm.h"
+
+namespace loom::tokenize {
+
+namespace {
+
+unsigned default_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+// Parses, turning every option error into a UsageError; false on --help.
+bool parse_usage(OptionParser& p, const std::vector<std::string>& args) {
+  try {
+    return p.parse(args);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+template <typename T>
+T one_of(const std::string& option, const std::string& value, std::initializer_list<std::pair<const char*, T>> choices) {
+  std::string names;
+  for (const auto& [name, v] : choices) {
+    if (value == name) return v;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  throw UsageError(str("--", option, ": '", value, "' is not one of ", names));
+}
+
+// Options that choose and read documents, shared by both subcommands.
+void add_input_options(po::options_description& d) {
+  d.add_options()
+      ("input", po::value<std::vector<std::string>>()->multitoken(), "input files (positional): NAME.txt|json|jsonl[.gz|.zst]")
+      ("txt-doc", po::value<std::string>()->default_value("line"),
+       "txt documents: line (each non-empty stripped line), paragraph (blank-line separated), file")
+      ("text-key", po::value<std::string>()->default_value("text"), "json/jsonl: dotted path of the text string")
+      ("raw-records", po::bool_switch(), "json/jsonl: encode the whole record as InternLM's tools/tokenizer.py does")
+      ("on-error", po::value<std::string>()->default_value("fail"),
+       "bad record (malformed JSON, missing/non-string key, invalid UTF-8): fail or skip");
+}
+
+void read_input_options(const OptionParser& p, ReaderOptions& r, OnError& on_error, std::vector<std::string>& inputs) {
+  r.txt_doc = one_of<TxtDoc>("txt-doc", p.get<std::string>("txt-doc"),
+                             {{"line", TxtDoc::kLine}, {"paragraph", TxtDoc::kParagraph}, {"file", TxtDoc::kFile}});
+  r.text_key = p.get<std::string>("text-key");
+  if (r.text_key.empty() || r.text_key.front() == '.' || r.text_key.back() == '.' ||
+      r.text_key.find("..") != std::string::npos)
+    throw UsageError(str("--text-key: '", r.text_key, "' is not a dotted key path like text or meta.body"));
+  r.raw_records = p.get<bool>("raw-records");
+  on_error = one_of<OnError>("on-error", p.get<std::string>("on-error"), {{"fail", OnError::kFail}, {"skip", OnError::kSkip}});
+  if (p.vm().count("input")) inputs = p.get<std::vector<std::string>>("input");
+  if (inputs.empty()) throw UsageError("no INPUT files given (see --help)");
+}
+
+// --bos/--no-bos (and eos): both switches exist so a config file can say either; giving both is an error.
+bool on_off(const OptionParser& p, const std::string& name, bool fallback) {
+  const bool on = p.get<bool>(name), off = p.get<bool>("no-" + name);
+  if (on && off) throw UsageError(str("--", name, " and --no-", name, " contradict each other"));
+  return on ? true : off ? false : fallback;
+}
+
+}  // namespace
+
+int tokenize_main(const std::vector<std::string>& args) {
+  OptionParser p("loom-tokenize", "loom-tokenize --model M.model --output-dir DIR [options] INPUT...\n"
+                                  "       loom-tokenize train-spm --vocab-size N --model-prefix P [options] INPUT...");
+  add_input_options(p.options());
+  p.options().add_options()
+      ("model", po::value<std::string>(), "SentencePiece model (required)")
+      ("output-dir", po::value<std::string>(), "folder for NAME.bin + NAME.bin.meta (required)")
+      ("format", po::value<std::string>()->default_value("loom"), "loom (docs/FORMAT.md) or internlm (tools/tokenizer.py)")
+      ("bos", po::bool_switch(), "start each document with the model's BOS id (default)")
+      ("no-bos", po::bool_switch(), "no BOS id")
+      ("eos", po::bool_switch(), "end each document with the model's EOS id (default with --format loom)")
+      ("no-eos", po::bool_switch(), "no EOS id (default with --format internlm, as tools/tokenizer.py)")
+      ("threads", po::value<unsigned>()->default_value(default_threads()), "encoder threads (default: all cores)")
+      ("max-doc-bytes", po::value<uint64_t>()->default_value(1 << 20),
+       "documents longer than this are cut on whitespace into pieces of at most this many bytes, encoded "
+       "separately and concatenated (bos/eos only around the whole document)")
+      ("batch-bytes", po::value<uint64_t>()->default_value(64 << 10), "bytes of text per encoder work item")
+      ("resume", po::bool_switch(), "skip inputs whose complete shards already exist in --output-dir");
+  p.positional("input");
+  if (!parse_usage(p, args)) return kExitOk;
+  if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
+  if (!p.vm().count("output-dir")) throw UsageError("--output-dir is required (see --help)");
+
+  TokenizeOptions opt;
+  read_input_options(p, opt.reader, opt.pipeline.on_error, opt.inputs);
+  opt.model = p.get<std::string>("model");
+  opt.output_dir = p.get<std::string>("output-dir");
+  opt.format = one_of<ShardFormat>("format", p.get<std::string>("format"),
+                                   {{"loom", ShardFormat::kLoom}, {"internlm", ShardFormat::kInternlm}});
+  opt.pipeline.bos = on_off(p, "bos", true);
+  opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
+  opt.pipeline.threads = p.get<unsigned>("threads");
+  if (opt.pipeline.threads < 1) throw UsageError("--threads must be at least 1");
+  opt.pipeline.max_doc_bytes = p.get<uint64_t>("max-doc-bytes");
+  if (opt.pipeline.max_doc_bytes < 64) throw UsageError("--max-doc-bytes must be at least 64");
+  opt.pipeline.batch_bytes = p.get<uint64_t>("batch-bytes");
+  if (opt.pipeline.batch_bytes < 1) throw UsageError("--batch-bytes must be at least 1");
+  opt.resume = p.get<bool>("resume");
+
+  log::info("loom-tokenize configuration:\n", p.resolved_ini(), "(resolved) bos = ", opt.pipeline.bos ? "on" : "off",
+            ", eos = ", opt.pipeline.eos ? "on" : "off", "; ", opt.inputs.size(), " input(s)");
+  const TokenizeSummary s = run_tokenize(opt);
+  const double secs = s.seconds > 0 ? s.seconds : 1e-9;
+  log::info("summary: ", s.files, " files written", s.files_resumed ? str(", ", s.files_resumed, " skipped (--resume)") : "",
+            ", ", s.docs, " docs, ", s.tokens, " tokens, ", format_bytes(static_cast<double>(s.text_bytes)),
+            " of text (", format_bytes(static_cast<double>(s.input_bytes)), " of input) in ", format_duration(s.seconds),
+            ": ", format_bytes(static_cast<double>(s.text_bytes) / secs), "/s, ",
+            static_cast<uint64_t>(static_cast<double>(s.tokens) / secs), " tokens/s; skipped ", s.bad, " bad records, ",
+            s.empty, " empty texts");
+  return kExitOk;
+}
+
+int train_spm_main(const std::vector<std::string>& args) {
+  OptionParser p("loom-tokenize train-spm", "loom-tokenize train-spm --vocab-size N --model-prefix P [options] INPUT...");
+  add_input_options(p.options());
+  p.options().add_options()
+      ("vocab-size", po::value<uint32_t>(), "vocabulary size (required)")
+      ("model-prefix", po::value<std::string>(), "writes PREFIX.model (required)")
+      ("model-type", po::value<std::string>()->default_value("unigram"), "unigram, bpe, char or word")
+      ("character-coverage", po::value<double>()->default_value(0.9995),
+       "share of characters the model covers; the rest become bytes (with --byte-fallback)")
+      ("normalization", po::value<std::string>()->default_value("nmt_nfkc"),
+       "SentencePiece normalization rule: nmt_nfkc, nfkc, nmt_nfkc_cf, nfkc_cf or identity")
+      ("byte-fallback", po::value<bool>()->default_value(true), "unknown characters become UTF-8 byte pieces")
+      ("max-sentence-length", po::value<uint32_t>()->default_value(1 << 16),
+       "documents longer than this many bytes are cut on whitespace before training")
+      ("input-sentence-size", po::value<uint64_t>()->default_value(0), "sample this many pieces (0: all)")
+      ("threads", po::value<unsigned>()->default_value(default_threads()), "trainer threads");
+  p.positional("input");
+  if (!parse_usage(p, args)) return kExitOk;
+  if (!p.vm().count("vocab-size")) throw UsageError("--vocab-size is required (see --help)");
+  if (!p.vm().count("model-prefix")) throw UsageError("--model-prefix is required (see --help)");
+  TrainSpmOptions opt;
+  read_input_options(p, opt.reader, opt.on_error, opt.inputs);
+  opt.vocab_size = p.get<uint32_t>("vocab-size");
+  opt.model_prefix = p.get<std::string>("model-prefix");
+  opt.model_type = p.get<std::string>("model-type");
+  one_of<int>("model-type", opt.model_type, {{"unigram", 0}, {"bpe", 0}, {"char", 0}, {"word", 0}});
+  opt.character_coverage = p.get<double>("character-coverage");
+  opt.normalization = p.get<std::string>("normalization");
+  one_of<int>("normalization", opt.normalization,
+              {{"nmt_nfkc", 0}, {"nfkc", 0}, {"nmt_nfkc_cf", 0}, {"nfkc_cf", 0}, {"identity", 0}});
+  opt.byte_fallback = p.get<bool>("byte-fallback");
+  opt.max_sentence_length = p.get<uint32_t>("max-sentence-length");
+  opt.input_sentence_size = p.get<uint64_t>("input-sentence-size");
+  opt.threads = p.get<unsigned>("threads");
+  log::info("loom-tokenize train-spm configuration:\n", p.resolved_ini(), opt.inputs.size(), " input(s)");
+  const TrainSpmSummary s = run_train_spm(opt);
+  log::info("summary: trained ", s.model_path, " (vocab ", opt.vocab_size, ") from ", s.docs, " docs, ",
+            format_bytes(static_cast<double>(s.bytes)), "; skipped ", s.bad, " bad records");
+  return kExitOk;
+}
+
+}  // namespace loom::tokenize

@@ -1,0 +1,85 @@
+#include "loom/tokenize/tokenize_job.h"
+
+#include <map>
+
+#include "loom/error.h"
+#include "loom/log.h"
+#include "loom/progress.h"
+#include "loom/sys.h"
+#include "loom/tokenize/byte_source.h"
+#include "loom/tokenize/encoder.h"
+
+namespace loom::tokenize {
+
+std::string output_bin_path(const std::string& output_dir, const std::string& input) {
+  input_format_for(input);  // rejects unknown extensions
+  const std::string name = sys::basename(strip_compression_ext(input));
+  return output_dir + "/" + name.substr(0, name.rfind('.')) + ".bin";
+}
+
+TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
+  LOOM_CHECK(!opt.inputs.empty(), "no INPUT files given");
+  // Everything that can be checked before any work: names, collisions, existence, the model.
+  std::map<std::string, std::string> out_of;
+  std::vector<std::string> bins;
+  uint64_t total_bytes = 0;
+  for (const std::string& in : opt.inputs) {
+    const std::string bin = output_bin_path(opt.output_dir, in);
+    auto [it, fresh] = out_of.emplace(bin, in);
+    LOOM_CHECK(fresh, "inputs ", it->second, " and ", in, " would both write ", bin,
+               "; rename one or tokenize them into different --output-dir");
+    LOOM_CHECK(sys::exists(in) && !sys::is_directory(in), in, ": no such input file");
+    bins.push_back(bin);
+    total_bytes += sys::file_size(in);
+  }
+  const Encoder encoder(opt.model);
+  const TokenizerInfo info = encoder.info(opt.pipeline.bos, opt.pipeline.eos);
+  log::info("model ", opt.model, ": vocab ", info.vocab_size, ", bos ", info.bos_id, ", eos ", info.eos_id,
+            ", fingerprint ", hex64(info.model_fingerprint));
+  sys::make_dirs(opt.output_dir);
+
+  TokenizeSummary sum;
+  sum.input_bytes = total_bytes;
+  Progress progress("tokenize", total_bytes, "B", 30.0);
+  uint64_t bytes_before = 0;
+  for (size_t i = 0; i < opt.inputs.size(); ++i) {
+    const std::string& in = opt.inputs[i];
+    const uint64_t size = sys::file_size(in);
+    std::string why_not;
+    if (opt.resume && shard_complete(opt.format, bins[i], info, why_not)) {
+      log::info(in, ": ", bins[i], " is complete, skipped (--resume)");
+      ++sum.files_resumed;
+      bytes_before += size;
+      progress.set(bytes_before);
+      continue;
+    }
+    if (opt.resume) log::info(in, ": tokenizing (", why_not, ")");
+    auto reader = make_document_reader(in, opt.reader);
+    auto sink = make_shard_sink(opt.format, bins[i], info);
+    const FileStats st = tokenize_documents(*reader, encoder, *sink, opt.pipeline, [&](uint64_t bytes, uint64_t tokens) {
+      progress.set(bytes_before + bytes);
+      progress.set_extra("tokens", sum.tokens + tokens);
+    });
+    for (const std::string& e : st.bad_examples) log::warn("skipped ", e);
+    if (st.bad > st.bad_examples.size()) log::warn("... and ", st.bad - st.bad_examples.size(), " more bad records in ", in);
+    LOOM_CHECK(st.docs > 0, in, ": no documents to write (", st.bad, " bad, ", st.empty,
+               " empty); an empty shard is not written");
+    sink->commit();
+    log::info(in, " -> ", bins[i], ": ", st.docs, " docs, ", st.tokens, " tokens",
+              st.bad ? str(", ", st.bad, " bad records skipped") : std::string(),
+              st.empty ? str(", ", st.empty, " empty texts skipped") : std::string());
+    ++sum.files;
+    sum.docs += st.docs;
+    sum.tokens += st.tokens;
+    sum.text_bytes += st.text_bytes;
+    sum.bad += st.bad;
+    sum.empty += st.empty;
+    bytes_before += size;
+    progress.set(bytes_before);
+  }
+  progress.finish();
+  sum.seconds = progress.elapsed_s();
+  return sum;
+}
+
+}  // namespace loom::tokenize
