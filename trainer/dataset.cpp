@@ -1,0 +1,216 @@
+#include "dataset.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "loom/error.h"
+#include "loom/log.h"
+#include "loom/sys.h"
+#include "sampler.h"
+
+namespace loom {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string percent(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+// Shards of one folder must come from one tokenizer: same vocab, special ids and model file.
+void check_same_tokenizer(const PackedReader& a, const PackedReader& b) {
+  const PackedHeader& x = a.header();
+  const PackedHeader& y = b.header();
+  LOOM_CHECK(x.vocab_size == y.vocab_size && x.bos_id == y.bos_id && x.eos_id == y.eos_id &&
+                 x.pad_id == y.pad_id && x.model_fingerprint == y.model_fingerprint,
+             b.bin_path(), ": tokenizer differs from ", a.bin_path(), " (vocab ", y.vocab_size, " vs ", x.vocab_size,
+             ", bos ", y.bos_id, " vs ", x.bos_id, ", eos ", y.eos_id, " vs ", x.eos_id, ", pad ", y.pad_id, " vs ",
+             x.pad_id, ", model fingerprint ", hex64(y.model_fingerprint), " vs ", hex64(x.model_fingerprint),
+             "): every shard of a run must be tokenized with the same model");
+}
+
+}  // namespace
+
+void DataOptions::validate() const {
+  LOOM_CHECK(seq_len > 0, "data.seq_len must be > 0, got ", seq_len);
+  LOOM_CHECK(micro_bsz > 0, "data.micro_bsz must be > 0, got ", micro_bsz);
+  LOOM_CHECK(micro_num > 0, "data.micro_num must be > 0, got ", micro_num);
+  LOOM_CHECK(prefetch >= 0, "data.prefetch must be >= 0, got ", prefetch);
+  LOOM_CHECK(!train_folder.empty(), "data.train_folder is not set: give the folder of packed shards to train on");
+  parse_dataset_weights(dataset_weights);
+}
+
+std::vector<std::pair<std::string, double>> parse_dataset_weights(const std::string& spec) {
+  std::vector<std::pair<std::string, double>> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty() && ss.eof()) break;
+    const size_t colon = item.rfind(':');
+    LOOM_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < item.size(), "data.dataset_weights: '", item,
+               "' in \"", spec, "\": expected name:weight, e.g. \"en:2,zh:0.5\"");
+    const std::string name = item.substr(0, colon), num = item.substr(colon + 1);
+    size_t used = 0;
+    double w = -1;
+    try {
+      w = std::stod(num, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    LOOM_CHECK(used == num.size() && w >= 0 && w < 1e9, "data.dataset_weights: weight '", num, "' of dataset '", name,
+               "' in \"", spec, "\": expected a number >= 0");
+    for (const auto& [seen, unused] : out)
+      LOOM_CHECK(seen != name, "data.dataset_weights: dataset '", name, "' is given twice in \"", spec, "\"");
+    out.emplace_back(name, w);
+  }
+  return out;
+}
+
+// ---- PackedDataset ----
+
+PackedDataset::PackedDataset(std::string name, const std::vector<std::string>& shard_paths, int64_t seq_len,
+                             bool verify_checksums)
+    : name_(std::move(name)), seq_len_(seq_len) {
+  shards_.reserve(shard_paths.size());
+  for (const std::string& path : shard_paths) {
+    shards_.emplace_back(path);
+    const PackedReader& r = shards_.back();
+    LOOM_CHECK(static_cast<int64_t>(r.seq_len()) == seq_len, path, ": packs of ", r.seq_len(),
+               " tokens, but data.seq_len is ", seq_len, " (repack the data or set data.seq_len=", r.seq_len(), ")");
+    if (shards_.size() > 1) check_same_tokenizer(shards_.front(), r);
+    if (verify_checksums) r.verify_deep();
+    first_pack_.push_back(first_pack_.back() + r.num_packs());
+    num_tokens_ += r.header().num_tokens;
+    num_source_docs_ += r.header().num_source_docs;
+  }
+  LOOM_ASSERT(!shards_.empty(), "dataset '", name_, "' without shards");
+}
+
+PackedDataset::Location PackedDataset::locate(uint64_t pack) const {
+  LOOM_ASSERT(pack < num_packs(), "pack ", pack, " of dataset '", name_, "' with ", num_packs(), " packs");
+  const auto it = std::upper_bound(first_pack_.begin(), first_pack_.end(), pack);
+  const size_t s = static_cast<size_t>(it - first_pack_.begin() - 1);
+  return {&shards_[s], pack - first_pack_[s]};
+}
+
+std::vector<PackedDataset> open_datasets(const std::string& folder_in, const std::string& key, int64_t seq_len,
+                                         bool verify_checksums) {
+  std::string folder = folder_in;
+  while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
+  LOOM_CHECK(sys::is_directory(folder), key, " = ", folder, ": not a folder (expected a folder of packed shards)");
+  std::vector<std::string> top;                            // shards directly in the folder
+  std::map<std::string, std::vector<std::string>> groups;  // sub-folder name -> its shards (sorted)
+  for (const std::string& path : sys::list_files(folder)) {
+    if (ends_with(path, ".bin.meta")) {
+      const std::string bin = path.substr(0, path.size() - 5);
+      LOOM_CHECK(sys::exists(bin), path, ": index without its data file ", bin, " (an incomplete shard?)");
+      continue;
+    }
+    if (!ends_with(path, ".bin")) continue;
+    LOOM_CHECK(sys::exists(meta_path_for(path)), path, ": no ", meta_path_for(path),
+               " beside it (an incomplete or unpacked shard?)");
+    const std::string rel = path.substr(folder.size() + 1);
+    const size_t slash = rel.find('/');
+    if (slash == std::string::npos) top.push_back(path);
+    else groups[rel.substr(0, slash)].push_back(path);
+  }
+  LOOM_CHECK(!top.empty() || !groups.empty(), key, " = ", folder,
+             ": no packed shards (NAME.bin with NAME.bin.meta) in it; run loom-pack pack first");
+  LOOM_CHECK(top.empty() || groups.empty(), key, " = ", folder, ": holds shards both directly (", top.front(),
+             ") and in sub-folders (", groups.begin()->second.front(),
+             "); put each dataset in its own sub-folder, or all shards in the folder itself");
+  std::vector<PackedDataset> out;
+  if (!top.empty()) {
+    out.emplace_back(sys::basename(folder), top, seq_len, verify_checksums);
+  } else {
+    out.reserve(groups.size());
+    for (const auto& [name, paths] : groups) out.emplace_back(name, paths, seq_len, verify_checksums);
+  }
+  for (size_t d = 1; d < out.size(); ++d) check_same_tokenizer(out.front().shard(0), out[d].shard(0));
+  return out;
+}
+
+// ---- TrainData ----
+
+TrainData::TrainData(const DataOptions& opt)
+    : datasets_(open_datasets(opt.train_folder, "data.train_folder", opt.seq_len, opt.verify_checksums)) {
+  tokenizer_ = datasets_.front().shard(0).tokenizer();
+  pad_id_ = datasets_.front().shard(0).header().pad_id;
+  for (const auto& [name, weight] : parse_dataset_weights(opt.dataset_weights)) {
+    PackedDataset* found = nullptr;
+    for (PackedDataset& d : datasets_)
+      if (d.name() == name) found = &d;
+    if (!found) {
+      std::string names;
+      for (const PackedDataset& d : datasets_) names += (names.empty() ? "" : ", ") + d.name();
+      LOOM_FAIL("data.dataset_weights: no dataset '", name, "' in ", opt.train_folder, " (datasets: ", names, ")");
+    }
+    found->set_weight(weight);
+  }
+  LOOM_CHECK(epoch_samples() > 0, "data.dataset_weights: every dataset has weight 0; nothing to train on");
+}
+
+std::vector<std::string> TrainData::dataset_names() const {
+  std::vector<std::string> out;
+  for (const PackedDataset& d : datasets_) out.push_back(d.name());
+  return out;
+}
+
+std::vector<uint64_t> TrainData::packs_per_dataset() const {
+  std::vector<uint64_t> out;
+  for (const PackedDataset& d : datasets_) out.push_back(d.num_packs());
+  return out;
+}
+
+std::vector<double> TrainData::weights() const {
+  std::vector<double> out;
+  for (const PackedDataset& d : datasets_) out.push_back(d.weight());
+  return out;
+}
+
+uint64_t TrainData::epoch_samples() const {
+  uint64_t n = 0;
+  for (const PackedDataset& d : datasets_) n += weighted_count(d.num_packs(), d.weight());
+  return n;
+}
+
+void TrainData::log_summary(uint64_t global_batch, int64_t total_steps) const {
+  LOOM_ASSERT(global_batch > 0, "global batch of 0 packs");
+  const double g = static_cast<double>(global_batch);
+  for (size_t i = 0; i < datasets_.size(); ++i) {
+    const PackedDataset& d = datasets_[i];
+    const uint64_t samples = weighted_count(d.num_packs(), d.weight());
+    log::info("dataset ", i, " '", d.name(), "': ", d.num_shards(), " shards, ", d.num_source_docs(), " docs, ",
+              d.num_tokens(), " tokens, ", d.num_packs(), " packs, ", d.num_padding(), " padding (",
+              percent(static_cast<double>(d.num_padding()), static_cast<double>(d.num_tokens() + d.num_padding())),
+              "), weight ", d.weight(), " -> ", samples, " samples per epoch = ", fixed(static_cast<double>(samples) / g, 2),
+              " steps");
+  }
+  const uint64_t n = epoch_samples();
+  const double steps_per_epoch = static_cast<double>(n) / g;
+  const double epochs = static_cast<double>(total_steps) * g / static_cast<double>(n);
+  log::info("train data: ", n, " samples per epoch, global batch ", global_batch, " packs -> ",
+            fixed(steps_per_epoch, 2), " steps per epoch; data.total_steps ", total_steps, " = ", fixed(epochs, 3),
+            " epochs");
+  if (epochs < 1.0)
+    log::warn("data.total_steps ", total_steps, " covers only ", percent(epochs, 1.0), " of one epoch (",
+              fixed(steps_per_epoch, 1), " steps): part of the training data is never seen");
+  else if (epochs > kManyEpochs)
+    log::warn("data.total_steps ", total_steps, " repeats the data ", fixed(epochs, 1),
+              " times: past about ", kManyEpochs, " epochs repeated data is worth much less than new data");
+}
+
+}  // namespace loom
