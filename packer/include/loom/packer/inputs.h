@@ -1,0 +1,54 @@
+// The inputs of loom-pack: command-line paths (files or folders) expanded to shards, and a set of
+// loom token shards that share one tokenizer, addressed as one sequence of documents ("global"
+// document index = inputs in command-line order, documents in shard order).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/shard_format.h"
+
+namespace loom::packer {
+
+// A file is itself; a folder gives every *.bin under it that has a .meta beside it, sorted.
+// Throws when a path does not exist or a folder holds no shard.
+std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths);
+
+// Throws unless b was made by the same tokenizer as a, with the same dtype (what merge and pack
+// need to put their documents side by side).
+void check_compatible(const ShardReader& a, const ShardReader& b);
+
+class ShardSet {
+ public:
+  // Opens every shard (ShardReader's O(num_docs) checks) and checks they are compatible.
+  explicit ShardSet(const std::vector<std::string>& bin_paths);
+
+  size_t size() const { return shards_.size(); }
+  const ShardReader& shard(size_t i) const { return *shards_[i]; }
+  TokenizerInfo tokenizer() const { return shards_.front()->tokenizer(); }
+  uint32_t dtype_bytes() const { return shards_.front()->dtype_bytes(); }
+  uint64_t num_docs() const { return doc_starts_.back(); }
+  uint64_t num_tokens() const { return num_tokens_; }
+  uint64_t token_bytes() const { return num_tokens_ * dtype_bytes(); }
+  // Global index of shard i's first document.
+  uint64_t first_doc(size_t i) const { return doc_starts_[i]; }
+  // (shard, local document) of a global document index.
+  std::pair<size_t, uint64_t> locate(uint64_t doc) const;
+  // Every document's length, in global order (the length index bestfit plans from).
+  std::vector<uint64_t> doc_lengths() const;
+  // verify_deep() of every shard (ids < vocab, checksums), with a progress line.
+  void verify_deep(const std::string& label) const;
+
+ private:
+  std::vector<std::unique_ptr<ShardReader>> shards_;
+  std::vector<uint64_t> doc_starts_{0};
+  uint64_t num_tokens_ = 0;
+};
+
+// "NAME.bin" of a shard path, refusing two inputs that would write the same output name.
+std::vector<std::string> unique_basenames(const std::vector<std::string>& bin_paths);
+
+}  // namespace loom::packer

@@ -1,0 +1,36 @@
+// `loom-pack verify`: checks shards of any kind (loom, packed, InternLM; told apart by content)
+// with the one reader of each format, never writing anything. Without --deep: what the readers
+// check on open (magic, version, header, dtype, sizes, offsets; O(documents)). With --deep also
+// every token id < vocab and the .bin checksum (one sequential mmap pass), and for InternLM shards
+// every line parsed against its .meta count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "loom/progress.h"
+
+namespace loom::packer {
+
+struct VerifyOptions {
+  bool deep = false;
+  // InternLM shards record no vocab size; when > 0 their ids are checked against this one.
+  uint32_t internlm_vocab_size = 0;
+};
+
+struct VerifyResult {
+  std::string path;
+  std::string kind;      // "loom", "packed", "internlm"
+  bool ok = false;
+  std::string error;     // the reader's message when !ok
+  uint64_t documents = 0;  // packs for packed shards
+  uint64_t tokens = 0;
+};
+
+// Never throws loom::Error: a failure is returned in the result.
+VerifyResult verify_shard(const std::string& bin_path, const VerifyOptions& options, Progress* progress);
+
+// Bytes a deep verify of this shard reads (for the progress total); 0 if it cannot be stat'ed.
+uint64_t verify_bytes(const std::string& bin_path);
+
+}  // namespace loom::packer

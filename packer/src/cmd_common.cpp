@@ -1,0 +1,43 @@
+#include "cmd_common.h"
+
+#include "loom/log.h"
+#include "loom/packer/inputs.h"
+
+namespace loom::packer {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"verify", "check shards (any kind); --deep also ids and checksums", cmd_verify},
+      {"stats", "documents, tokens, lengths, dtype, tokenizer; --json for machines", cmd_stats},
+      {"head", "decode the first documents with a SentencePiece model", cmd_head},
+      {"merge", "one loom shard from many", cmd_merge},
+      {"split", "deterministic train/valid split by document", cmd_split},
+      {"convert", "loom <-> InternLM shards, lossless", cmd_convert},
+      {"pack", "fixed-length training sequences that keep document boundaries", cmd_pack},
+  };
+  return table;
+}
+
+bool parse_command(OptionParser& parser, const Args& args, bool quiet) {
+  try {
+    if (!parser.parse(args)) return false;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  if (!quiet) {
+    std::string ini = parser.resolved_ini();
+    if (!ini.empty() && ini.back() == '\n') ini.pop_back();
+    log::info("configuration:\n", ini);
+  }
+  return true;
+}
+
+std::vector<std::string> input_shards(const OptionParser& parser) {
+  if (!parser.vm().count("inputs") || parser.get<std::vector<std::string>>("inputs").empty())
+    throw UsageError("no input given (see --help)");
+  return expand_shard_paths(parser.get<std::vector<std::string>>("inputs"));
+}
+
+}  // namespace loom::packer

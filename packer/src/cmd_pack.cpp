@@ -1,0 +1,46 @@
+// loom-pack pack --seq-len L --strategy concat|bestfit [--seed S] --output-dir DIR INPUT...
+#include <cstdio>
+
+#include "cmd_common.h"
+#include "loom/log.h"
+#include "loom/packer/pack.h"
+
+namespace loom::packer {
+
+int cmd_pack(const Args& args) {
+  OptionParser parser("loom-pack pack",
+                      "loom-pack pack --seq-len L --strategy concat|bestfit [--seed S] --output-dir DIR INPUT...");
+  parser.options().add_options()("seq-len", po::value<uint32_t>(), "tokens per pack (L)")(
+      "strategy", po::value<std::string>()->default_value("concat"), "concat or bestfit")(
+      "seed", po::value<uint64_t>()->default_value(0), "bestfit: shuffles the order of the packs")(
+      "output-dir", po::value<std::string>(), "writes DIR/NAME.bin + .meta")(
+      "name", po::value<std::string>()->default_value("packed"), "output name")(
+      "max-packs-per-shard", po::value<uint64_t>()->default_value(0),
+      "roll the output into NAME-00000.bin, ... of at most this many packs each; 0: one file")(
+      "inputs", po::value<std::vector<std::string>>(), "loom shards or folders");
+  parser.positional("inputs");
+  if (!parse_command(parser, args)) return kExitOk;
+  PackOptions o;
+  o.seq_len = required<uint32_t>(parser, "seq-len");
+  if (o.seq_len == 0) throw UsageError("--seq-len must be positive");
+  const std::string strategy = parser.get<std::string>("strategy");
+  if (strategy == "concat") o.strategy = PackStrategy::kConcat;
+  else if (strategy == "bestfit") o.strategy = PackStrategy::kBestfit;
+  else throw UsageError(str("--strategy ", strategy, ": expected concat or bestfit"));
+  o.seed = parser.get<uint64_t>("seed");
+  o.output_dir = required<std::string>(parser, "output-dir");
+  o.name = parser.get<std::string>("name");
+  if (o.name.empty() || o.name.find('/') != std::string::npos) throw UsageError("--name must be a plain file name");
+  o.max_packs_per_shard = parser.get<uint64_t>("max-packs-per-shard");
+  const ShardSet inputs(input_shards(parser));
+  const PackReport r = pack_shards(inputs, o);
+  char fractions[96];
+  std::snprintf(fractions, sizeof(fractions), "padding %.4f%%, truncated documents %.4f%%", 100.0 * r.padding_fraction,
+                100.0 * r.truncated_fraction);
+  log::info("pack: ", strategy, ", seq_len ", o.seq_len, ": ", r.packs, " packs in ", r.outputs.size(), " file(s), ",
+            r.tokens, " tokens, ", r.padding_tokens, " padding tokens; ", fractions, " (", r.truncated_docs, " of ",
+            r.documents, " non-empty documents)");
+  return kExitOk;
+}
+
+}  // namespace loom::packer

@@ -1,0 +1,36 @@
+// loom-pack split --valid-fraction F|--valid-docs N --seed S --output-dir DIR INPUT...
+#include "cmd_common.h"
+#include "loom/log.h"
+#include "loom/packer/split.h"
+
+namespace loom::packer {
+
+int cmd_split(const Args& args) {
+  OptionParser parser("loom-pack split",
+                      "loom-pack split --valid-fraction F|--valid-docs N --seed S --output-dir DIR INPUT...");
+  parser.options().add_options()("valid-fraction", po::value<double>(), "each document goes to valid with this probability")(
+      "valid-docs", po::value<int64_t>(), "exactly this many documents go to valid")(
+      "seed", po::value<uint64_t>()->default_value(0), "the split's seed")(
+      "output-dir", po::value<std::string>(), "writes DIR/train/NAME.bin and DIR/valid/NAME.bin")(
+      "inputs", po::value<std::vector<std::string>>(), "loom shards or folders");
+  parser.positional("inputs");
+  if (!parse_command(parser, args)) return kExitOk;
+  SplitOptions o;
+  const bool by_fraction = parser.vm().count("valid-fraction") > 0, by_docs = parser.vm().count("valid-docs") > 0;
+  if (by_fraction == by_docs) throw UsageError("give exactly one of --valid-fraction and --valid-docs");
+  if (by_fraction) o.valid_fraction = parser.get<double>("valid-fraction");
+  if (by_docs) o.valid_docs = parser.get<int64_t>("valid-docs");
+  if (by_fraction && !(o.valid_fraction >= 0 && o.valid_fraction <= 1))
+    throw UsageError(str("--valid-fraction ", o.valid_fraction, " must be in [0, 1]"));
+  if (by_docs && o.valid_docs < 0) throw UsageError(str("--valid-docs ", o.valid_docs, " must be >= 0"));
+  o.seed = parser.get<uint64_t>("seed");
+  o.output_dir = required<std::string>(parser, "output-dir");
+  const std::vector<std::string> paths = input_shards(parser);
+  const ShardSet inputs(paths);
+  const SplitReport r = split_shards(inputs, paths, o);
+  log::info("split: train ", r.train_docs, " documents (", r.train_tokens, " tokens), valid ", r.valid_docs,
+            " documents (", r.valid_tokens, " tokens) under ", o.output_dir);
+  return kExitOk;
+}
+
+}  // namespace loom::packer

@@ -1,0 +1,50 @@
+// loom-pack verify [--deep] [--vocab-size N] PATH...
+#include <iostream>
+
+#include "cmd_common.h"
+#include "loom/log.h"
+#include "loom/packer/verify.h"
+
+namespace loom::packer {
+
+int cmd_verify(const Args& args) {
+  OptionParser parser("loom-pack verify", "loom-pack verify [--deep] PATH...  (files, or folders of *.bin + .meta)");
+  parser.options().add_options()(
+      "deep", po::bool_switch(), "also check every token id < vocab and the .bin checksum (one pass over the data)")(
+      "vocab-size", po::value<uint32_t>()->default_value(0),
+      "vocab size to check InternLM shards' ids against (they record none); 0: no id check")(
+      "inputs", po::value<std::vector<std::string>>(), "shards or folders");
+  parser.positional("inputs");
+  if (!parse_command(parser, args)) return kExitOk;
+  const std::vector<std::string> paths = input_shards(parser);
+  VerifyOptions options;
+  options.deep = parser.get<bool>("deep");
+  options.internlm_vocab_size = parser.get<uint32_t>("vocab-size");
+
+  uint64_t total = 0;
+  for (const auto& p : paths) total += verify_bytes(p);
+  Progress progress(options.deep ? "verify --deep" : "verify", options.deep ? total : 0);
+  size_t failed = 0;
+  uint64_t docs = 0, tokens = 0;
+  for (const auto& p : paths) {
+    const VerifyResult r = verify_shard(p, options, &progress);
+    if (r.ok) {
+      docs += r.documents;
+      tokens += r.tokens;
+      std::cout << "OK   " << p << " (" << r.kind << ", " << r.documents << (r.kind == "packed" ? " packs, " : " documents, ")
+                << r.tokens << " tokens)\n";
+    } else {
+      ++failed;
+      std::cout << "FAIL " << r.error << "\n";
+    }
+  }
+  progress.finish();
+  std::cout << "verify" << (options.deep ? " --deep" : "") << ": " << paths.size() << " shards, "
+            << paths.size() - failed << " passed, " << failed << " failed\n";
+  std::cout.flush();
+  log::info("verify: ", docs, " documents/packs and ", tokens, " tokens in the shards that passed, ",
+            format_duration(progress.elapsed_s()));
+  return failed ? kExitFailed : kExitOk;
+}
+
+}  // namespace loom::packer

@@ -1,0 +1,106 @@
+#include "loom/packer/convert.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "loom/error.h"
+#include "loom/internlm_format.h"
+#include "loom/log.h"
+#include "loom/packer/inputs.h"
+#include "loom/packer/tokenizer_model.h"
+#include "loom/progress.h"
+#include "loom/shard_format.h"
+#include "loom/sys.h"
+
+namespace loom::packer {
+
+namespace {
+void to_internlm(const std::string& in, const std::string& out, ConvertReport& rep) {
+  ShardReader r(in);
+  {
+    Progress check(str("convert: verify ", sys::basename(in)), r.num_tokens() * r.dtype_bytes());
+    r.verify_deep([&](uint64_t n) { check.add(n); });
+  }
+  InternlmWriter w(out);
+  Progress progress(str("convert ", sys::basename(in)), r.num_docs(), "docs");
+  std::vector<uint32_t> ids;
+  for (uint64_t i = 0; i < r.num_docs(); ++i) {
+    LOOM_CHECK(w.fits(), in, ": document ", i, " would start past byte 2^31-1 of ", out,
+               ", InternLM's int32 offsets cannot address it; split the input first (loom-pack split)");
+    ids.clear();
+    r.read_doc(i, ids);
+    w.add_doc(ids);
+    progress.add(1);
+  }
+  w.commit();
+  rep.documents += w.num_docs();
+  rep.tokens += w.num_tokens();
+}
+
+void to_loom(const std::string& in, const std::string& out, const std::optional<TokenizerInfo>& given,
+             uint32_t vocab_size, ConvertReport& rep) {
+  InternlmReader r(in);
+  uint32_t max_id = 0;
+  {
+    Progress check(str("convert: verify ", sys::basename(in)), sys::file_size(in));
+    max_id = r.verify_deep(given ? given->vocab_size : vocab_size, [&](uint64_t n) { check.add(n); });
+  }
+  TokenizerInfo info;
+  if (given) {
+    info = *given;
+  } else {
+    info.vocab_size = vocab_size ? vocab_size : max_id + 1;
+    if (!vocab_size)
+      log::warn(in, ": no --model or --vocab-size; using vocab size ", info.vocab_size, " (largest id + 1), no bos/eos");
+  }
+  // Flags from the data: set when every non-empty document carries bos/eos (a model cannot say).
+  bool all_bos = info.bos_id >= 0, all_eos = info.eos_id >= 0, any = false;
+  std::vector<uint32_t> ids;
+  for (uint64_t i = 0; i < r.num_docs() && (all_bos || all_eos); ++i) {
+    ids.clear();
+    r.read_doc(i, ids);
+    if (ids.empty()) continue;
+    any = true;
+    all_bos = all_bos && ids.front() == static_cast<uint32_t>(info.bos_id);
+    all_eos = all_eos && ids.back() == static_cast<uint32_t>(info.eos_id);
+  }
+  info.flags = (any && all_bos ? kShardFlagBos : 0) | (any && all_eos ? kShardFlagEos : 0);
+  ShardWriter w(out, info);
+  Progress progress(str("convert ", sys::basename(in)), r.num_docs(), "docs");
+  for (uint64_t i = 0; i < r.num_docs(); ++i) {
+    ids.clear();
+    r.read_doc(i, ids);
+    w.add_doc(ids);
+    progress.add(1);
+  }
+  w.commit();
+  rep.documents += w.num_docs();
+  rep.tokens += w.num_tokens();
+}
+}  // namespace
+
+ConvertReport convert_shards(const std::vector<std::string>& input_paths, const ConvertOptions& o) {
+  const std::vector<std::string> names = unique_basenames(input_paths);
+  std::optional<TokenizerInfo> given;
+  if (!o.model.empty()) given = TokenizerModel(o.model).info();
+  sys::make_dirs(o.output_dir);
+  ConvertReport rep;
+  for (size_t i = 0; i < input_paths.size(); ++i) {
+    const std::string& in = input_paths[i];
+    const std::string out = o.output_dir + "/" + names[i];
+    const ShardKind kind = detect_shard_kind(in);
+    if (o.to == ConvertTarget::kInternlm) {
+      LOOM_CHECK(kind != ShardKind::kInternlm && kind != ShardKind::kPacked, in, ": is a ", shard_kind_name(kind),
+                 " shard; --to internlm converts loom token shards");
+      to_internlm(in, out, rep);
+    } else {
+      LOOM_CHECK(kind == ShardKind::kInternlm, in, ": is a ", shard_kind_name(kind),
+                 " shard; --to loom converts InternLM shards");
+      to_loom(in, out, given, o.vocab_size, rep);
+    }
+    ++rep.files;
+  }
+  return rep;
+}
+
+}  // namespace loom::packer

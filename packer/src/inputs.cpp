@@ -1,0 +1,99 @@
+#include "loom/packer/inputs.h"
+
+#include <algorithm>
+#include <set>
+
+#include "loom/error.h"
+#include "loom/progress.h"
+#include "loom/sys.h"
+
+namespace loom::packer {
+
+namespace {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    if (!sys::is_directory(p)) {
+      LOOM_CHECK(sys::exists(p), p, ": no such file or folder");
+      out.push_back(p);
+      continue;
+    }
+    size_t found = 0;
+    for (const std::string& f : sys::list_files(p)) {
+      if (ends_with(f, ".bin") && sys::exists(meta_path_for(f))) {
+        out.push_back(f);
+        ++found;
+      }
+    }
+    LOOM_CHECK(found > 0, p, ": folder holds no shard (no *.bin with a .meta beside it)");
+  }
+  return out;
+}
+
+void check_compatible(const ShardReader& a, const ShardReader& b) {
+  const ShardHeader &x = a.header(), &y = b.header();
+  auto differ = [&](const char* what, auto va, auto vb) {
+    LOOM_FAIL(b.bin_path(), ": ", what, " ", vb, " differs from ", va, " of ", a.bin_path(),
+              "; only shards of one tokenizer can go together");
+  };
+  if (x.model_fingerprint != y.model_fingerprint)
+    differ("tokenizer fingerprint", hex64(x.model_fingerprint), hex64(y.model_fingerprint));
+  if (x.dtype_bytes != y.dtype_bytes) differ("dtype", str("uint", x.dtype_bytes * 8), str("uint", y.dtype_bytes * 8));
+  if (x.vocab_size != y.vocab_size) differ("vocab size", x.vocab_size, y.vocab_size);
+  if (x.bos_id != y.bos_id) differ("bos_id", x.bos_id, y.bos_id);
+  if (x.eos_id != y.eos_id) differ("eos_id", x.eos_id, y.eos_id);
+  if (x.flags != y.flags) differ("bos/eos flags", x.flags, y.flags);
+}
+
+ShardSet::ShardSet(const std::vector<std::string>& bin_paths) {
+  LOOM_CHECK(!bin_paths.empty(), "no input shards");
+  for (const std::string& p : bin_paths) {
+    const ShardKind kind = detect_shard_kind(p);
+    LOOM_CHECK(kind == ShardKind::kLoom || kind == ShardKind::kUnknown, p, ": is a ", shard_kind_name(kind),
+               " shard, expected a loom token shard",
+               kind == ShardKind::kInternlm ? " (convert it first: loom-pack convert --to loom)" : "");
+    shards_.push_back(std::make_unique<ShardReader>(p));  // kUnknown: the reader says what is wrong
+    check_compatible(*shards_.front(), *shards_.back());
+    doc_starts_.push_back(doc_starts_.back() + shards_.back()->num_docs());
+    num_tokens_ += shards_.back()->num_tokens();
+  }
+}
+
+std::pair<size_t, uint64_t> ShardSet::locate(uint64_t doc) const {
+  LOOM_ASSERT(doc < num_docs(), "document ", doc, " of ", num_docs());
+  const size_t s = static_cast<size_t>(std::upper_bound(doc_starts_.begin(), doc_starts_.end(), doc) - doc_starts_.begin()) - 1;
+  return {s, doc - doc_starts_[s]};
+}
+
+std::vector<uint64_t> ShardSet::doc_lengths() const {
+  std::vector<uint64_t> lens;
+  lens.reserve(num_docs());
+  for (const auto& s : shards_)
+    for (uint64_t i = 0; i < s->num_docs(); ++i) lens.push_back(s->doc_len(i));
+  return lens;
+}
+
+void ShardSet::verify_deep(const std::string& label) const {
+  Progress progress(label, token_bytes());
+  for (const auto& s : shards_) s->verify_deep([&](uint64_t n) { progress.add(n); });
+  progress.finish();
+}
+
+std::vector<std::string> unique_basenames(const std::vector<std::string>& bin_paths) {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const std::string& p : bin_paths) {
+    std::string name = sys::basename(p);
+    LOOM_CHECK(seen.insert(name).second, p, ": another input is also named ", name,
+               "; outputs are named after inputs, so input names must differ");
+    names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace loom::packer

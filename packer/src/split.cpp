@@ -1,0 +1,83 @@
+#include "loom/packer/split.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "loom/error.h"
+#include "loom/hash.h"
+#include "loom/log.h"
+#include "loom/progress.h"
+#include "loom/sys.h"
+
+namespace loom::packer {
+
+uint64_t split_score(uint64_t seed, uint64_t doc) {
+  const uint64_t key[2] = {seed, doc};
+  return xxh64(key, sizeof(key));
+}
+
+namespace {
+std::vector<bool> choose_valid(uint64_t num_docs, const SplitOptions& o) {
+  std::vector<bool> valid(num_docs, false);
+  if (o.valid_fraction >= 0) {
+    LOOM_CHECK(o.valid_fraction <= 1, "--valid-fraction ", o.valid_fraction, " must be in [0, 1]");
+    // Compared in long double so F = 1 takes every document and tiny F stays exact enough.
+    const long double cut = static_cast<long double>(o.valid_fraction) * 18446744073709551616.0L;
+    for (uint64_t d = 0; d < num_docs; ++d) valid[d] = static_cast<long double>(split_score(o.seed, d)) < cut;
+    return valid;
+  }
+  LOOM_CHECK(o.valid_docs >= 0, "give --valid-fraction or --valid-docs");
+  LOOM_CHECK(static_cast<uint64_t>(o.valid_docs) <= num_docs, "--valid-docs ", o.valid_docs, " > the ", num_docs,
+             " documents of the inputs");
+  std::vector<std::pair<uint64_t, uint64_t>> scored(num_docs);
+  for (uint64_t d = 0; d < num_docs; ++d) scored[d] = {split_score(o.seed, d), d};
+  const auto k = static_cast<std::ptrdiff_t>(o.valid_docs);
+  std::nth_element(scored.begin(), scored.begin() + k, scored.end());
+  for (std::ptrdiff_t i = 0; i < k; ++i) valid[scored[static_cast<size_t>(i)].second] = true;
+  return valid;
+}
+}  // namespace
+
+SplitReport split_shards(const ShardSet& inputs, const std::vector<std::string>& input_paths,
+                         const SplitOptions& options) {
+  LOOM_ASSERT(input_paths.size() == inputs.size(), "one path per shard");
+  const std::vector<std::string> names = unique_basenames(input_paths);
+  const std::vector<bool> valid = choose_valid(inputs.num_docs(), options);
+  inputs.verify_deep("split: verify inputs");
+  const std::string train_dir = options.output_dir + "/train", valid_dir = options.output_dir + "/valid";
+  sys::make_dirs(train_dir);
+  sys::make_dirs(valid_dir);
+  SplitReport rep;
+  Progress progress("split", inputs.num_docs(), "docs");
+  std::vector<uint32_t> ids;
+  for (size_t s = 0; s < inputs.size(); ++s) {
+    const ShardReader& r = inputs.shard(s);
+    ShardWriter train(train_dir + "/" + names[s], inputs.tokenizer());
+    ShardWriter val(valid_dir + "/" + names[s], inputs.tokenizer());
+    for (uint64_t i = 0; i < r.num_docs(); ++i) {
+      ids.clear();
+      r.read_doc(i, ids);
+      (valid[inputs.first_doc(s) + i] ? val : train).add_doc(ids);
+      progress.add(1);
+    }
+    for (ShardWriter* w : {&train, &val}) {
+      if (w->num_docs() == 0) {
+        log::info("split: ", names[s], ": no ", w == &train ? "train" : "valid", " document, that side is not written");
+        sys::remove_file((w == &train ? train_dir : valid_dir) + "/" + names[s]);
+        sys::remove_file(meta_path_for((w == &train ? train_dir : valid_dir) + "/" + names[s]));
+        continue;
+      }
+      w->commit();
+    }
+    rep.train_docs += train.num_docs();
+    rep.train_tokens += train.num_tokens();
+    rep.valid_docs += val.num_docs();
+    rep.valid_tokens += val.num_tokens();
+  }
+  progress.finish();
+  return rep;
+}
+
+}  // namespace loom::packer

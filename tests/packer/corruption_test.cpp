@@ -1,0 +1,213 @@
+// One test per corruption mode of every shard format loom-pack reads: a handcrafted bad file, and
+// `loom-pack verify` must reject it with exit code 1 and this exact message, without touching it.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <regex>
+
+#include "fixtures.h"
+#include "loom/internlm_format.h"
+#include "loom/packed_format.h"
+
+using namespace loom;
+using namespace loom::test;
+
+namespace {
+
+// A small valid loom shard: vocab 1000 (uint16), 3 documents, 8 tokens; .meta = 128 + 4*8 bytes.
+struct SmallShard {
+  TempDir dir{"corrupt"};
+  std::string bin = dir / "a.bin";
+  std::string meta = bin + ".meta";
+  SmallShard() { write_shard(bin, {{1, 5, 2}, {1, 999, 7, 2}, {3}}, TokenizerInfo{1000, 1, 2, 3, 0xabc}); }
+};
+
+template <typename T>
+void patch(const std::string& path, size_t offset, T value) {
+  std::string bytes = read_all(path);
+  REQUIRE(offset + sizeof(T) <= bytes.size());
+  std::memcpy(&bytes[offset], &value, sizeof(T));
+  write_all(path, bytes);
+}
+
+void truncate_by(const std::string& path, size_t n) {
+  std::string bytes = read_all(path);
+  write_all(path, bytes.substr(0, bytes.size() - n));
+}
+
+// The message of verify's "FAIL ..." line, without the source location LOOM_CHECK appends.
+std::string failure_line(const std::string& output) {
+  const size_t at = output.find("FAIL ");
+  if (at == std::string::npos) return "";
+  std::string line = output.substr(at + 5, output.find('\n', at) - at - 5);
+  static const std::regex location(" \\[[a-z_]+\\.cpp:[0-9]+\\]$");
+  return std::regex_replace(line, location, "");
+}
+
+// verify --deep must fail with exactly `message` (then the source location) and change nothing.
+void expect_rejected(const std::string& bin, const std::string& message, const std::string& flags = "--deep") {
+  const std::string before_bin = read_all(bin), before_meta = read_all(bin + ".meta");
+  RunResult r = loom_pack("verify " + flags + " " + quote(bin));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(failure_line(r.output) == message);
+  CHECK_THAT(r.output, Catch::Contains(": 1 shards, 0 passed, 1 failed\n"));
+  CHECK(read_all(bin) == before_bin);
+  CHECK(read_all(bin + ".meta") == before_meta);
+}
+
+}  // namespace
+
+TEST_CASE("verify passes a good shard and prints its counts") {
+  SmallShard s;
+  RunResult r = loom_pack("verify --deep " + quote(s.bin));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("OK   " + s.bin + " (loom, 3 documents, 8 tokens)\n"));
+  CHECK_THAT(r.output, Catch::Contains("verify --deep: 1 shards, 1 passed, 0 failed\n"));
+}
+
+TEST_CASE("corrupt loom shard - bad magic") {
+  SmallShard s;
+  patch<char>(s.meta, 0, 'X');
+  expect_rejected(s.bin, s.meta + ": bad magic: not a loom shard index (expected \"LOOMTOK\" at byte 0)");
+}
+
+TEST_CASE("corrupt loom shard - newer version") {
+  SmallShard s;
+  patch<uint32_t>(s.meta, 8, 2);
+  expect_rejected(s.bin, s.meta + ": format version 2 is newer than this build of loom reads (up to 1); upgrade loom");
+}
+
+TEST_CASE("corrupt loom shard - truncated .bin") {
+  SmallShard s;
+  truncate_by(s.bin, 2);
+  expect_rejected(s.bin, s.bin + ": truncated .bin: 14 bytes, expected 16 (8 tokens of uint16)");
+}
+
+TEST_CASE("corrupt loom shard - truncated .meta") {
+  SmallShard s;
+  truncate_by(s.meta, 8);
+  expect_rejected(s.bin, s.meta + ": truncated .meta: 152 bytes, expected 160 for 3 documents");
+}
+
+TEST_CASE("corrupt loom shard - offsets out of order") {
+  SmallShard s;
+  patch<uint64_t>(s.meta, 128 + 2 * 8, 2);  // offsets = [0, 3, 2, 8]
+  expect_rejected(s.bin, s.meta + ": offsets out of order: document 1 ends at token 2 (byte offset 144), before it "
+                                  "starts at token 3");
+}
+
+TEST_CASE("corrupt loom shard - offset past the end") {
+  SmallShard s;
+  patch<uint64_t>(s.meta, 128 + 2 * 8, 9);  // offsets = [0, 3, 9, 8]
+  expect_rejected(s.bin, s.meta + ": offset past the end: document 1 ends at token 9 (byte offset 144), but " + s.bin +
+                             " has 8 tokens");
+}
+
+TEST_CASE("corrupt loom shard - id at or above vocab, found by --deep only") {
+  SmallShard s;
+  patch<uint16_t>(s.bin, 8, 1000);  // token 4 = document 1's 999
+  RunResult shallow = loom_pack("verify " + quote(s.bin));
+  CHECK(shallow.exit_code == 0);
+  expect_rejected(s.bin, s.bin + ": token id 1000 >= vocab size 1000 in document 1 at byte offset 8 (token 4)");
+}
+
+TEST_CASE("corrupt loom shard - checksum mismatch") {
+  SmallShard s;
+  const std::string want = py_xxh64_hex(s.bin);
+  patch<uint16_t>(s.bin, 8, 998);
+  const std::string got = py_xxh64_hex(s.bin);
+  REQUIRE(got != want);
+  expect_rejected(s.bin, s.bin + ": checksum mismatch: xxh64 of the .bin is " + got + ", the .meta says " + want +
+                             " (the .bin was modified or corrupted)");
+}
+
+TEST_CASE("corrupt loom shard - empty shard") {
+  SmallShard s;
+  patch<uint64_t>(s.meta, 40, 0);
+  expect_rejected(s.bin, s.meta + ": empty shard: it has no documents");
+}
+
+TEST_CASE("corrupt InternLM shard - .meta that is not int32 (N, 2)") {
+  TempDir dir("corrupt");
+  const std::string bin = dir / "i.bin", meta = bin + ".meta";
+  InternlmWriter w(bin);
+  w.add_doc({1, 2, 3});
+  w.add_doc({4});
+  w.add_doc({});
+  w.commit();
+  REQUIRE(loom_pack("verify --deep " + quote(bin)).exit_code == 0);
+  // numpy itself writes the bad index files.
+  auto np_save = [&](const std::string& expr) {
+    RunResult r = run(python() + " -c " + quote("import numpy as np, sys; np.save(open(sys.argv[1], 'wb'), " + expr + ")") +
+                      " " + quote(meta));
+    REQUIRE(r.exit_code == 0);
+  };
+  np_save("np.array([[0, 3], [23, 1], [39, 0]], dtype='<i8')");
+  expect_rejected(bin, meta + ": InternLM .meta must be int32 (N, 2) in C order, found descr '<i8', fortran_order "
+                              "False, shape (3, 2)");
+  np_save("np.zeros((3, 3), dtype='<i4')");
+  expect_rejected(bin, meta + ": InternLM .meta must be int32 (N, 2), found shape (3, 3)");
+  np_save("np.zeros((6,), dtype='<i4')");
+  expect_rejected(bin, meta + ": InternLM .meta must be int32 (N, 2), found shape (6,)");
+}
+
+TEST_CASE("corrupt InternLM shard - a line whose count disagrees with the .meta") {
+  TempDir dir("corrupt");
+  const std::string bin = dir / "i.bin";
+  InternlmWriter w(bin);
+  w.add_doc({1, 2, 3});
+  w.add_doc({4});
+  w.commit();
+  std::string text = read_all(bin);
+  REQUIRE(text == "{\"tokens\": [1, 2, 3]}\n{\"tokens\": [4]}\n");
+  write_all(bin, "{\"tokens\": [1, 2, 3]}\n{\"tokens\": [5, 6]}\n");
+  expect_rejected(bin, bin + ": document 1 at byte offset 22: the line holds 2 tokens, the .meta says 1");
+  write_all(bin, "{\"tokens\": [1, 2, 3]}\n{\"tokens\": [4]}");
+  expect_rejected(bin, bin + ": truncated .bin: the last line has no newline");
+}
+
+TEST_CASE("corrupt packed shard - truncated .bin, index and .bin checksums") {
+  TempDir dir("corrupt");
+  const std::string bin = dir / "p.bin", meta = bin + ".meta";
+  auto make = [&] {
+    PackedWriter w(bin, TokenizerInfo{50, 1, 2, 3, 7}, 4, PackStrategy::kConcat, 0);
+    w.add_pack({10, 11, 12, 13}, {PackedSegment{0, 0, 4, 0, 0}});
+    w.add_pack({14, 15}, {PackedSegment{0, 0, 2, 4, kSegEndsDoc}});
+    w.commit(1);
+  };
+  make();
+  RunResult ok = loom_pack("verify --deep " + quote(bin));
+  CHECK(ok.exit_code == 0);
+  CHECK_THAT(ok.output, Catch::Contains("OK   " + bin + " (packed, 2 packs, 6 tokens)\n"));
+
+  truncate_by(bin, 2);
+  expect_rejected(bin, bin + ": truncated .bin: 14 bytes, expected 16 (2 packs of 4 uint16 tokens)");
+  make();
+  patch<uint32_t>(meta, 8, 7);
+  expect_rejected(bin, meta + ": format version 7 is newer than this build of loom reads (up to 1); upgrade loom");
+  make();
+  const std::string want = py_xxh64_hex(bin);
+  patch<uint16_t>(bin, 2, 40);
+  expect_rejected(bin, bin + ": checksum mismatch: xxh64 of the .bin is " + py_xxh64_hex(bin) + ", the .meta says " +
+                           want + " (the .bin was modified or corrupted)");
+  make();
+  patch<uint16_t>(bin, 2, 50);
+  expect_rejected(bin, bin + ": token id 50 >= vocab size 50 in pack 0 at byte offset 2 (token 1)");
+}
+
+TEST_CASE("verify walks folders, reports every failure, and exits 2 on bad usage") {
+  TempDir dir("corrupt");
+  write_shard(dir / "good.bin", {{1, 2}}, TokenizerInfo{10, -1, -1, 0, 0});
+  write_shard(dir / "bad.bin", {{1, 2}}, TokenizerInfo{10, -1, -1, 0, 0});
+  patch<uint32_t>(dir / "bad.bin.meta", 8, 3);
+  write_all(dir / "notes.bin", "no .meta beside me, so not a shard");
+  RunResult r = loom_pack("verify " + quote(dir.path()));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("OK   " + dir / "good.bin (loom, 1 documents, 2 tokens)\n"));
+  CHECK_THAT(r.output, Catch::Contains("FAIL " + dir / "bad.bin.meta: format version 3 is newer"));
+  CHECK_THAT(r.output, Catch::Contains("verify: 2 shards, 1 passed, 1 failed\n"));
+  CHECK(loom_pack("verify --no-such-flag " + quote(dir / "good.bin")).exit_code == 2);
+  CHECK(loom_pack("verify").exit_code == 2);
+  CHECK(loom_pack("frobnicate").exit_code == 2);
+}

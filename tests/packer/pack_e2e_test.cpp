@@ -1,0 +1,113 @@
+// `loom-pack pack` end to end on botchan.txt tokenized with internlm_v7.model, split over two
+// input shards; the packed shards are checked by check_packed.py (numpy, xxhash).
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "fixtures.h"
+#include "loom/error.h"
+
+using namespace loom;
+using namespace loom::test;
+
+namespace {
+
+// botchan split in two shards (global document ids must run across inputs).
+void write_botchan_inputs(const std::string& dir) {
+  const Docs& all = botchan_docs();
+  REQUIRE(all.size() > 100);
+  const auto half = static_cast<std::ptrdiff_t>(all.size() / 2);
+  run("mkdir -p " + quote(dir));
+  write_shard(dir + "/a.bin", Docs(all.begin(), all.begin() + half), internlm_info());
+  write_shard(dir + "/b.bin", Docs(all.begin() + half, all.end()), internlm_info());
+}
+
+RunResult check_packed(const std::string& strategy, const std::string& source_dir, const std::string& packed) {
+  return run(python() + " " + quote(test::source_dir() + "/tests/packer/check_packed.py") + " " + strategy + " " +
+             quote(source_dir) + " " + packed);
+}
+
+std::string fraction_text(uint64_t num, uint64_t den) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4f%%", 100.0 * static_cast<double>(num) / static_cast<double>(den));
+  return buf;
+}
+
+}  // namespace
+
+TEST_CASE("pack concat keeps every botchan token once and in order, cut every L") {
+  TempDir dir("pack");
+  write_botchan_inputs(dir / "in");
+  const uint32_t L = 512;
+  RunResult r = loom_pack("pack --seq-len 512 --strategy concat --output-dir " + quote(dir / "out") + " " +
+                          quote(dir / "in"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // Expected figures, computed here from the documents.
+  const Docs& docs = botchan_docs();
+  uint64_t tokens = 0, truncated = 0, segments = 0;
+  for (const auto& d : docs) {
+    const uint64_t cuts = d.empty() ? 0 : (tokens + d.size() - 1) / L - tokens / L;  // pack boundaries inside d
+    truncated += cuts > 0;
+    segments += d.empty() ? 0 : 1 + cuts;
+    tokens += d.size();
+  }
+  const uint64_t packs = (tokens + L - 1) / L;
+  RunResult c = check_packed("concat", dir / "in", quote(dir / "out/packed.bin"));
+  INFO(c.output);
+  REQUIRE(c.exit_code == 0);
+  CHECK(c.output == str("packs=", packs, " segments=", segments, " tokens=", tokens, " padding=", packs * L - tokens,
+                        " truncated=", truncated, "\n"));
+  CHECK_THAT(r.output, Catch::Contains(str("padding ", fraction_text(packs * L - tokens, packs * L), ", truncated documents ",
+                                           fraction_text(truncated, docs.size()), " (", truncated, " of ", docs.size(),
+                                           " non-empty documents)")));
+  CHECK(loom_pack("verify --deep " + quote(dir / "out")).exit_code == 0);
+}
+
+TEST_CASE("pack bestfit keeps every token once, splits no document shorter than L, and is deterministic") {
+  TempDir dir("pack");
+  write_botchan_inputs(dir / "in");
+  const uint32_t L = 256;
+  const std::string args = "pack --seq-len 256 --strategy bestfit --seed 11 --max-packs-per-shard 100 " + quote(dir / "in");
+  RunResult r = loom_pack(args + " --output-dir " + quote(dir / "out"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const Docs& docs = botchan_docs();
+  uint64_t tokens = 0, truncated = 0;
+  for (const auto& d : docs) tokens += d.size(), truncated += d.size() > L;
+  RunResult c = check_packed("bestfit", dir / "in", quote(dir / "out") + "/packed-*.bin");
+  INFO(c.output);
+  REQUIRE(c.exit_code == 0);
+  unsigned long long packs = 0, segments = 0;
+  REQUIRE(std::sscanf(c.output.c_str(), "packs=%llu segments=%llu", &packs, &segments) == 2);
+  CHECK_THAT(c.output, Catch::EndsWith(str(" tokens=", tokens, " padding=", packs * L - tokens, " truncated=", truncated, "\n")));
+  CHECK(packs >= (tokens + L - 1) / L);
+  CHECK_THAT(r.output, Catch::Contains(str(packs, " packs in ", (packs + 99) / 100, " file(s)")));
+  CHECK_THAT(r.output, Catch::Contains(str("padding ", fraction_text(packs * L - tokens, packs * L), ", truncated documents ",
+                                           fraction_text(truncated, docs.size()))));
+  CHECK(loom_pack("verify --deep " + quote(dir / "out")).exit_code == 0);
+
+  // Same seed: byte-identical (and a rerun into the same folder is idempotent); another seed: another order.
+  REQUIRE(loom_pack(args + " --output-dir " + quote(dir / "again")).exit_code == 0);
+  REQUIRE(loom_pack(args + " --output-dir " + quote(dir / "out")).exit_code == 0);
+  CHECK(read_all(dir / "again/packed-00000.bin") == read_all(dir / "out/packed-00000.bin"));
+  CHECK(read_all(dir / "again/packed-00001.bin.meta") == read_all(dir / "out/packed-00001.bin.meta"));
+  CHECK(run("ls " + quote(dir / "out")).output == run("ls " + quote(dir / "again")).output);
+  REQUIRE(loom_pack("pack --seq-len 256 --strategy bestfit --seed 12 --max-packs-per-shard 100 --output-dir " +
+                    quote(dir / "other") + " " + quote(dir / "in"))
+              .exit_code == 0);
+  CHECK(read_all(dir / "other/packed-00000.bin") != read_all(dir / "out/packed-00000.bin"));
+}
+
+TEST_CASE("pack refuses bad usage and InternLM inputs") {
+  TempDir dir("pack");
+  write_shard(dir / "a.bin", {{1, 2, 3}}, TokenizerInfo{10, -1, -1, 0, 0});
+  CHECK(loom_pack("pack --seq-len 0 --output-dir " + quote(dir / "o") + " " + quote(dir / "a.bin")).exit_code == 2);
+  CHECK(loom_pack("pack --seq-len 4 --strategy greedy --output-dir " + quote(dir / "o") + " " + quote(dir / "a.bin")).exit_code == 2);
+  CHECK(loom_pack("pack --output-dir " + quote(dir / "o") + " " + quote(dir / "a.bin")).exit_code == 2);
+  REQUIRE(loom_pack("convert --to internlm --output-dir " + quote(dir / "i") + " " + quote(dir / "a.bin")).exit_code == 0);
+  RunResult r = loom_pack("pack --seq-len 4 --output-dir " + quote(dir / "o") + " " + quote(dir / "i/a.bin"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains(dir / "i/a.bin: is a internlm shard, expected a loom token shard (convert it "
+                                              "first: loom-pack convert --to loom)"));
+}

@@ -1,0 +1,219 @@
+// merge, split, convert, stats and head end to end, each against an independent Python reference.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "fixtures.h"
+#include "loom/error.h"
+#include "loom/sys.h"
+
+using namespace loom;
+using namespace loom::test;
+
+namespace {
+
+Docs random_docs(uint64_t seed, size_t n, uint32_t vocab) {
+  std::mt19937_64 rng(seed);
+  Docs docs(n);
+  for (auto& d : docs) {
+    d.resize(rng() % 40);
+    for (auto& id : d) id = static_cast<uint32_t>(rng() % vocab);
+  }
+  return docs;
+}
+
+Docs concat(const std::vector<Docs>& parts) {
+  Docs out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// Documents as text, one per line, for comparing with Python's view.
+std::string docs_text(const Docs& docs) {
+  std::ostringstream os;
+  for (const auto& d : docs) {
+    for (size_t i = 0; i < d.size(); ++i) os << (i ? " " : "") << d[i];
+    os << "\n";
+  }
+  return os.str();
+}
+
+bool is_subsequence(const Docs& sub, const Docs& all) {
+  size_t j = 0;
+  for (size_t i = 0; i < all.size() && j < sub.size(); ++i) j += all[i] == sub[j];
+  return j == sub.size();
+}
+
+// Python's split: valid documents by XXH64(seed u64 LE, doc u64 LE) (fraction or the k smallest).
+std::string py_valid_docs(uint64_t seed, size_t n, const std::string& rule) {
+  RunResult r = run(python() + " -c " +
+                    quote("import struct, sys, xxhash\n"
+                          "seed, n, rule = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]\n"
+                          "s = [(xxhash.xxh64(struct.pack('<QQ', seed, d)).intdigest(), d) for d in range(n)]\n"
+                          "if rule.startswith('f'): v = [d for h, d in s if h < float(rule[1:]) * 2**64]\n"
+                          "else: v = sorted(d for h, d in sorted(s)[:int(rule[1:])])\n"
+                          "print(' '.join(map(str, v)))") +
+                    " " + std::to_string(seed) + " " + std::to_string(n) + " " + rule);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+}  // namespace
+
+TEST_CASE("merge then split then merge round-trips, and split matches the documented hash rule") {
+  TempDir dir("tools");
+  const TokenizerInfo info{500, 1, 2, 0, 0x77};
+  const std::vector<Docs> parts = {random_docs(1, 30, 500), random_docs(2, 45, 500), random_docs(3, 25, 500)};
+  for (size_t i = 0; i < parts.size(); ++i) write_shard(dir / ("in/p" + std::to_string(i) + ".bin"), parts[i], info);
+  RunResult m = loom_pack("merge --output " + quote(dir / "m/all.bin") + " " + quote(dir / "in"));
+  INFO(m.output);
+  REQUIRE(m.exit_code == 0);
+  const Docs all = concat(parts);
+  CHECK(read_shard(dir / "m/all.bin") == all);
+
+  RunResult s = loom_pack("split --valid-fraction 0.3 --seed 5 --output-dir " + quote(dir / "s") + " " + quote(dir / "m/all.bin"));
+  INFO(s.output);
+  REQUIRE(s.exit_code == 0);
+  const Docs train = read_shard(dir / "s/train/all.bin"), valid = read_shard(dir / "s/valid/all.bin");
+  CHECK(train.size() + valid.size() == all.size());
+  CHECK(is_subsequence(train, all));
+  CHECK(is_subsequence(valid, all));
+  // The valid side is exactly the documents the Python rule picks (documents here are distinct).
+  std::ostringstream want_valid;
+  const std::string picked = py_valid_docs(5, all.size(), "f0.3");
+  std::istringstream ps(picked);
+  Docs expect_valid;
+  for (size_t d; ps >> d;) expect_valid.push_back(all[d]);
+  CHECK(valid == expect_valid);
+  CHECK(!valid.empty());
+
+  REQUIRE(loom_pack("merge --output " + quote(dir / "m2/all.bin") + " " + quote(dir / "s/train/all.bin") + " " +
+                    quote(dir / "s/valid/all.bin"))
+              .exit_code == 0);
+  Docs back = read_shard(dir / "m2/all.bin"), sorted_all = all;
+  std::sort(back.begin(), back.end());
+  std::sort(sorted_all.begin(), sorted_all.end());
+  CHECK(back == sorted_all);
+
+  // Stable across runs; --valid-docs takes the N smallest scores.
+  const std::string train_bytes = read_all(dir / "s/train/all.bin.meta");
+  REQUIRE(loom_pack("split --valid-fraction 0.3 --seed 5 --output-dir " + quote(dir / "s") + " " + quote(dir / "m/all.bin")).exit_code == 0);
+  CHECK(read_all(dir / "s/train/all.bin.meta") == train_bytes);
+  REQUIRE(loom_pack("split --valid-docs 7 --seed 9 --output-dir " + quote(dir / "k") + " " + quote(dir / "m/all.bin")).exit_code == 0);
+  std::istringstream ks(py_valid_docs(9, all.size(), "k7"));
+  Docs expect_k;
+  for (size_t d; ks >> d;) expect_k.push_back(all[d]);
+  CHECK(read_shard(dir / "k/valid/all.bin") == expect_k);
+  CHECK(expect_k.size() == 7);
+  CHECK(loom_pack("split --seed 9 --output-dir " + quote(dir / "k") + " " + quote(dir / "m/all.bin")).exit_code == 2);
+}
+
+TEST_CASE("merge refuses other tokenizers, dtypes and bos/eos, and corrupt inputs, writing nothing") {
+  TempDir dir("tools");
+  const TokenizerInfo info{500, 1, 2, 0, 0x77};
+  write_shard(dir / "a.bin", {{1, 2}}, info);
+  auto refused = [&](const TokenizerInfo& other, const std::string& what) {
+    write_shard(dir / "b.bin", {{3}}, other);
+    RunResult r = loom_pack("merge --output " + quote(dir / "o.bin") + " " + quote(dir / "a.bin") + " " + quote(dir / "b.bin"));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains(dir / "b.bin: " + what + " differs from "));
+    CHECK_THAT(r.output, Catch::Contains(" of " + dir / "a.bin; only shards of one tokenizer can go together"));
+    CHECK(!sys::exists(dir / "o.bin"));
+  };
+  refused(TokenizerInfo{500, 1, 2, 0, 0x78}, "tokenizer fingerprint 0000000000000078");
+  refused(TokenizerInfo{70000, 1, 2, 0, 0x77}, "dtype uint32");
+  refused(TokenizerInfo{500, 0, 2, 0, 0x77}, "bos_id 0");
+  refused(TokenizerInfo{500, 1, 3, 0, 0x77}, "eos_id 3");
+  write_shard(dir / "b.bin", {{3, 4}}, info);
+  std::string bytes = read_all(dir / "b.bin");
+  bytes[0] = 5;
+  write_all(dir / "b.bin", bytes);
+  RunResult r = loom_pack("merge --output " + quote(dir / "o.bin") + " " + quote(dir / "a.bin") + " " + quote(dir / "b.bin"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains(dir / "b.bin: checksum mismatch"));
+  CHECK(sys::list_files(dir.path()).size() == 4);  // a.bin, b.bin and their .meta: nothing else
+}
+
+TEST_CASE("convert loom to internlm to loom is lossless on botchan with internlm_v7") {
+  TempDir dir("tools");
+  const Docs& docs = botchan_docs();
+  write_shard(dir / "a.bin", docs, internlm_info());
+  REQUIRE(loom_pack("convert --to internlm --output-dir " + quote(dir / "i") + " " + quote(dir / "a.bin")).exit_code == 0);
+  // InternLM's own writer would produce these bytes: json.dumps per line and np.save of (offset, count).
+  write_all(dir / "docs.txt", docs_text(docs));
+  RunResult py = run(python() + " -c " +
+                     quote("import json, sys, io, numpy as np\n"
+                           "docs = [[int(x) for x in l.split()] for l in open(sys.argv[1]).read().split('\\n')[:-1]]\n"
+                           "lines = [(json.dumps({'tokens': d}) + '\\n').encode() for d in docs]\n"
+                           "offs = np.cumsum([0] + [len(l) for l in lines[:-1]])\n"
+                           "meta = io.BytesIO(); np.save(meta, np.array([offs, [len(d) for d in docs]], dtype='<i4').T.copy())\n"
+                           "ok = open(sys.argv[2], 'rb').read() == b''.join(lines) and open(sys.argv[2] + '.meta', 'rb').read() == meta.getvalue()\n"
+                           "print(len(docs), ok)") +
+                     " " + quote(dir / "docs.txt") + " " + quote(dir / "i/a.bin"));
+  CHECK(py.output == str(docs.size(), " True\n"));
+  RunResult back = loom_pack("convert --to loom --model " + quote(internlm_model()) + " --output-dir " + quote(dir / "l") +
+                             " " + quote(dir / "i/a.bin"));
+  INFO(back.output);
+  REQUIRE(back.exit_code == 0);
+  CHECK(read_all(dir / "l/a.bin") == read_all(dir / "a.bin"));
+  CHECK(read_all(dir / "l/a.bin.meta") == read_all(dir / "a.bin.meta"));
+  CHECK(loom_pack("convert --to loom --output-dir " + quote(dir / "x") + " " + quote(dir / "a.bin")).exit_code == 1);
+  CHECK(loom_pack("convert --to parquet --output-dir " + quote(dir / "x") + " " + quote(dir / "a.bin")).exit_code == 2);
+}
+
+TEST_CASE("stats --json agrees with numpy on botchan, and reports packs and padding") {
+  TempDir dir("tools");
+  const Docs& docs = botchan_docs();
+  write_shard(dir / "a.bin", docs, internlm_info());
+  RunResult s = loom_pack("stats --json " + quote(dir / "a.bin"));
+  REQUIRE(s.exit_code == 0);
+  write_all(dir / "stats.json", s.output.substr(s.output.find('{')));
+  write_all(dir / "docs.txt", docs_text(docs));
+  RunResult py = run(python() + " -c " +
+                     quote("import json, sys, math, numpy as np, xxhash\n"
+                           "st = json.load(open(sys.argv[1]))\n"
+                           "lens = sorted(len(l.split()) for l in open(sys.argv[2]).read().split('\\n')[:-1])\n"
+                           "n = len(lens)\n"
+                           "want = dict(documents=n, tokens=sum(lens), min=lens[0], max=lens[-1], median=lens[(n - 1) // 2],\n"
+                           "            p99=lens[math.ceil(0.99 * n) - 1], dtype='uint32',\n"
+                           "            fingerprint='%016x' % xxhash.xxh64(open(sys.argv[3], 'rb').read()).intdigest())\n"
+                           "bad = {k: (st.get(k), v) for k, v in want.items() if st.get(k) != v}\n"
+                           "hist = sum(b['count'] for b in st['histogram']) == n and all(b['min'] <= b['max'] for b in st['histogram'])\n"
+                           "print('ok' if not bad and hist and 'packs' not in st else bad)") +
+                     " " + quote(dir / "stats.json") + " " + quote(dir / "docs.txt") + " " + quote(internlm_model()));
+  CHECK(py.output == "ok\n");
+
+  write_shard(dir / "t/b.bin", {{1, 2, 3}, {4, 5, 6, 7, 8}, {9}}, TokenizerInfo{10, -1, -1, 0, 0});
+  REQUIRE(loom_pack("pack --seq-len 4 --strategy bestfit --output-dir " + quote(dir / "p") + " " + quote(dir / "t/b.bin")).exit_code == 0);
+  RunResult p = loom_pack("stats --json " + quote(dir / "p"));
+  REQUIRE(p.exit_code == 0);
+  // chunks 4 | 3+1 | 1 -> 3 packs of 4, 9 tokens, 3 padding; segment lengths 4, 3, 1, 1.
+  CHECK_THAT(p.output, Catch::Contains("{\"files\": 1, \"documents\": 3, \"tokens\": 9, \"min\": 1, \"median\": 1, \"p99\": 4, "
+                                       "\"max\": 4, \"histogram\": [{\"min\": 1, \"max\": 1, \"count\": 2}, {\"min\": 2, "
+                                       "\"max\": 3, \"count\": 1}, {\"min\": 4, \"max\": 7, \"count\": 1}], \"dtype\": "
+                                       "\"uint16\", \"fingerprint\": \"0000000000000000\", \"packs\": 3, \"padding_tokens\": 3"));
+}
+
+TEST_CASE("head decodes the first documents as python sentencepiece does") {
+  TempDir dir("tools");
+  const Docs& docs = botchan_docs();
+  write_shard(dir / "a.bin", Docs(docs.begin(), docs.begin() + 5), internlm_info());
+  // Only stdout: the configuration is logged on stderr.
+  RunResult h = run("(" + std::string(LOOM_PACK_BIN) + " head -n 3 --model " + quote(internlm_model()) + " " +
+                    quote(dir / "a.bin") + " 2>/dev/null)");
+  REQUIRE(h.exit_code == 0);
+  write_all(dir / "docs.txt", docs_text(Docs(docs.begin(), docs.begin() + 3)));
+  RunResult py = run(python() + " -c " +
+                     quote("import sys, sentencepiece as spm\n"
+                           "sp = spm.SentencePieceProcessor(model_file=sys.argv[1])\n"
+                           "for i, l in enumerate(open(sys.argv[2]).read().split('\\n')[:-1]):\n"
+                           "    ids = [int(x) for x in l.split()]\n"
+                           "    sys.stdout.write('== document %d (%d tokens) ==\\n%s\\n' % (i, len(ids), sp.decode(ids)))\n") +
+                     " " + quote(internlm_model()) + " " + quote(dir / "docs.txt"));
+  REQUIRE(py.exit_code == 0);
+  CHECK(h.output == py.output);
+  CHECK_THAT(h.output, Catch::StartsWith("== document 0 ("));
+}
