@@ -1,0 +1,90 @@
+#include "attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "loom/error.h"
+
+namespace loom {
+namespace {
+
+VarlenAttentionFn& varlen_kernel() {
+  static VarlenAttentionFn fn;
+  return fn;
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+PackedContext make_packed_context(const Batch& batch, int64_t head_dim, double rope_base) {
+  LOOM_CHECK(batch.tokens.dim() == 2, "batch tokens must be [B, T], got ", batch.tokens.sizes());
+  LOOM_CHECK(batch.positions.sizes() == batch.tokens.sizes() && batch.segments.sizes() == batch.tokens.sizes(),
+             "batch positions ", batch.positions.sizes(), " and segments ", batch.segments.sizes(),
+             " must have the shape of tokens ", batch.tokens.sizes());
+  LOOM_ASSERT(head_dim % 2 == 0, "rotary needs an even head dim, got ", head_dim);
+  const auto dev = batch.tokens.device();
+  PackedContext ctx;
+
+  // fp32 as InternLM (and HF) compute inv_freq and the angles.
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  torch::Tensor inv_freq =
+      1.0 / torch::pow(rope_base, torch::arange(0, head_dim, 2, f32) / static_cast<double>(head_dim));
+  torch::Tensor angles = batch.positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq;  // [B, T, D/2]
+  angles = torch::cat({angles, angles}, -1).unsqueeze(2);                                  // [B, T, 1, D]
+  ctx.cos = angles.cos();
+  ctx.sin = angles.sin();
+
+  // Query i sees key j iff j <= i in the same document. Padding (segment -1) sees only itself, so
+  // no softmax row is empty (an empty row would make NaNs that reach the gradients).
+  const int64_t T = batch.tokens.size(1);
+  const torch::Tensor seg = batch.segments;
+  const torch::Tensor same = seg.unsqueeze(2) == seg.unsqueeze(1);  // [B, T, T]
+  const torch::Tensor real = (seg >= 0).unsqueeze(2);
+  const auto bopt = torch::TensorOptions().dtype(torch::kBool).device(dev);
+  const torch::Tensor causal = torch::ones({T, T}, bopt).tril();
+  const torch::Tensor diag = torch::eye(T, bopt);
+  ctx.mask = ((same & real & causal) | diag).unsqueeze(1).unsqueeze(1);  // [B, 1, 1, T, T]
+  ctx.cu_seqlens = batch.cu_seqlens;
+  ctx.max_seqlen = batch.max_seqlen;
+  return ctx;
+}
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const PackedContext& ctx) {
+  const torch::Tensor xf = x.to(torch::kFloat32);
+  return (xf * ctx.cos + rotate_half(xf) * ctx.sin).to(x.scalar_type());
+}
+
+torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& mask) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), K = k.size(2);
+  LOOM_ASSERT(H % K == 0, "query heads ", H, " not a multiple of kv heads ", K);
+  const int64_t G = H / K;
+  // Group the query heads by their kv head and broadcast k/v over the group: no repeated copies.
+  const torch::Tensor qg = q.view({B, T, K, G, D}).permute({0, 2, 3, 1, 4});  // [B, K, G, T, D]
+  const torch::Tensor kg = k.permute({0, 2, 1, 3}).unsqueeze(2);              // [B, K, 1, T, D]
+  const torch::Tensor vg = v.permute({0, 2, 1, 3}).unsqueeze(2);
+  torch::Tensor scores = torch::matmul(qg, kg.transpose(-1, -2)).to(torch::kFloat32) * (1.0 / std::sqrt(double(D)));
+  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+  const torch::Tensor probs = torch::softmax(scores, -1).to(v.scalar_type());
+  const torch::Tensor out = torch::matmul(probs, vg);  // [B, K, G, T, D]
+  return out.permute({0, 3, 1, 2, 4}).reshape({B, T, H, D});
+}
+
+torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const PackedContext& ctx) {
+  const VarlenAttentionFn& varlen = varlen_kernel();
+  if (!varlen) return masked_attention(q, k, v, ctx.mask);
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), K = k.size(2);
+  LOOM_CHECK(ctx.cu_seqlens.defined(), "the varlen attention kernel needs Batch::cu_seqlens");
+  torch::Tensor out = varlen(q.reshape({B * T, H, D}), k.reshape({B * T, K, D}), v.reshape({B * T, K, D}),
+                             ctx.cu_seqlens, ctx.max_seqlen, 1.0 / std::sqrt(double(D)));
+  return out.view({B, T, H, D});
+}
+
+void set_varlen_attention(VarlenAttentionFn fn) { varlen_kernel() = std::move(fn); }
+
+}  // namespace loom

@@ -1,0 +1,205 @@
+#include "model.h"
+
+#include <cmath>
+
+#include "activation_checkpoint.h"
+#include "loom/error.h"
+
+namespace loom {
+
+// ---- options ----
+
+int64_t ModelOptions::ffn_hidden() const {
+  // InternLM: int(hidden * mlp_ratio) rounded up to a multiple of 256.
+  constexpr int64_t kMultiple = 256;
+  const auto raw = static_cast<int64_t>(static_cast<double>(hidden_size) * mlp_ratio);
+  return kMultiple * ((raw + kMultiple - 1) / kMultiple);
+}
+
+int64_t ModelOptions::checkpointed_layers() const {
+  return static_cast<int64_t>(static_cast<double>(num_layers) * checkpoint);
+}
+
+void ModelOptions::validate() const {
+  LOOM_CHECK(hidden_size > 0, "model.hidden_size must be positive, got ", hidden_size);
+  LOOM_CHECK(num_layers > 0, "model.num_layers must be positive, got ", num_layers);
+  LOOM_CHECK(num_attention_heads > 0, "model.num_attention_heads must be positive, got ", num_attention_heads);
+  LOOM_CHECK(hidden_size % num_attention_heads == 0, "model.hidden_size (", hidden_size,
+             ") must be a multiple of model.num_attention_heads (", num_attention_heads, ")");
+  LOOM_CHECK(head_dim() % 2 == 0, "the head dim model.hidden_size / model.num_attention_heads = ", head_dim(),
+             " must be even for rotary embeddings");
+  LOOM_CHECK(num_kv_attention_heads >= 0, "model.num_kv_attention_heads must be >= 0 (0 = num_attention_heads), got ",
+             num_kv_attention_heads);
+  LOOM_CHECK(num_attention_heads % kv_heads() == 0, "model.num_attention_heads (", num_attention_heads,
+             ") must be a multiple of model.num_kv_attention_heads (", kv_heads(), ")");
+  LOOM_CHECK(mlp_ratio > 0, "model.mlp_ratio must be positive, got ", mlp_ratio);
+  LOOM_CHECK(vocab_size > 0, "model.vocab_size must be positive, got ", vocab_size);
+  LOOM_CHECK(norm_eps > 0, "model.norm_eps must be positive, got ", norm_eps);
+  LOOM_CHECK(init_std > 0, "model.init_std must be positive, got ", init_std);
+  LOOM_CHECK(dropout >= 0 && dropout < 1, "model.dropout must be in [0, 1), got ", dropout);
+  LOOM_CHECK(checkpoint >= 0 && checkpoint <= 1, "model.checkpoint must be a fraction in [0, 1], got ", checkpoint);
+  LOOM_CHECK(rope_base > 0, "model.rope_base must be positive, got ", rope_base);
+}
+
+torch::Dtype parse_dtype(const std::string& name) {
+  std::string n = name;
+  if (n.rfind("torch.", 0) == 0) n = n.substr(6);
+  if (n == "float32" || n == "fp32" || n == "float") return torch::kFloat32;
+  if (n == "bfloat16" || n == "bf16") return torch::kBFloat16;
+  if (n == "float16" || n == "fp16" || n == "half") return torch::kFloat16;
+  LOOM_FAIL("model.dtype: unknown dtype '", name, "' (expected float32, bfloat16 or float16)");
+}
+
+std::string dtype_name(torch::Dtype dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return "float32";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kFloat16: return "float16";
+    default: LOOM_ASSERT(false, "dtype_name: unsupported dtype ", dtype);
+  }
+  return "";
+}
+
+int64_t count_parameters(const ModelOptions& o) {
+  const int64_t C = o.hidden_size, H = o.num_attention_heads, K = o.kv_heads(), D = o.head_dim();
+  const int64_t F = o.ffn_hidden(), V = o.vocab_size;
+  const int64_t qkv = (H + 2 * K) * D;
+  const int64_t layer = 2 * C                                   // two norms
+                        + qkv * C + (o.qkv_bias ? qkv : 0)      // wqkv
+                        + C * H * D + (o.out_bias ? C : 0)      // wo
+                        + 3 * C * F;                            // w1, w2, w3
+  return V * C + o.num_layers * layer + C + (o.tie_embeddings ? 0 : V * C);
+}
+
+// ---- blocks ----
+
+RMSNormImpl::RMSNormImpl(const RMSNormOptions& o) : o_(o) {
+  weight = register_parameter("weight", torch::ones({o.dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor xf = x.to(torch::kFloat32);
+  const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + o_.eps);
+  return weight * normed.to(weight.scalar_type());
+}
+
+AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o) {
+  const int64_t D = o.hidden_size / o.num_heads;
+  wqkv = register_module(
+      "wqkv", torch::nn::Linear(torch::nn::LinearOptions(o.hidden_size, (o.num_heads + 2 * o.num_kv_heads) * D)
+                                    .bias(o.qkv_bias)));
+  wo = register_module("wo", torch::nn::Linear(torch::nn::LinearOptions(o.num_heads * D, o.hidden_size).bias(o.out_bias)));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const PackedContext& ctx) {
+  const int64_t B = x.size(0), T = x.size(1), H = o_.num_heads, K = o_.num_kv_heads;
+  const int64_t D = o_.hidden_size / H;
+  const torch::Tensor qkv = wqkv(x);
+  const torch::Tensor q = apply_rotary(qkv.narrow(-1, 0, H * D).view({B, T, H, D}), ctx);
+  const torch::Tensor k = apply_rotary(qkv.narrow(-1, H * D, K * D).view({B, T, K, D}), ctx);
+  const torch::Tensor v = qkv.narrow(-1, (H + K) * D, K * D).view({B, T, K, D});
+  return wo(packed_attention(q, k, v, ctx).reshape({B, T, H * D}));
+}
+
+FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o) {
+  const auto lin = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
+  w1 = register_module("w1", lin(o.hidden_size, o.ffn_hidden));
+  w2 = register_module("w2", lin(o.hidden_size, o.ffn_hidden));
+  w3 = register_module("w3", lin(o.ffn_hidden, o.hidden_size));
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) { return w3(torch::silu(w1(x)) * w2(x)); }
+
+DecoderLayerImpl::DecoderLayerImpl(const DecoderLayerOptions& o) : o_(o) {
+  attention_norm = register_module("attention_norm", RMSNorm(RMSNormOptions{o.attention.hidden_size, o.norm_eps}));
+  attention = register_module("attention", Attention(o.attention));
+  ffn_norm = register_module("ffn_norm", RMSNorm(RMSNormOptions{o.attention.hidden_size, o.norm_eps}));
+  feed_forward = register_module("feed_forward", FeedForward(o.feed_forward));
+}
+
+torch::Tensor DecoderLayerImpl::body(const torch::Tensor& x, const PackedContext& ctx) {
+  // Residual dropout draws from the default generator; a checkpointed recompute restores it.
+  const auto drop = [this](const torch::Tensor& t) {
+    return o_.dropout > 0 ? torch::dropout(t, o_.dropout, is_training()) : t;
+  };
+  const torch::Tensor h = x + drop(attention(attention_norm(x), ctx));
+  return h + drop(feed_forward(ffn_norm(h)));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const PackedContext& ctx) {
+  if (!o_.checkpoint) return body(x, ctx);
+  return loom::checkpoint([this, ctx](const torch::Tensor& in) { return body(in, ctx); }, x);
+}
+
+// ---- the model ----
+
+InternLMImpl::InternLMImpl(const ModelOptions& o) : o_(o) {
+  o_.validate();
+  const int64_t C = o.hidden_size;
+  tok_embeddings = register_module("tok_embeddings", torch::nn::Embedding(o.vocab_size, C));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < o.num_layers; ++i) {
+    DecoderLayerOptions lo{AttentionOptions{C, o.num_attention_heads, o.kv_heads(), o.qkv_bias, o.out_bias},
+                           FeedForwardOptions{C, o.ffn_hidden()}, o.norm_eps, o.dropout,
+                           i < o.checkpointed_layers()};
+    layer_list_.push_back(DecoderLayer(lo));
+    layers->push_back(layer_list_.back());
+  }
+  norm = register_module("norm", RMSNorm(RMSNormOptions{C, o.norm_eps}));
+  if (!o.tie_embeddings) {
+    output = register_module("output", torch::nn::Linear(torch::nn::LinearOptions(C, o.vocab_size).bias(false)));
+  }
+  reset_parameters();
+  to(o.dtype);
+  norm->to(torch::kFloat32);  // the final norm stays fp32 (its output feeds the head at full precision)
+}
+
+void InternLMImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  const double scaled_std = o_.scaled_init ? o_.init_std / std::sqrt(2.0 * static_cast<double>(o_.num_layers))
+                                           : o_.init_std;
+  const auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    if (ends_with(name, ".bias")) {
+      p.zero_();
+    } else if (ends_with(name, "norm.weight")) {
+      p.fill_(1.0);
+    } else if (ends_with(name, "attention.wo.weight") || ends_with(name, "feed_forward.w3.weight")) {
+      p.normal_(0.0, scaled_std);  // output projections: their sum over 2N residual branches stays O(1)
+    } else {
+      p.normal_(0.0, o_.init_std);
+    }
+  }
+}
+
+torch::Tensor InternLMImpl::forward(const Batch& b) {
+  LOOM_CHECK(b.tokens.dim() == 2, "model input must be tokens [B, T], got ", b.tokens.sizes());
+  {
+    const auto mm = torch::aminmax(b.tokens);
+    const int64_t lo = std::get<0>(mm).item<int64_t>(), hi = std::get<1>(mm).item<int64_t>();
+    if (lo < 0 || hi >= o_.vocab_size) {
+      const torch::Tensor bad = ((b.tokens < 0) | (b.tokens >= o_.vocab_size)).nonzero()[0].cpu();
+      const int64_t row = bad[0].item<int64_t>(), pos = bad[1].item<int64_t>();
+      LOOM_FAIL("token id ", b.tokens[row][pos].item<int64_t>(), " at batch row ", row, " position ", pos,
+                " is outside the model's vocabulary [0, ", o_.vocab_size, ") (model.vocab_size)");
+    }
+  }
+  const PackedContext ctx = make_packed_context(b, o_.head_dim(), o_.rope_base);
+  torch::Tensor h = tok_embeddings(b.tokens);
+  for (auto& layer : layer_list_) h = layer(h, ctx);
+  h = norm(h.to(torch::kFloat32));
+  const torch::Tensor head = o_.tie_embeddings ? tok_embeddings->weight : output->weight;
+  return torch::linear(h.to(head.scalar_type()), head).to(torch::kFloat32);
+}
+
+int64_t InternLMImpl::num_parameters() {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace loom

@@ -1,0 +1,158 @@
+// The InternLM architecture (InternLM-7B/20B, i.e. LLaMA with biased fused QKV):
+//
+//   tok_embeddings -> N x DecoderLayer -> norm (RMSNorm, fp32) -> output (untied head) -> logits fp32
+//   DecoderLayer:  h = x + dropout(attention(attention_norm(x)))
+//                  y = h + dropout(feed_forward(ffn_norm(h)))
+//   attention:     wqkv (fused, optional bias) -> rotary (rotate-half, base 10000) on q and k ->
+//                  causal packed attention, scale 1/sqrt(D), GQA -> wo (optional bias)
+//   feed_forward:  w3(silu(w1 x) * w2 x), F = 256 * ceil(C * mlp_ratio / 256), no biases
+//
+// Parameter names and layouts (what a checkpoint holds; row = output feature, as nn.Linear):
+//   tok_embeddings.weight                [V, C]
+//   layers.i.attention_norm.weight       [C]
+//   layers.i.attention.wqkv.weight/bias  [(H + 2K) * D, C]: rows [0, H*D) are q (head h at rows
+//                                        h*D..h*D+D), then K*D rows of k, then K*D rows of v.
+//   layers.i.attention.wo.weight/bias    [C, H*D]
+//   layers.i.ffn_norm.weight             [C]
+//   layers.i.feed_forward.w1/w2/w3.weight  [F, C], [F, C], [C, F]
+//   norm.weight                          [C] (kept in fp32)
+//   output.weight                        [V, C] (absent when tie_embeddings: the head is tok_embeddings)
+// Mapping to other checkpoints, rotate-half layout throughout, so no row permutation of q/k:
+//   HF LLaMA: q_proj/k_proj/v_proj = the three row blocks of wqkv; o_proj = wo; gate_proj = w1,
+//     up_proj = w2, down_proj = w3; input_layernorm = attention_norm,
+//     post_attention_layernorm = ffn_norm; embed_tokens, norm, lm_head.
+//   InternLM2: wqkv is grouped per kv head [q of its G = H/K heads, k, v]: a row permutation of
+//     ours; its feed_forward w1, w3, w2 are our w1, w2, w3.
+#pragma once
+
+#include <string>
+
+#include <torch/torch.h>
+
+#include "attention.h"
+#include "batch.h"
+
+namespace loom {
+
+struct ModelOptions {
+  int64_t hidden_size = 512;             // C
+  int64_t num_layers = 4;                // N
+  int64_t num_attention_heads = 8;       // H
+  int64_t num_kv_attention_heads = 0;    // K; 0 = H (multi-head attention)
+  double mlp_ratio = 8.0 / 3.0;
+  int64_t vocab_size = 103168;           // V
+  double norm_eps = 1e-5;                // InternLM's layer_norm_epsilon
+  bool qkv_bias = true;
+  bool out_bias = true;                  // bias of the attention output projection wo
+  bool tie_embeddings = false;
+  double init_std = 0.02;
+  bool scaled_init = true;               // wo and w3 drawn with init_std / sqrt(2 * num_layers)
+  double dropout = 0.0;                  // residual dropout after attention and after the MLP
+  double checkpoint = 0.0;               // fraction of layers recomputed in backward (the first ones)
+  double rope_base = 10000.0;
+  torch::Dtype dtype = torch::kFloat32;  // parameters and activations (norm and logits stay fp32)
+
+  int64_t kv_heads() const { return num_kv_attention_heads > 0 ? num_kv_attention_heads : num_attention_heads; }
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t ffn_hidden() const;            // F
+  int64_t checkpointed_layers() const;   // int(num_layers * checkpoint), as InternLM
+  // Throws loom::Error naming the offending model.* key.
+  void validate() const;
+};
+
+// "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16"/"half", also InternLM's "torch.bfloat16".
+torch::Dtype parse_dtype(const std::string& name);
+std::string dtype_name(torch::Dtype dtype);
+
+// Parameter count in closed form (no allocation): for the 7B/20B shapes.
+int64_t count_parameters(const ModelOptions& o);
+
+// ---- blocks ----
+
+struct RMSNormOptions {
+  int64_t dim;
+  double eps;
+};
+// y = weight * x / sqrt(mean(x^2) + eps), computed in fp32, returned in the weight's dtype.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  explicit RMSNormImpl(const RMSNormOptions& o);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+
+ private:
+  RMSNormOptions o_;
+};
+TORCH_MODULE(RMSNorm);
+
+struct AttentionOptions {
+  int64_t hidden_size, num_heads, num_kv_heads;
+  bool qkv_bias, out_bias;
+};
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const AttentionOptions& o);
+  torch::Tensor forward(const torch::Tensor& x, const PackedContext& ctx);  // [B, T, C] -> [B, T, C]
+  torch::nn::Linear wqkv{nullptr}, wo{nullptr};
+
+ private:
+  AttentionOptions o_;
+};
+TORCH_MODULE(Attention);
+
+struct FeedForwardOptions {
+  int64_t hidden_size, ffn_hidden;
+};
+class FeedForwardImpl : public torch::nn::Module {
+ public:
+  explicit FeedForwardImpl(const FeedForwardOptions& o);
+  torch::Tensor forward(const torch::Tensor& x);  // w3(silu(w1 x) * w2 x)
+  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+TORCH_MODULE(FeedForward);
+
+struct DecoderLayerOptions {
+  AttentionOptions attention;
+  FeedForwardOptions feed_forward;
+  double norm_eps, dropout;
+  bool checkpoint;  // recompute this layer in backward
+};
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit DecoderLayerImpl(const DecoderLayerOptions& o);
+  torch::Tensor forward(const torch::Tensor& x, const PackedContext& ctx);
+  RMSNorm attention_norm{nullptr}, ffn_norm{nullptr};
+  Attention attention{nullptr};
+  FeedForward feed_forward{nullptr};
+
+ private:
+  torch::Tensor body(const torch::Tensor& x, const PackedContext& ctx);
+  DecoderLayerOptions o_;
+};
+TORCH_MODULE(DecoderLayer);
+
+// ---- the model ----
+
+class InternLMImpl : public torch::nn::Module {
+ public:
+  // Builds and initialises (InternLM's init: normal(0, init_std), wo and w3 scaled, biases 0,
+  // norms 1) from torch's default generator, then casts to o.dtype.
+  explicit InternLMImpl(const ModelOptions& o);
+  // logits [B, T, V] fp32. Tokens must lie in [0, V).
+  torch::Tensor forward(const Batch& b);
+  int64_t num_parameters();
+  const ModelOptions& options() const { return o_; }
+
+  torch::nn::Embedding tok_embeddings{nullptr};
+  torch::nn::ModuleList layers;
+  RMSNorm norm{nullptr};
+  torch::nn::Linear output{nullptr};  // null when tie_embeddings
+
+ private:
+  void reset_parameters();
+  ModelOptions o_;
+  std::vector<DecoderLayer> layer_list_;
+};
+TORCH_MODULE(InternLM);
+
+}  // namespace loom
