@@ -6,7 +6,10 @@
 
 namespace loom::tokenize {
 
-std::string location(const std::string& path, const Document& doc) { return str(path, ":", doc.line, ": "); }
+std::string location(const std::string& path, const Document& doc) {
+  if (doc.in_array) return str(path, ":", doc.line, ": record ", doc.record, ": ");
+  return str(path, ":", doc.line, ": ");
+}
 
 InputFormat input_format_for(const std::string& path) {
   const std::string name = sys::basename(strip_compression_ext(path));

@@ -41,6 +41,7 @@ class JsonArrayReader : public DocumentReader {
     doc.line = line_;
     doc.offset = offset_;
     doc.record = count_++;
+    doc.in_array = true;
     scan_record(doc);
     parser_.parse(record_, {}, true, doc);
     return true;

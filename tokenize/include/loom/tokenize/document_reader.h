@@ -26,11 +26,13 @@ struct Document {
   uint64_t line = 0;    // 1-based line where the document starts
   uint64_t record = 0;  // 0-based index of the record (json/jsonl) or document (txt) in the file
   uint64_t offset = 0;  // byte offset of its first byte in the decompressed input
+  bool in_array = false;  // an element of a json array: messages name the record too
   // Non-empty: this record is bad and has no text (what was wrong, without the location).
   std::string error;
 };
 
-// "FILE:LINE: " for messages about a document.
+// "FILE:LINE: " for messages about a document ("FILE:LINE: record R: " inside a json array, where
+// one line may hold many records).
 std::string location(const std::string& path, const Document& doc);
 
 class DocumentReader {

@@ -1,0 +1,67 @@
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "loom/tokenize/line_reader.h"
+
+using namespace loom::tokenize;
+
+namespace {
+// Hands out its bytes `chunk` at a time, to put every boundary case at a buffer edge.
+class DribbleSource : public ByteSource {
+ public:
+  DribbleSource(std::string data, size_t chunk) : data_(std::move(data)), chunk_(chunk) {}
+  size_t read(void* buf, size_t n) override {
+    const size_t k = std::min({n, chunk_, data_.size() - pos_});
+    std::memcpy(buf, data_.data() + pos_, k);
+    pos_ += k;
+    return k;
+  }
+  uint64_t file_bytes_read() const override { return pos_; }
+  const std::string& path() const override { return name_; }
+
+ private:
+  std::string data_, name_ = "dribble";
+  size_t chunk_, pos_ = 0;
+};
+
+struct Got {
+  std::vector<std::string> text;
+  std::vector<uint64_t> number, offset;
+  std::vector<bool> newline;
+};
+
+Got read_all_lines(const std::string& data, size_t chunk) {
+  LineReader r(std::make_unique<DribbleSource>(data, chunk));
+  Got g;
+  Line line;
+  while (r.next(line)) {
+    g.text.emplace_back(line.text);
+    g.number.push_back(line.number);
+    g.offset.push_back(line.offset);
+    g.newline.push_back(line.had_newline);
+  }
+  return g;
+}
+}  // namespace
+
+TEST_CASE("LineReader splits on LF, CRLF and a lone CR like Python's universal newlines", "[tokenize][lines]") {
+  for (size_t chunk : {1, 2, 3, 7, 1 << 20}) {
+    const Got g = read_all_lines("a\r\nb\rc\n\nd", chunk);
+    CHECK(g.text == std::vector<std::string>{"a", "b", "c", "", "d"});
+    CHECK(g.number == std::vector<uint64_t>{1, 2, 3, 4, 5});
+    CHECK(g.offset == std::vector<uint64_t>{0, 3, 5, 7, 8});
+    CHECK(g.newline == std::vector<bool>{true, true, true, true, false});
+  }
+  CHECK(read_all_lines("", 3).text.empty());
+  CHECK(read_all_lines("x\r", 1).text == std::vector<std::string>{"x"});
+  CHECK(read_all_lines("\r\n\r\n", 1).text == std::vector<std::string>{"", ""});
+}
+
+TEST_CASE("LineReader keeps a line longer than its buffer whole", "[tokenize][lines]") {
+  const std::string big(3 << 20, 'x');
+  const Got g = read_all_lines("head\n" + big + "\r\ntail", 1 << 16);
+  REQUIRE(g.text.size() == 3);
+  CHECK(g.text[1] == big);
+  CHECK(g.offset[2] == 5 + big.size() + 2);
+  CHECK(g.text[2] == "tail");
+}

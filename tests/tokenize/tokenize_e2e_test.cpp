@@ -1,0 +1,180 @@
+// loom-tokenize end to end, against reference.py (Python sentencepiece + numpy, following InternLM's
+// tools/tokenizer.py) and against itself (threads, compression, kill and rerun).
+#include <catch2/catch.hpp>
+
+#include "loom/shard_format.h"
+#include "tok_test_util.h"
+
+using namespace loom::test;
+
+namespace {
+const std::string kQuiet = " 2>&1";
+
+void require_ok(const RunResult& r) {
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+}
+void require_same_file(const std::string& a, const std::string& b) {
+  INFO(a << " vs " << b);
+  REQUIRE(read_all(a) == read_all(b));
+}
+std::string q(const std::string& s) { return quote(s); }
+}  // namespace
+
+TEST_CASE("loom shards equal the Python sentencepiece reference on botchan and wagahaiwa", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_ids");
+  require_ok(tokenize("--model " + q(internlm_model()) + " --output-dir " + q(dir / "out") + " " +
+                      q(corpus("botchan.txt")) + " " + q(corpus("wagahaiwa_nekodearu.txt"))));
+  auto b = run(reference_py() + " check-loom " + q(internlm_model()) + " " + q(corpus("botchan.txt")) + " " + q(dir / "out/botchan.bin"));
+  INFO(b.output);
+  CHECK(b.exit_code == 0);
+  CHECK(b.output == "OK 4288 74345\n");
+  auto w = run(reference_py() + " check-loom " + q(internlm_model()) + " " + q(corpus("wagahaiwa_nekodearu.txt")) + " " +
+               q(dir / "out/wagahaiwa_nekodearu.bin"));
+  INFO(w.output);
+  CHECK(w.exit_code == 0);
+  CHECK(w.output == "OK 2344 310533\n");
+  // The header as loom's own reader sees it.
+  loom::ShardReader r(dir / "out/botchan.bin");
+  CHECK(r.header().vocab_size == 103168);
+  CHECK(r.dtype_bytes() == 4);
+  CHECK(r.header().bos_id == 1);
+  CHECK(r.header().eos_id == 2);
+  CHECK(r.header().flags == (loom::kShardFlagBos | loom::kShardFlagEos));
+  r.verify_deep();
+}
+
+TEST_CASE("a known sentence encodes to InternLM's documented ids", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_golden");
+  write_all(dir / "s.txt", "今天天气晴朗适合出门散步\n");
+  require_ok(tokenize("--model " + q(internlm_model()) + " --output-dir " + q(dir / "out") + " --no-bos --no-eos " + q(dir / "s.txt")));
+  loom::ShardReader r(dir / "out/s.bin");
+  std::vector<uint32_t> ids;
+  r.read_doc(0, ids);
+  CHECK(ids == std::vector<uint32_t>{67577, 69095, 63010, 61770, 67783, 69301, 74732});
+  CHECK(r.header().flags == 0);
+}
+
+TEST_CASE("format internlm is byte identical to the tools/tokenizer.py reference", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_internlm");
+  const std::string m = q(internlm_model());
+  struct Case {
+    std::string input, flags, name;
+  };
+  const Case cases[] = {
+      {corpus("botchan.txt"), "", "botchan"},
+      {sample("neko_head.jsonl.gz"), "--text-key text", "neko_head"},
+      {sample("neko_head.jsonl.gz"), "--raw-records", "neko_head"},
+      {sample("botchan_tail.json"), "--raw-records", "botchan_tail"},
+      {sample("botchan_tail.json"), "--text-key meta.source", "botchan_tail"},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    SECTION(c.name + " " + c.flags + " " + std::to_string(k)) {
+      require_ok(tokenize("--model " + m + " --format internlm --output-dir " + q(dir / "out") + " " + c.flags + " " + q(c.input)));
+      require_ok(run(reference_py() + " internlm " + m + " " + q(c.input) + " " + q(dir / "ref.bin") + " " + c.flags));
+      require_same_file(dir / ("out/" + c.name + ".bin"), dir / "ref.bin");
+      require_same_file(dir / ("out/" + c.name + ".bin.meta"), dir / "ref.bin.meta");
+    }
+    ++k;
+  }
+}
+
+TEST_CASE("txt paragraph and file documents, and long documents cut under --max-doc-bytes", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_docs");
+  const std::string m = q(internlm_model());
+  write_all(dir / "p.txt", "\xef\xbb\xbf Title line\r\n\r\nFirst paragraph, line one.\r\nline two  \r\n \r\n\r\n"
+                           "Second paragraph\nwith \xe5\x90\xbe\xe8\xbc\xa9 and spaces   inside.\n");
+  for (const std::string mode : {"paragraph", "file"}) {
+    SECTION(mode) {
+      require_ok(tokenize("--model " + m + " --output-dir " + q(dir / "out") + " --txt-doc " + mode + " " + q(dir / "p.txt")));
+      auto r = run(reference_py() + " check-loom " + m + " " + q(dir / "p.txt") + " " + q(dir / "out/p.bin") + " --txt-doc " + mode);
+      INFO(r.output);
+      CHECK(r.exit_code == 0);
+      CHECK(r.output == (mode == "paragraph" ? "OK 3 " : "OK 1 ") + r.output.substr(5));
+    }
+  }
+  SECTION("a whole file cut into pieces of at most 100 bytes") {
+    require_ok(tokenize("--model " + m + " --output-dir " + q(dir / "out") + " --txt-doc file --max-doc-bytes 100 " +
+                        q(sample("botchan_head.txt"))));
+    auto r = run(reference_py() + " check-loom " + m + " " + q(sample("botchan_head.txt")) + " " + q(dir / "out/botchan_head.bin") +
+                 " --txt-doc file --max-doc-bytes 100");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.rfind("OK 1 ", 0) == 0);
+    // bos/eos once around the whole document, not around each piece.
+    loom::ShardReader s(dir / "out/botchan_head.bin");
+    std::vector<uint32_t> ids;
+    s.read_doc(0, ids);
+    CHECK(std::count(ids.begin(), ids.end(), 1u) == 1);
+    CHECK(std::count(ids.begin(), ids.end(), 2u) == 1);
+    CHECK(ids.front() == 1);
+    CHECK(ids.back() == 2);
+  }
+}
+
+TEST_CASE("the output is the same for any thread count", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_threads");
+  const std::string common = "--model " + q(internlm_model()) + " --batch-bytes 2000 --max-doc-bytes 300 " +
+                             q(corpus("wagahaiwa_nekodearu.txt")) + " " + q(sample("botchan_tail.json"));
+  for (int t : {1, 2, 5}) require_ok(tokenize(common + " --threads " + std::to_string(t) + " --output-dir " + q(dir / std::to_string(t))));
+  for (const std::string f : {"wagahaiwa_nekodearu.bin", "wagahaiwa_nekodearu.bin.meta", "botchan_tail.bin", "botchan_tail.bin.meta"}) {
+    require_same_file(dir / ("1/" + f), dir / ("2/" + f));
+    require_same_file(dir / ("1/" + f), dir / ("5/" + f));
+  }
+}
+
+TEST_CASE("gz and zst inputs give the same shards as the plain input", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_compressed");
+  const std::string plain = dir / "plain/neko.jsonl";
+  run("mkdir -p " + q(dir / "plain") + " " + q(dir / "gz") + " " + q(dir / "zst"));
+  REQUIRE(run("gzip -dc " + q(sample("neko_head.jsonl.gz")) + " > " + q(plain)).exit_code == 0);
+  REQUIRE(run("gzip -c " + q(plain) + " > " + q(dir / "gz/neko.jsonl.gz")).exit_code == 0);
+  REQUIRE(run("zstd -q -c " + q(plain) + " > " + q(dir / "zst/neko.jsonl.zst")).exit_code == 0);
+  for (const std::string v : {"plain/neko.jsonl", "gz/neko.jsonl.gz", "zst/neko.jsonl.zst"}) {
+    require_ok(tokenize("--model " + q(internlm_model()) + " --output-dir " + q(dir / ("out_" + v.substr(0, v.find('/')))) + " " + q(dir / v)));
+  }
+  for (const std::string f : {"neko.bin", "neko.bin.meta"}) {
+    require_same_file(dir / ("out_plain/" + f), dir / ("out_gz/" + f));
+    require_same_file(dir / ("out_plain/" + f), dir / ("out_zst/" + f));
+  }
+}
+
+TEST_CASE("resume skips complete shards and redoes stale ones, a rerun is idempotent", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_resume");
+  const std::string inputs = q(sample("botchan_head.txt")) + " " + q(sample("botchan_tail.json"));
+  const std::string base = "--model " + q(internlm_model()) + " --output-dir " + q(dir / "out") + " " + inputs;
+  require_ok(tokenize(base));
+  const std::string first = read_all(dir / "out/botchan_head.bin") + read_all(dir / "out/botchan_tail.bin.meta");
+  auto again = tokenize(base + " --resume");
+  require_ok(again);
+  CHECK(again.output.find("botchan_head.bin is complete, skipped (--resume)") != std::string::npos);
+  CHECK(again.output.find("botchan_tail.bin is complete, skipped (--resume)") != std::string::npos);
+  CHECK(again.output.find("0 files written, 2 skipped (--resume)") != std::string::npos);
+  // Another model: the shards are stale and written again.
+  auto other = tokenize("--model " + q(sample("spm_2k.model")) + " --output-dir " + q(dir / "out") + " " + inputs + " --resume");
+  require_ok(other);
+  CHECK(other.output.find("it was written with another model") != std::string::npos);
+  CHECK(loom::ShardReader(dir / "out/botchan_head.bin").header().vocab_size == 2000);
+  require_ok(tokenize(base));
+  CHECK(read_all(dir / "out/botchan_head.bin") + read_all(dir / "out/botchan_tail.bin.meta") == first);
+}
+
+TEST_CASE("a job killed at any point leaves only complete shards, and --resume finishes it identically", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_kill");
+  const std::string inputs = q(corpus("botchan.txt")) + " " + q(corpus("wagahaiwa_nekodearu.txt"));
+  const std::string m = "--model " + q(internlm_model()) + " --threads 1 ";
+  require_ok(tokenize(m + "--output-dir " + q(dir / "clean") + " " + inputs));
+  for (const char* delay : {"0.3", "1.2"}) {
+    const std::string out = dir / (std::string("k") + delay);
+    run("timeout -s KILL " + std::string(delay) + " " + quote(LOOM_TOKENIZE_BIN) + " " + m + "--output-dir " + q(out) + " " + inputs);
+    // Whatever exists under a final name is a whole, valid shard.
+    for (const std::string name : {"botchan", "wagahaiwa_nekodearu"}) {
+      const bool meta = run("test -e " + q(out + "/" + name + ".bin.meta")).exit_code == 0;
+      if (meta) CHECK_NOTHROW(loom::ShardReader(out + "/" + name + ".bin").verify_deep());
+    }
+    require_ok(tokenize(m + "--resume --output-dir " + q(out) + " " + inputs));
+    for (const std::string f : {"botchan.bin", "botchan.bin.meta", "wagahaiwa_nekodearu.bin", "wagahaiwa_nekodearu.bin.meta"})
+      require_same_file(dir / ("clean/" + f), out + "/" + f);
+  }
+}
