@@ -24,7 +24,11 @@ bool parse_command(OptionParser& parser, const Args& args, bool quiet) {
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
-    throw UsageError(e.what());
+    // main() names the subcommand already: drop the parser's "loom-pack SUB: " prefix.
+    std::string what = e.what();
+    const size_t colon = what.find(": ");
+    if (what.rfind("loom-pack ", 0) == 0 && colon != std::string::npos) what.erase(0, colon + 2);
+    throw UsageError(what);
   }
   if (!quiet) {
     std::string ini = parser.resolved_ini();
