@@ -1,0 +1,186 @@
+#include "zero1.h"
+
+#include <cmath>
+
+#include "loom/error.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kFormat = "loom.zero1.v1";
+
+int64_t meta_int(const safetensors::Reader& r, const std::string& key) {
+  auto it = r.metadata().find(key);
+  LOOM_CHECK(it != r.metadata().end(), r.path(), ": ZeRO-1 shard metadata lacks '", key, "'");
+  try {
+    size_t used = 0;
+    long long v = std::stoll(it->second, &used);
+    LOOM_CHECK(used == it->second.size(), "trailing characters");
+    return v;
+  } catch (const std::exception&) {
+    LOOM_FAIL(r.path(), ": ZeRO-1 shard metadata '", key, "'='", it->second, "' is not an integer");
+  }
+}
+
+}  // namespace
+
+Zero1Optimizer::Zero1Optimizer(Communicator& comm, std::vector<torch::Tensor> params, std::vector<bool> decay,
+                               AdamWOptions opts, int shards)
+    : comm_(comm), params_(std::move(params)), opts_(opts) {
+  LOOM_ASSERT(decay.size() == params_.size(), "Zero1Optimizer: ", decay.size(), " decay flags for ",
+              params_.size(), " parameters");
+  const int world = comm_.world();
+  shards_ = shards <= 0 ? world : shards;
+  LOOM_CHECK(shards_ <= world && world % shards_ == 0, "parallel.zero1=", shards,
+             ": the shard count must divide the data-parallel world size ", world, " (or be -1 for all ranks)");
+  shard_index_ = comm_.rank() % shards_;
+
+  for (const torch::Tensor& p : params_) {
+    offsets_.push_back(numel_);
+    numel_ += p.numel();
+  }
+  shard_size_ = (numel_ + shards_ - 1) / shards_;
+  padded_ = shard_size_ * shards_;
+
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(comm_.device());
+  torch::NoGradGuard no_grad;
+  torch::Tensor flat = torch::zeros({padded_}, f32);
+  torch::Tensor mask = torch::zeros({padded_}, f32.dtype(torch::kBool));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    flat.narrow(0, offsets_[i], params_[i].numel()).copy_(params_[i].detach().reshape({-1}));
+    if (decay[i]) mask.narrow(0, offsets_[i], params_[i].numel()).fill_(true);
+  }
+  master_ = flat.narrow(0, shard_index_ * shard_size_, shard_size_).clone();
+  decay_mask_ = mask.narrow(0, shard_index_ * shard_size_, shard_size_).clone();
+  exp_avg_ = torch::zeros_like(master_);
+  exp_avg_sq_ = torch::zeros_like(master_);
+  flat_grad_ = torch::zeros({padded_}, f32);
+}
+
+int64_t Zero1Optimizer::shard_begin() const { return std::min(numel_, shard_index_ * shard_size_); }
+int64_t Zero1Optimizer::shard_end() const { return std::min(numel_, (shard_index_ + 1) * shard_size_); }
+
+void Zero1Optimizer::zero_grad() {
+  for (torch::Tensor& p : params_)
+    if (p.grad().defined()) p.mutable_grad().zero_();
+}
+
+Zero1StepResult Zero1Optimizer::step(double lr, double grad_scale) {
+  torch::NoGradGuard no_grad;
+  flat_grad_.zero_();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& g = params_[i].grad();
+    if (g.defined()) flat_grad_.narrow(0, offsets_[i], params_[i].numel()).copy_(g.reshape({-1}));
+  }
+  // 1. Sum over ranks, this rank's shard only.
+  torch::Tensor grad = torch::empty_like(master_);
+  if (shards_ == comm_.world()) {
+    comm_.reduce_scatter(grad, flat_grad_);
+  } else {
+    comm_.all_reduce(flat_grad_);
+    grad.copy_(flat_grad_.narrow(0, shard_index_ * shard_size_, shard_size_));
+  }
+  if (grad_scale != 1.0) grad.mul_(grad_scale);
+
+  // 2. One global norm: each distinct shard counted once.
+  double sq = comm_.rank() < shards_ ? grad.to(torch::kFloat64).pow(2).sum().item<double>() : 0.0;
+  Zero1StepResult res;
+  res.grad_norm = std::sqrt(comm_.all_reduce_scalar(sq));
+  if (!std::isfinite(res.grad_norm)) {
+    res.skipped = true;
+    return res;
+  }
+  // 3. Clip.
+  if (opts_.max_grad_norm > 0) {
+    double coef = opts_.max_grad_norm / (res.grad_norm + 1e-6);
+    if (coef < 1.0) grad.mul_(coef);
+  }
+  // 4. AdamW, torch::optim::AdamW's operations in its order.
+  ++updates_;
+  if (opts_.weight_decay != 0) {
+    torch::Tensor keep = torch::full({}, 1.0 - lr * opts_.weight_decay, master_.options());
+    master_.mul_(torch::where(decay_mask_, keep, torch::ones({}, master_.options())));
+  }
+  exp_avg_.mul_(opts_.beta1).add_(grad, 1 - opts_.beta1);
+  exp_avg_sq_.mul_(opts_.beta2).addcmul_(grad, grad, 1 - opts_.beta2);
+  double bc1 = 1 - std::pow(opts_.beta1, static_cast<double>(updates_));
+  double bc2 = 1 - std::pow(opts_.beta2, static_cast<double>(updates_));
+  torch::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(opts_.eps);
+  master_.addcdiv_(exp_avg_, denom, -lr / bc1);
+  // 5. Everyone gets the new parameters.
+  gather_params();
+  return res;
+}
+
+void Zero1Optimizer::gather_params() {
+  torch::NoGradGuard no_grad;
+  torch::Tensor flat;
+  if (shards_ == comm_.world()) {
+    flat = torch::empty({padded_}, master_.options());
+    comm_.all_gather(flat, master_);
+  } else {
+    // Ranks 0..S-1 hold shards 0..S-1 in order: the first S chunks are the whole vector.
+    torch::Tensor all = torch::empty({shard_size_ * comm_.world()}, master_.options());
+    comm_.all_gather(all, master_);
+    flat = all.narrow(0, 0, padded_);
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i].detach().copy_(flat.narrow(0, offsets_[i], params_[i].numel()).view(params_[i].sizes()));
+}
+
+safetensors::WriteResult Zero1Optimizer::save_shard(const std::string& path) const {
+  LOOM_ASSERT(writes_shard(), "rank ", comm_.rank(), " holds a duplicate shard and writes none");
+  int64_t b = shard_begin(), n = shard_end() - shard_begin();
+  safetensors::NamedTensors ts = {{"master", master_.narrow(0, 0, n)},
+                                  {"exp_avg", exp_avg_.narrow(0, 0, n)},
+                                  {"exp_avg_sq", exp_avg_sq_.narrow(0, 0, n)}};
+  safetensors::Metadata meta = {{"format", kFormat},
+                                {"begin", std::to_string(b)},
+                                {"end", std::to_string(b + n)},
+                                {"numel", std::to_string(numel_)},
+                                {"shards", std::to_string(shards_)},
+                                {"shard", std::to_string(shard_index_)},
+                                {"updates", std::to_string(updates_)}};
+  return safetensors::write(path, ts, meta);
+}
+
+void Zero1Optimizer::load_shards(const std::vector<std::string>& paths) {
+  LOOM_CHECK(!paths.empty(), "ZeRO-1 load: no optimizer shard files given");
+  const int64_t b = shard_begin(), e = shard_end();
+  int64_t covered = 0;
+  int64_t updates = -1;
+  torch::NoGradGuard no_grad;
+  for (const std::string& path : paths) {
+    safetensors::Reader r(path);
+    auto fmt = r.metadata().find("format");
+    LOOM_CHECK(fmt != r.metadata().end() && fmt->second == kFormat, path, ": not a ZeRO-1 shard (metadata format ",
+               fmt == r.metadata().end() ? std::string("missing") : "'" + fmt->second + "'", ", expected '",
+               kFormat, "')");
+    int64_t numel = meta_int(r, "numel"), sb = meta_int(r, "begin"), se = meta_int(r, "end");
+    int64_t u = meta_int(r, "updates");
+    LOOM_CHECK(numel == numel_, path, ": shard of a model with ", numel, " parameters, this model has ", numel_);
+    LOOM_CHECK(0 <= sb && sb <= se && se <= numel, path, ": shard range [", sb, ", ", se, ") outside [0, ", numel,
+               ")");
+    LOOM_CHECK(updates < 0 || u == updates, path, ": ", u, " updates, but another shard of the same checkpoint has ",
+               updates);
+    updates = u;
+    int64_t lo = std::max(b, sb), hi = std::min(e, se);
+    if (lo >= hi) continue;
+    const char* names[] = {"master", "exp_avg", "exp_avg_sq"};
+    torch::Tensor* dst[] = {&master_, &exp_avg_, &exp_avg_sq_};
+    for (int k = 0; k < 3; ++k) {
+      torch::Tensor t = r.get(names[k]);
+      LOOM_CHECK(t.dim() == 1 && t.numel() == se - sb && t.scalar_type() == torch::kFloat32, path, ": tensor '",
+                 names[k], "' is not [", se - sb, "] F32");
+      dst[k]->narrow(0, lo - b, hi - lo).copy_(t.narrow(0, lo - sb, hi - lo));
+    }
+    covered += hi - lo;
+  }
+  LOOM_CHECK(covered == e - b, "ZeRO-1 load: the ", paths.size(), " shard files cover ", covered,
+             " elements of this rank's range [", b, ", ", e, ") of ", e - b,
+             " (a shard file is missing or two overlap)");
+  updates_ = updates;
+  gather_params();
+}
+
+}  // namespace loom

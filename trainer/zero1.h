@@ -1,0 +1,88 @@
+// ZeRO stage 1 (parallel.zero1 = S, InternLM's meaning: the optimizer state is split S ways):
+// fp32 master weights and AdamW's two moments are sharded over the data-parallel ranks; gradients
+// stay whole on every rank.
+//
+// Layout. All parameters, flattened in registration order, form one vector of N elements, padded
+// with zeros to P = S * ceil(N / S). Shard s is [s*P/S, (s+1)*P/S). Rank r holds shard r % S, so with
+// S < W the W/S ranks of a shard compute the same update redundantly (S must divide W).
+//
+// Step (every rank, same order):
+//   1. reduce-scatter the local gradient sums (S == W; else all-reduce and keep the shard),
+//      scaled by grad_scale (1 / global tokens if the loss was not normalised before backward)
+//   2. global grad norm: each distinct shard's sum of squares (float64), all-reduced once; an
+//      inf/NaN anywhere makes the norm non-finite on every rank, so every rank skips together
+//   3. clip to max_norm (coefficient max_norm / (norm + 1e-6), as torch's clip_grad_norm_)
+//   4. AdamW on the shard, exactly torch::optim::AdamW's arithmetic (decoupled decay on the
+//      parameters with decay, bias-corrected moments, eps outside the square root)
+//   5. all-gather the fp32 shards and copy them into the model's parameters (in their dtype)
+//
+// Checkpoint. The ranks of shards 0..S-1 each write their shard (master, exp_avg, exp_avg_sq) with
+// its element range; load() reads any set of such files that covers [0, N) and takes the part of
+// each that overlaps this rank's new shard, so a run saved at one W/S resumes at another.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "communicator.h"
+#include "safetensors.h"
+
+namespace loom {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  double max_grad_norm = 1.0;  // <= 0: no clipping
+};
+
+struct Zero1StepResult {
+  double grad_norm = 0;  // before clipping
+  bool skipped = false;  // inf/NaN: no update, step count unchanged
+};
+
+class Zero1Optimizer {
+ public:
+  // decay[i]: whether params[i] takes weight decay (false for norms, biases, embeddings).
+  // shards: parallel.zero1 (-1 or 0 = all ranks; must divide the world size).
+  Zero1Optimizer(Communicator& comm, std::vector<torch::Tensor> params, std::vector<bool> decay,
+                 AdamWOptions opts, int shards);
+
+  // After the last backward of a step (each rank's .grad holds its LOCAL gradient sum).
+  Zero1StepResult step(double lr, double grad_scale = 1.0);
+  void zero_grad();
+
+  int shards() const { return shards_; }
+  int64_t numel() const { return numel_; }
+  int64_t updates() const { return updates_; }  // successful AdamW steps (t in the bias correction)
+  // This rank's element range of the unpadded vector [begin, end).
+  int64_t shard_begin() const;
+  int64_t shard_end() const;
+  // Whether this rank writes a shard file (one rank per distinct shard).
+  bool writes_shard() const { return comm_.rank() < shards_; }
+
+  // Writes this rank's shard (call only where writes_shard()).
+  safetensors::WriteResult save_shard(const std::string& path) const;
+  // Loads from the shard files of a checkpoint saved at any W/S (every file, in any order).
+  void load_shards(const std::vector<std::string>& paths);
+
+ private:
+  void gather_params();
+
+  Communicator& comm_;
+  std::vector<torch::Tensor> params_;
+  AdamWOptions opts_;
+  int shards_ = 1;
+  int shard_index_ = 0;
+  int64_t numel_ = 0, padded_ = 0, shard_size_ = 0;
+  std::vector<int64_t> offsets_;  // of each parameter in the flat vector
+  torch::Tensor master_, exp_avg_, exp_avg_sq_, decay_mask_;  // [shard_size] fp32
+  torch::Tensor flat_grad_;  // [padded] fp32
+  int64_t updates_ = 0;
+};
+
+}  // namespace loom
