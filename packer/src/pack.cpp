@@ -46,6 +46,13 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   Progress progress("pack", plan.num_packs() * plan.seq_len * dtype);
   std::vector<uint32_t> tokens;
   std::vector<PackedSegment> segs;
+  // concat reads each input front to back: pages behind the read position are dropped from the
+  // mapping as it goes, so the resident set stays flat on inputs larger than RAM.
+  const bool sequential = o.strategy == PackStrategy::kConcat;
+  constexpr uint64_t kReleaseBytes = uint64_t{64} << 20;
+  std::vector<uint64_t> released(inputs.size(), 0);
+  if (sequential)
+    for (size_t s = 0; s < inputs.size(); ++s) inputs.shard(s).bin().advise_sequential();
   uint64_t p = 0;
   for (const std::string& out : rep.outputs) {
     PackedWriter writer(out, inputs.tokenizer(), plan.seq_len, o.strategy, o.seed);
@@ -59,6 +66,11 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
         LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local), "segment past its document");
         segs.push_back({g.doc, static_cast<uint32_t>(tokens.size()), g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
         append_ids(r.token_bytes(), dtype, r.offsets()[local] + g.doc_pos, g.length, tokens);
+        const uint64_t read_to = (r.offsets()[local] + g.doc_pos) * dtype;
+        if (sequential && read_to >= released[shard] + kReleaseBytes) {
+          r.bin().advise_done(released[shard], read_to - released[shard]);
+          released[shard] = read_to;
+        }
       }
       writer.add_pack(tokens, segs);
       progress.add(uint64_t{plan.seq_len} * dtype);

@@ -152,7 +152,7 @@ TEST_CASE("corrupt InternLM shard - .meta that is not int32 (N, 2)") {
   expect_rejected(bin, meta + ": InternLM .meta must be int32 (N, 2), found shape (6,)");
 }
 
-TEST_CASE("corrupt InternLM shard - a line whose count disagrees with the .meta") {
+TEST_CASE("corrupt InternLM shard - a line whose count disagrees with the .meta, an id past --vocab-size") {
   TempDir dir("corrupt");
   const std::string bin = dir / "i.bin";
   InternlmWriter w(bin);
@@ -163,6 +163,10 @@ TEST_CASE("corrupt InternLM shard - a line whose count disagrees with the .meta"
   REQUIRE(text == "{\"tokens\": [1, 2, 3]}\n{\"tokens\": [4]}\n");
   write_all(bin, "{\"tokens\": [1, 2, 3]}\n{\"tokens\": [5, 6]}\n");
   expect_rejected(bin, bin + ": document 1 at byte offset 22: the line holds 2 tokens, the .meta says 1");
+  write_all(bin, "{\"tokens\": [1, 2, 3]}\n{\"tokens\": [5]}\n");
+  CHECK(loom_pack("verify --deep --vocab-size 6 " + quote(bin)).exit_code == 0);
+  expect_rejected(bin, bin + ": token id 5 >= vocab size 5 in document 1 at byte offset 22 (token 0 of the line)",
+                  "--deep --vocab-size 5");
   write_all(bin, "{\"tokens\": [1, 2, 3]}\n{\"tokens\": [4]}");
   expect_rejected(bin, bin + ": truncated .bin: the last line has no newline");
 }
