@@ -21,18 +21,28 @@ trap 'rm -rf "$WORK"' EXIT
 
 now() { date +%s.%N; }
 calc() { $PY -c "print($1)"; }
-# best_of CMD...: the smallest wall time of REPEAT runs
+# best_of FUNC: "wall cpu" seconds of the run with the smallest wall time (of REPEAT runs); cpu =
+# user+sys of the run's processes, which stays meaningful when other jobs share the cores.
+timed() {
+  $PY - "$@" <<'PYEOF'
+import os, resource, subprocess, sys, time
+t0 = time.monotonic()
+subprocess.run(["bash", "-c", sys.argv[1]], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+wall = time.monotonic() - t0
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{wall:.4f} {r.ru_utime + r.ru_stime:.4f}")
+PYEOF
+}
 best_of() {
-  local best=""
+  local best="" line
   for _ in $(seq "$REPEAT"); do
-    local t0 t1 dt
-    t0=$(now); "$@" >/dev/null 2>&1; t1=$(now)
-    dt=$(calc "$t1 - $t0")
-    if [ -z "$best" ] || [ "$(calc "int($dt < $best)")" = 1 ]; then best=$dt; fi
+    line=$(timed "$(declare -f "$1"); $1")
+    if [ -z "$best" ] || [ "$(calc "int(${line% *} < ${best% *})")" = 1 ]; then best=$line; fi
   done
   echo "$best"
 }
 
+LOAD0=$(cut -d' ' -f1 /proc/loadavg)
 bytes=0
 for f in "${INPUTS[@]}"; do
   n=$($PY bench/tokenize_peer.py docs "$f" "$WORK/$(basename "$f").docs")
@@ -41,18 +51,21 @@ done
 cat "$WORK"/*.docs > "$WORK/all.docs"
 tokens=$($TOK --model $MODEL --output-dir "$WORK/count" "${INPUTS[@]}" 2>&1 | sed -n 's/.* docs, \([0-9]*\) tokens, .*/\1/p' | tail -1)
 
-run_a() { for f in "${INPUTS[@]}"; do $PY bench/tokenize_peer.py internlm $MODEL "$f" "$WORK/a_$(basename "$f").bin"; done; }
+# The run_* functions execute in a fresh bash (timed): they see exported scalars only.
+export PY MODEL TOK CORES WORK INPUT_LIST="${INPUTS[*]}"
+run_a() { for f in $INPUT_LIST; do $PY bench/tokenize_peer.py internlm $MODEL "$f" "$WORK/a_$(basename "$f").bin"; done; }
 run_b() { spm_encode --model=$MODEL --output_format=id < "$WORK/all.docs" > "$WORK/b.ids"; }
-run_loom() { $TOK --model $MODEL --output-dir "$WORK/loom" --threads "$CORES" "${INPUTS[@]}"; }
-run_loom_il() { $TOK --model $MODEL --output-dir "$WORK/il" --format internlm --threads "$CORES" "${INPUTS[@]}"; }
-run_loom_1() { $TOK --model $MODEL --output-dir "$WORK/loom1" --threads 1 "${INPUTS[@]}"; }
+run_loom() { $TOK --model $MODEL --output-dir "$WORK/loom" --threads "$CORES" $INPUT_LIST; }
+run_loom_il() { $TOK --model $MODEL --output-dir "$WORK/il" --format internlm --threads "$CORES" $INPUT_LIST; }
+run_loom_1() { $TOK --model $MODEL --output-dir "$WORK/loom1" --threads 1 $INPUT_LIST; }
 
-ta=$(best_of run_a); tb=$(best_of run_b); tl=$(best_of run_loom); ti=$(best_of run_loom_il); t1=$(best_of run_loom_1)
+ra=$(best_of run_a); rb=$(best_of run_b); rl=$(best_of run_loom); ri=$(best_of run_loom_il); r1=$(best_of run_loom_1)
+ta=${ra% *}; tb=${rb% *}; tl=${rl% *}; ti=${ri% *}; t1=${r1% *}
 # Same bytes as the Python peer: the comparison is of equal work.
 for f in "${INPUTS[@]}"; do cmp -s "$WORK/a_$(basename "$f").bin" "$WORK/il/$(basename "${f%.txt}").bin" || { echo "internlm output differs from the peer: $f"; exit 1; }; done
 
 fmt() { calc "round($1 / $2, 2)"; }
-row() { printf "| %s | %.3f | %.2f | %.0f |\n" "$1" "$2" "$(calc "$bytes / $2 / 1e6")" "$(calc "$tokens / $2")"; }
+row() { printf "| %s | %.3f | %.2f | %.0f | %.3f | %.0f |\n" "$1" "${2% *}" "$(calc "$bytes / ${2% *} / 1e6")" "$(calc "$tokens / ${2% *}")" "${2#* }" "$(calc "$tokens / ${2#* }")"; }
 {
   echo
   echo "## tokenize — $(date -u +%Y-%m-%d)"
@@ -62,15 +75,23 @@ row() { printf "| %s | %.3f | %.2f | %.0f |\n" "$1" "$2" "$(calc "$bytes / $2 / 
   echo "- command: bench/tokenize_bench.sh $BUILD $REPEAT (best of $REPEAT wall times)"
   echo "- input: botchan.txt + wagahaiwa_nekodearu.txt, internlm_v7.model; $bytes bytes of documents, $tokens tokens"
   echo
-  echo "| run | seconds | MB/s | tokens/s |"
-  echo "| --- | --- | --- | --- |"
-  row "(a) InternLM tools/tokenizer.py way (Python, 1 process)" "$ta"
-  row "(b) spm_encode, 1 thread (raw SentencePiece)" "$tb"
-  row "loom-tokenize --threads 1" "$t1"
-  row "loom-tokenize --threads $CORES (loom format)" "$tl"
-  row "loom-tokenize --threads $CORES --format internlm" "$ti"
+  echo "| run | wall s | MB/s | tokens/s | CPU s | tokens per CPU s |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  row "(a) InternLM tools/tokenizer.py way (Python, 1 process)" "$ra"
+  row "(b) spm_encode, 1 thread (raw SentencePiece)" "$rb"
+  row "loom-tokenize --threads 1" "$r1"
+  row "loom-tokenize --threads $CORES (loom format)" "$rl"
+  row "loom-tokenize --threads $CORES --format internlm" "$ri"
   echo
   echo "Ratios: loom ($CORES threads) / (a) = $(fmt "$ta" "$tl")x (target >= 3.5);" \
        "loom / (b) = $(fmt "$tb" "$tl")x (target >= 0.9 x $CORES = $(calc "0.9 * $CORES"));" \
        "loom --format internlm / (a) = $(fmt "$ta" "$ti")x."
+  echo "Per CPU second: loom / (a) = $(fmt "${rl#* }" "${ra#* }" | $PY -c "print(round(1/float(input()), 2))")x," \
+       "loom / (b) = $(fmt "${rl#* }" "${rb#* }" | $PY -c "print(round(1/float(input()), 2))")x."
+  if [ "$(calc "int($LOAD0 > $CORES)")" = 1 ]; then
+    echo
+    echo "Note: the machine was shared while this ran (load average $LOAD0 on $CORES cores), so the"
+    echo "processes got a fraction of a core each: wall-clock figures and the parallel speedup are not"
+    echo "representative; the CPU-second columns compare the work each tool does."
+  fi
 } | tee -a bench/RESULTS.md
