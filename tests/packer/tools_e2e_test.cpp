@@ -217,3 +217,33 @@ TEST_CASE("head decodes the first documents as python sentencepiece does") {
   CHECK(h.output == py.output);
   CHECK_THAT(h.output, Catch::StartsWith("== document 0 ("));
 }
+
+TEST_CASE("head decodes the segments of a packed shard's first packs") {
+  TempDir dir("tools");
+  const Docs& docs = botchan_docs();
+  write_shard(dir / "a.bin", Docs(docs.begin(), docs.begin() + 6), internlm_info());
+  REQUIRE(loom_pack("pack --seq-len 300 --strategy concat --output-dir " + quote(dir / "p") + " " + quote(dir / "a.bin")).exit_code == 0);
+  RunResult h = run("(" + std::string(LOOM_PACK_BIN) + " head -n 2 --model " + quote(internlm_model()) + " " +
+                    quote(dir / "p/packed.bin") + " 2>/dev/null)");
+  REQUIRE(h.exit_code == 0);
+  // The numpy reader of docs/FORMAT.md and python sentencepiece, independently.
+  RunResult py = run(python() + " -c " +
+                     quote("import sys, numpy as np, sentencepiece as spm\n"
+                           "sp = spm.SentencePieceProcessor(model_file=sys.argv[1]); b = sys.argv[2]\n"
+                           "h = np.fromfile(b + '.meta', dtype=np.uint8, count=128)\n"
+                           "seq_len = int(h[8:48].view('<u4')[7]); n = int(h[48:56].view('<u8')[0])\n"
+                           "meta = np.fromfile(b + '.meta', dtype=np.uint8, offset=128)\n"
+                           "so = meta[:8 * (n + 1)].view('<u8')\n"
+                           "seg = meta[8 * (n + 1):].view(np.dtype([('doc', '<u8'), ('start', '<u4'), ('length', '<u4'), ('doc_pos', '<u4'), ('f', '<u4')]))\n"
+                           "packs = np.fromfile(b, dtype='<u4').reshape(n, seq_len)\n"
+                           "for p in range(2):\n"
+                           "    for i, s in enumerate(seg[so[p]:so[p + 1]]):\n"
+                           "        ids = packs[p][s['start']:s['start'] + s['length']].tolist()\n"
+                           "        sys.stdout.write('== pack %d segment %d: document %d, tokens [%d, %d)%s ==\\n%s\\n' % (p, i, s['doc'],\n"
+                           "            s['doc_pos'], s['doc_pos'] + s['length'], ', ends document' if s['f'] & 1 else '', sp.decode(ids)))\n") +
+                     " " + quote(internlm_model()) + " " + quote(dir / "p/packed.bin"));
+  REQUIRE(py.exit_code == 0);
+  CHECK(h.output == py.output);
+  CHECK_THAT(h.output, Catch::StartsWith("== pack 0 segment 0: document 0, tokens [0, "));
+  CHECK_THAT(h.output, Catch::Contains("== pack 1 segment 0: document "));
+}
