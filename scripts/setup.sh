@@ -5,7 +5,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config ccache
   libsentencepiece-dev sentencepiece libsimdjson-dev libzstd-dev zlib1g-dev zstd
   libboost-program-options-dev catch2 python3 python3-numpy python3-sentencepiece
-  libtorch-dev libgloo-dev python3-torch python3-xxhash
+  libtorch-dev libgloo-dev python3-torch python3-xxhash python3-matplotlib
 )
 missing=()
 for p in "${pkgs[@]}"; do

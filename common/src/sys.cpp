@@ -46,6 +46,10 @@ void remove_file(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("unlink", path, errno);
 }
 
+void remove_dir(const std::string& path) {
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) throw_errno("rmdir", path, errno);
+}
+
 void rename_file(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) throw_errno("rename", from + " -> " + to, errno);
 }

@@ -19,6 +19,7 @@ bool is_directory(const std::string& path);
 uint64_t file_size(const std::string& path);
 void make_dirs(const std::string& path);                // mkdir -p
 void remove_file(const std::string& path);              // ignores ENOENT
+void remove_dir(const std::string& path);               // an empty folder (rmdir); ignores ENOENT
 void rename_file(const std::string& from, const std::string& to);
 void fsync_dir(const std::string& dir);
 std::string dirname(const std::string& path);

@@ -1,0 +1,176 @@
+#include "checkpoint.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "loom/error.h"
+#include "loom/hash.h"
+#include "loom/log.h"
+#include "loom/sys.h"
+
+namespace loom {
+
+namespace {
+
+constexpr const char* kManifest = "manifest.json";
+
+struct FileEntry {
+  std::string name;
+  uint64_t bytes;
+  uint64_t xxh64;
+};
+
+void write_text(const std::string& path, const std::string& text, std::vector<FileEntry>& files) {
+  sys::AtomicFile f(path);
+  f.write(text);
+  f.commit();
+  files.push_back({sys::basename(path), text.size(), xxh64(text.data(), text.size())});
+}
+
+// "step_N" -> N, or -1 when name is not of that form (step_N.tmp included).
+int64_t parse_step_name(const std::string& name) {
+  if (name.rfind("step_", 0) != 0 || name.size() == 5) return -1;
+  int64_t v = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string checkpoint_dir_name(int64_t step) { return "step_" + std::to_string(step); }
+
+void remove_checkpoint_dir(const std::string& dir) {
+  if (!sys::exists(dir)) return;
+  std::set<std::string> subdirs;
+  for (const auto& f : sys::list_files(dir)) {
+    sys::remove_file(f);
+    for (std::string d = sys::dirname(f); d != dir && d.size() > dir.size(); d = sys::dirname(d)) subdirs.insert(d);
+  }
+  // Deepest first (longer paths sort after their parents).
+  for (auto it = subdirs.rbegin(); it != subdirs.rend(); ++it) sys::remove_dir(*it);
+  sys::remove_dir(dir);
+}
+
+int64_t validate_checkpoint(const std::string& dir) {
+  const std::string manifest_path = dir + "/" + kManifest;
+  LOOM_CHECK(sys::exists(manifest_path), dir, ": no ", kManifest, " (an incomplete checkpoint)");
+  const std::string text = sys::read_file(manifest_path);
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element root;
+  auto err = parser.parse(padded).get(root);
+  LOOM_CHECK(!err, manifest_path, ": not valid JSON: ", simdjson::error_message(err));
+  std::string_view format;
+  LOOM_CHECK(!root["format"].get(format) && format == kCheckpointFormat, manifest_path, ": format is not '",
+             kCheckpointFormat, "'");
+  int64_t version = 0, step = 0;
+  LOOM_CHECK(!root["version"].get(version), manifest_path, ": missing integer 'version'");
+  LOOM_CHECK(version == kCheckpointVersion, manifest_path, ": checkpoint version ", version,
+             ", this build reads version ", kCheckpointVersion);
+  LOOM_CHECK(!root["step"].get(step) && step >= 0, manifest_path, ": missing integer 'step'");
+  simdjson::dom::array files;
+  LOOM_CHECK(!root["files"].get(files), manifest_path, ": missing array 'files'");
+  std::set<std::string> names;
+  for (auto f : files) {
+    std::string_view name, hex;
+    uint64_t bytes = 0;
+    LOOM_CHECK(!f["name"].get(name) && !f["bytes"].get(bytes) && !f["xxh64"].get(hex), manifest_path,
+               ": a files entry lacks name, bytes or xxh64");
+    const std::string path = dir + "/" + std::string(name);
+    LOOM_CHECK(sys::exists(path), path, ": listed in the manifest but missing");
+    const uint64_t size = sys::file_size(path);
+    LOOM_CHECK(size == bytes, path, ": ", size, " bytes, the manifest says ", bytes);
+    const std::string got = hex64(xxh64_file(path));
+    LOOM_CHECK(got == hex, path, ": XXH64 ", got, ", the manifest says ", hex, " (the file is corrupt)");
+    names.insert(std::string(name));
+  }
+  for (const char* required : {"model.safetensors", "optimizer.safetensors", "state.json", "config.ini"})
+    LOOM_CHECK(names.count(required), manifest_path, ": does not list ", required);
+  return step;
+}
+
+Checkpointer::Checkpointer(CheckpointOptions o) : o_(std::move(o)) {
+  LOOM_CHECK(!o_.folder.empty(), "ckpt.save_ckpt_folder is empty");
+  LOOM_CHECK(o_.keep >= 0, "ckpt.keep must be >= 0, got ", o_.keep);
+}
+
+std::string Checkpointer::save(int64_t step, const CheckpointContents& c) {
+  const std::string final_dir = o_.folder + "/" + checkpoint_dir_name(step);
+  const std::string tmp = final_dir + ".tmp";
+  remove_checkpoint_dir(tmp);  // left by a killed save
+  sys::make_dirs(tmp);
+
+  std::vector<FileEntry> files;
+  auto m = safetensors::write(tmp + "/model.safetensors", c.model, {{"format", "pt"}, {"loom_step", std::to_string(step)}});
+  files.push_back({"model.safetensors", m.bytes, m.xxh64});
+  auto opt = safetensors::write(tmp + "/optimizer.safetensors", c.optimizer, {{"loom_step", std::to_string(step)}});
+  files.push_back({"optimizer.safetensors", opt.bytes, opt.xxh64});
+  write_text(tmp + "/state.json", c.state_json, files);
+  write_text(tmp + "/config.ini", c.config_ini, files);
+
+  std::ostringstream man;
+  man << "{\"format\": \"" << kCheckpointFormat << "\", \"version\": " << kCheckpointVersion << ", \"step\": " << step
+      << ", \"files\": [";
+  for (size_t i = 0; i < files.size(); ++i)
+    man << (i ? ", " : "") << "{\"name\": \"" << files[i].name << "\", \"bytes\": " << files[i].bytes
+        << ", \"xxh64\": \"" << hex64(files[i].xxh64) << "\"}";
+  man << "]}\n";
+  std::vector<FileEntry> ignored;
+  write_text(tmp + "/" + kManifest, man.str(), ignored);
+  sys::fsync_dir(tmp);
+
+  remove_checkpoint_dir(final_dir);  // a rerun of the same step replaces it
+  sys::rename_file(tmp, final_dir);
+  sys::fsync_dir(o_.folder);
+  sys::AtomicFile latest(o_.folder + "/latest");
+  latest.write(checkpoint_dir_name(step) + "\n");
+  latest.commit();
+  prune(step);
+  return final_dir;
+}
+
+std::vector<int64_t> Checkpointer::steps() const {
+  std::set<int64_t> found;
+  if (!sys::is_directory(o_.folder)) return {};
+  for (const auto& f : sys::list_files(o_.folder)) {
+    const std::string parent = sys::dirname(f);
+    if (sys::dirname(parent) != o_.folder) continue;
+    const int64_t s = parse_step_name(sys::basename(parent));
+    if (s >= 0) found.insert(s);
+  }
+  return {found.begin(), found.end()};
+}
+
+std::string Checkpointer::find_latest_valid() const {
+  std::vector<int64_t> all = steps();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const std::string dir = o_.folder + "/" + checkpoint_dir_name(*it);
+    try {
+      const int64_t step = validate_checkpoint(dir);
+      LOOM_CHECK(step == *it, dir, ": manifest says step ", step);
+      return dir;
+    } catch (const Error& e) {
+      log::warn("skipping damaged checkpoint: ", e.what());
+    }
+  }
+  return "";
+}
+
+void Checkpointer::prune(int64_t newest) {
+  if (o_.keep == 0) return;
+  std::vector<int64_t> all = steps();
+  int64_t kept = 0;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (*it > newest) continue;  // from a longer earlier run: not ours to judge
+    if (kept++ < o_.keep) continue;
+    remove_checkpoint_dir(o_.folder + "/" + checkpoint_dir_name(*it));
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,73 @@
+// The checkpoint directory format, version 1 (docs/TRAIN.md has the same text and a Python reader):
+//
+//   CKPT_FOLDER/
+//     latest                    "step_N\n": the newest complete checkpoint (updated atomically, last)
+//     step_N/                   one checkpoint, N = steps done
+//       model.safetensors       the model's parameters and buffers, by their LibTorch names, in the
+//                               model's dtype
+//       optimizer.safetensors   AdamW state: "step" (F64 scalar), "exp_avg.NAME", "exp_avg_sq.NAME",
+//                               and "master.NAME" (fp32 master weights) when the model is not fp32
+//       state.json              TrainState: step, updates, consumed samples/tokens, sampler, RNG, counters
+//       config.ini              the resolved configuration of the run that wrote it
+//       manifest.json           {"format": "loom-checkpoint", "version": 1, "step": N,
+//                                "files": [{"name", "bytes", "xxh64" (16 hex digits)}]}, written last
+//
+// Writing: everything goes into step_N.tmp/ (each file fsync'd), the folder is renamed to step_N,
+// the parent fsync'd, then `latest` replaced; only then are checkpoints beyond the newest ckpt.keep
+// removed. A crash at any point leaves the previous checkpoints intact and at most a step_N.tmp/
+// that the next save removes. Reading: the manifest's version, each file's size and XXH64 are
+// checked before anything is loaded; a damaged checkpoint is refused with the reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "safetensors.h"
+
+namespace loom {
+
+inline constexpr int64_t kCheckpointVersion = 1;
+inline constexpr const char* kCheckpointFormat = "loom-checkpoint";
+
+struct CheckpointOptions {
+  std::string folder;  // ckpt.save_ckpt_folder (default JOB.run_dir/checkpoints)
+  int64_t keep = 2;    // ckpt.keep: complete checkpoints kept (0 = all)
+};
+
+// What one checkpoint holds.
+struct CheckpointContents {
+  safetensors::NamedTensors model;
+  safetensors::NamedTensors optimizer;
+  std::string state_json;
+  std::string config_ini;
+};
+
+std::string checkpoint_dir_name(int64_t step);  // "step_N"
+
+// Checks a checkpoint directory (manifest, version, sizes, checksums); throws loom::Error naming
+// the file and what is wrong. Returns its step.
+int64_t validate_checkpoint(const std::string& dir);
+
+class Checkpointer {
+ public:
+  explicit Checkpointer(CheckpointOptions o);
+
+  // Writes step_N as described above; returns its path. Replaces an existing step_N (a rerun).
+  std::string save(int64_t step, const CheckpointContents& c);
+  // Steps of the step_N folders present (complete or not), ascending.
+  std::vector<int64_t> steps() const;
+  // The newest checkpoint that validates, walking back past damaged ones with a warning each
+  // (`latest` is a hint, not trusted). "" when there is none.
+  std::string find_latest_valid() const;
+  const CheckpointOptions& options() const { return o_; }
+
+ private:
+  void prune(int64_t newest);
+  CheckpointOptions o_;
+};
+
+// Removes a checkpoint-like folder: its files, then its (one level of) sub-folders, then itself.
+void remove_checkpoint_dir(const std::string& dir);
+
+}  // namespace loom

@@ -1,0 +1,52 @@
+// loom-train's configuration: every key registered once with loom::OptionParser (INI sections and
+// names follow InternLM's config where it has one), parsed into each piece's typed options struct.
+// docs/TRAIN.md lists every key.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "dataset.h"
+#include "lr_schedule.h"
+#include "model.h"
+#include "optimizer.h"
+
+namespace loom {
+
+// The loop's own keys.
+struct LoopOptions {
+  int64_t total_steps = 100;       // data.total_steps
+  int64_t valid_every = 0;         // data.valid_every (0 = only at the end)
+  int64_t checkpoint_every = 0;    // ckpt.checkpoint_every (0 = only at the end)
+  bool save_ckpt = true;           // ckpt.enable_save_ckpt
+  int64_t log_every = 1;           // job.log_every
+  double label_smoothing = 0.0;    // loss.label_smoothing
+  std::string run_dir;             // job.run_dir: metrics.jsonl, tensorboard/, checkpoints/
+  std::string device = "cpu";      // job.device: cpu, cuda, cuda:N
+  uint64_t seed = 1024;            // job.seed: model initialisation (torch's default generator)
+  int64_t threads = 0;             // job.threads: torch intra-op threads (0 = LibTorch's default)
+  double peak_tflops = 1.0;        // job.peak_tflops: per-device peak for MFU (dtype of the run)
+  bool tensorboard = true;         // job.tensorboard
+  std::string resume;              // --resume: "" (none), "auto", or a step_N folder
+  std::string init_from;           // --init-from: a step_N folder (weights only)
+  bool profiling = false;          // --profiling
+  int64_t inject_nan_step = -1;    // debug.inject_nan_step: TEST ONLY, poisons that step's gradients
+  int64_t stop_at_step = -1;       // debug.stop_at_step: TEST ONLY, acts as a SIGTERM once step N is done
+};
+
+struct TrainConfig {
+  ModelOptions model;
+  DataOptions data;
+  OptimizerOptions optimizer;
+  LrScheduleOptions lr;
+  CheckpointOptions ckpt;
+  LoopOptions loop;
+  std::string resolved_ini;  // every key's final value, printed at start and saved with checkpoints
+};
+
+// nullopt when --help was printed. Throws loom::Error on unknown keys or bad values (naming the key).
+std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args);
+
+}  // namespace loom

@@ -1,0 +1,22 @@
+// Validation: every named set of data.valid_folder, in the same order every time, without
+// gradients and with dropout off. Per set: loss (token-weighted mean cross entropy, no label
+// smoothing, as InternLM's validation), accuracy and perplexity = exp(loss).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loader.h"
+#include "model.h"
+
+namespace loom {
+
+struct EvalResult {
+  std::string name;
+  double loss = 0, acc = 0, perplexity = 0;
+  int64_t tokens = 0;
+};
+
+std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, const torch::Device& device);
+
+}  // namespace loom

@@ -1,0 +1,132 @@
+#include "optimizer.h"
+
+#include <cmath>
+
+#include "fused_adamw.h"
+#include "loom/error.h"
+
+namespace loom {
+
+Optimizer::Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
+                     const OptimizerOptions& o)
+    : o_(o) {
+  LOOM_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "adam betas must be in [0, 1), got ",
+             o.beta1, ", ", o.beta2);
+  LOOM_CHECK(o.eps > 0, "adam.adam_eps must be > 0, got ", o.eps);
+  LOOM_CHECK(o.weight_decay >= 0, "adam.weight_decay must be >= 0, got ", o.weight_decay);
+  LOOM_CHECK(o.clip_grad_norm >= 0, "hybrid_zero_optimizer.clip_grad_norm must be >= 0, got ", o.clip_grad_norm);
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, p] : named_params) {
+    if (!p.requires_grad()) continue;
+    Slot s;
+    s.name = name;
+    s.param = p;
+    s.master = p.scalar_type() == torch::kFloat32 ? p : p.detach().to(torch::kFloat32).clone();
+    s.exp_avg = torch::zeros_like(s.master);
+    s.exp_avg_sq = torch::zeros_like(s.master);
+    const bool embedding = name.find("embed") != std::string::npos;
+    const bool decays = p.dim() >= 2 && (!embedding || o.decay_embeddings);
+    (decays ? decay_ : no_decay_).push_back(slots_.size());
+    if (!decays) no_decay_names_.push_back(name);
+    slots_.push_back(std::move(s));
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& s : slots_) {
+    auto& g = s.param.mutable_grad();
+    if (g.defined()) g.zero_();
+  }
+}
+
+double Optimizer::grad_norm() const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor sq;
+  for (const auto& s : slots_) {
+    const auto& g = s.param.grad();
+    if (!g.defined()) continue;
+    torch::Tensor part = g.to(torch::kFloat32).pow(2).sum();
+    sq = sq.defined() ? sq + part : part;
+  }
+  return sq.defined() ? std::sqrt(sq.item<double>()) : 0.0;
+}
+
+void Optimizer::update_group(const std::vector<size_t>& group, double lr, double weight_decay) {
+  std::vector<torch::Tensor> params, grads, m, v;
+  for (size_t i : group) {
+    Slot& s = slots_[i];
+    const auto& g = s.param.grad();
+    if (!g.defined()) continue;  // unused this step (e.g. a frozen path): leave it alone
+    params.push_back(s.master);
+    grads.push_back(g.scalar_type() == torch::kFloat32 ? g : g.to(torch::kFloat32));
+    m.push_back(s.exp_avg);
+    v.push_back(s.exp_avg_sq);
+  }
+  AdamWStepOptions ao;
+  ao.lr = lr;
+  ao.beta1 = o_.beta1;
+  ao.beta2 = o_.beta2;
+  ao.eps = o_.eps;
+  ao.weight_decay = weight_decay;
+  const torch::Tensor step = torch::full({}, static_cast<double>(updates_), torch::TensorOptions()
+                                                                            .dtype(torch::kFloat32)
+                                                                            .device(slots_.front().master.device()));
+  adamw_step(params, grads, m, v, step, ao);
+}
+
+OptimizerStepResult Optimizer::step(double lr) {
+  OptimizerStepResult r;
+  r.grad_norm = grad_norm();
+  if (!std::isfinite(r.grad_norm)) {
+    r.skipped = true;
+    return r;
+  }
+  torch::NoGradGuard no_grad;
+  if (o_.clip_grad_norm > 0) {
+    const double coef = o_.clip_grad_norm / (r.grad_norm + 1e-6);
+    if (coef < 1.0)
+      for (auto& s : slots_)
+        if (s.param.grad().defined()) s.param.mutable_grad().mul_(coef);
+  }
+  if (slots_.empty()) return r;
+  ++updates_;
+  update_group(decay_, lr, o_.weight_decay);
+  update_group(no_decay_, lr, 0.0);
+  for (auto& s : slots_)
+    if (!s.master.is_same(s.param)) s.param.copy_(s.master);
+  return r;
+}
+
+safetensors::NamedTensors Optimizer::state() const {
+  safetensors::NamedTensors out;
+  out.emplace_back("step", torch::full({}, static_cast<double>(updates_), torch::kFloat64));
+  for (const auto& s : slots_) {
+    out.emplace_back("exp_avg." + s.name, s.exp_avg);
+    out.emplace_back("exp_avg_sq." + s.name, s.exp_avg_sq);
+    if (!s.master.is_same(s.param)) out.emplace_back("master." + s.name, s.master);
+  }
+  return out;
+}
+
+void Optimizer::load_state(const safetensors::Reader& r) {
+  torch::NoGradGuard no_grad;
+  auto load = [&](const std::string& name, torch::Tensor& into) {
+    torch::Tensor t = r.get(name);
+    LOOM_CHECK(t.sizes() == into.sizes(), r.path(), ": tensor '", name, "' has shape ", t.sizes(),
+               ", the optimizer expects ", into.sizes());
+    into.copy_(t);
+  };
+  const double step = r.get("step").item<double>();
+  LOOM_CHECK(step >= 0 && step == std::floor(step), r.path(), ": bad optimizer step ", step);
+  for (auto& s : slots_) {
+    load("exp_avg." + s.name, s.exp_avg);
+    load("exp_avg_sq." + s.name, s.exp_avg_sq);
+    if (!s.master.is_same(s.param)) {
+      load("master." + s.name, s.master);
+      s.param.copy_(s.master);  // the model's low-precision copy follows its master
+    }
+  }
+  updates_ = static_cast<int64_t>(step);
+}
+
+}  // namespace loom

@@ -1,0 +1,72 @@
+// AdamW with two parameter groups, fp32 master weights, global-norm clipping and inf/NaN skip.
+//
+// Groups: weight decay applies to matrices (dim >= 2); norms and biases (dim < 2) never decay, and
+// embeddings (names containing "embed") decay only with adam.decay_embeddings. When a parameter is
+// not fp32 (model.dtype bf16/fp16) the optimizer keeps an fp32 master copy, updates that, and
+// copies it back into the model's parameter: small updates are not lost to rounding.
+// One step: global L2 norm of all gradients (in fp32) -> if not finite, the update is skipped
+// (weights, moments and the step count unchanged; the caller counts it) -> else gradients are
+// scaled by min(1, max_norm / (norm + 1e-6)) (InternLM's clip) and AdamW runs with the given lr.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "safetensors.h"
+
+namespace loom {
+
+struct OptimizerOptions {
+  double beta1 = 0.9;            // adam.adam_beta1
+  double beta2 = 0.95;           // adam.adam_beta2
+  double eps = 1e-8;             // adam.adam_eps
+  double weight_decay = 0.01;    // adam.weight_decay
+  bool decay_embeddings = false; // adam.decay_embeddings
+  double clip_grad_norm = 1.0;   // hybrid_zero_optimizer.clip_grad_norm (0 = no clipping)
+};
+
+struct OptimizerStepResult {
+  double grad_norm = 0;  // before clipping (inf or nan when skipped)
+  bool skipped = false;  // inf/NaN gradients: nothing was updated
+};
+
+class Optimizer {
+ public:
+  Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_params, const OptimizerOptions& o);
+
+  OptimizerStepResult step(double lr);
+  void zero_grad();
+  // Global L2 norm of the current gradients (fp32; inf/nan propagate). Missing grads count as 0.
+  double grad_norm() const;
+
+  // "step", "exp_avg.NAME", "exp_avg_sq.NAME", "master.NAME" (see checkpoint.h).
+  safetensors::NamedTensors state() const;
+  // Restores state(); throws loom::Error naming the file on a missing tensor or a shape mismatch.
+  void load_state(const safetensors::Reader& r);
+
+  int64_t updates() const { return updates_; }
+  size_t num_decay() const { return decay_.size(); }
+  size_t num_no_decay() const { return no_decay_.size(); }
+  const std::vector<std::string>& no_decay_names() const { return no_decay_names_; }
+
+ private:
+  struct Slot {
+    std::string name;
+    torch::Tensor param;   // the model's
+    torch::Tensor master;  // fp32 copy, or param itself when param is fp32
+    torch::Tensor exp_avg, exp_avg_sq;
+  };
+  void update_group(const std::vector<size_t>& group, double lr, double weight_decay);
+
+  OptimizerOptions o_;
+  std::vector<Slot> slots_;
+  std::vector<size_t> decay_, no_decay_;
+  std::vector<std::string> no_decay_names_;
+  int64_t updates_ = 0;
+};
+
+}  // namespace loom

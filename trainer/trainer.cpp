@@ -1,0 +1,313 @@
+#include "trainer.h"
+
+#include <cmath>
+
+#include "evaluator.h"
+#include "flops.h"
+#include "loader.h"
+#include "loom/log.h"
+#include "loom/progress.h"
+#include "loom/sys.h"
+#include "loss.h"
+#include "metrics.h"
+#include "model_state.h"
+#include "monitor.h"
+#include "profiling.h"
+#include "stop_signal.h"
+#include "tensorboard.h"
+#include "torch_compat.h"
+#include "train_state.h"
+
+namespace loom {
+
+namespace {
+
+// Sums of one step's micro-batches.
+struct StepSums {
+  torch::Tensor loss_sum, correct;  // detached scalars
+  torch::Tensor ds_loss, ds_tokens, ds_correct;
+  int64_t loss_tokens = 0;   // tokens with a label
+  int64_t real_tokens = 0;   // tokens inside segments (not padding)
+};
+
+std::string rng_hex() {
+  torch::Tensor s = compat::get_rng_state(torch::kCPU).contiguous();
+  return to_hex(s.data_ptr(), static_cast<size_t>(s.numel()));
+}
+
+void set_rng_hex(const std::string& hex, const std::string& where) {
+  const std::string bytes = from_hex(hex, where);
+  torch::Tensor s = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(s.data_ptr(), bytes.data(), bytes.size());
+  compat::set_rng_state(torch::kCPU, s);
+}
+
+class Loop {
+ public:
+  explicit Loop(const TrainConfig& c)
+      : c_(c),
+        device_(c.loop.device),
+        data_(c.data),
+        loader_(data_, c.data, /*rank=*/0, /*world=*/1),
+        schedule_(c.lr),
+        ckpt_(c.ckpt) {}
+
+  TrainSummary run();
+
+ private:
+  void start();
+  StepSums forward_backward(std::vector<Batch>& micro);
+  void log_step(const StepSums& s, const OptimizerStepResult& r, double lr, bool skipped_batch);
+  void validate();
+  std::string save();
+
+  const TrainConfig& c_;
+  torch::Device device_;
+  TrainData data_;
+  Loader loader_;
+  std::unique_ptr<ValidationSets> valid_;
+  InternLM model_{nullptr};
+  std::unique_ptr<Optimizer> opt_;
+  LrSchedule schedule_;
+  Checkpointer ckpt_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<TensorBoardWriter> tb_;
+  TrainState state_;
+  Timer data_t_, fwd_t_, opt_t_, step_t_;
+  double flops_per_token_ = 0;
+  int64_t saved_step_ = -1;
+  TrainSummary summary_;
+};
+
+void Loop::start() {
+  if (c_.loop.threads > 0) torch::set_num_threads(static_cast<int>(c_.loop.threads));
+  LOOM_CHECK(static_cast<int64_t>(data_.vocab_size()) <= c_.model.vocab_size, "model.vocab_size ",
+             c_.model.vocab_size, " is smaller than the data's vocabulary ", data_.vocab_size());
+  data_.log_summary(loader_.layout().global_batch(), c_.loop.total_steps);
+  if (!c_.data.valid_folder.empty()) valid_ = std::make_unique<ValidationSets>(c_.data, 0, 1, &data_);
+
+  torch::manual_seed(c_.loop.seed);
+  model_ = InternLM(c_.model);
+  model_->to(device_);
+  model_->train();
+  opt_ = std::make_unique<Optimizer>(named_state(*model_), c_.optimizer);
+  flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
+  log::info("model: ", model_->num_parameters(), " parameters, ", opt_->num_decay(), " tensors with weight decay, ",
+            opt_->num_no_decay(), " without; ", flops_per_token_ / 1e9, " GFLOP per token");
+
+  std::string resume_dir;
+  if (c_.loop.resume == "auto") {
+    resume_dir = ckpt_.find_latest_valid();
+    if (resume_dir.empty()) log::info("--resume auto: no valid checkpoint in ", c_.ckpt.folder, ", starting fresh");
+  } else if (!c_.loop.resume.empty()) {
+    resume_dir = c_.loop.resume;
+    validate_checkpoint(resume_dir);
+  }
+  int64_t keep_logs_through = -1;
+  if (!resume_dir.empty()) {
+    state_ = TrainState::from_json(sys::read_file(resume_dir + "/state.json"), resume_dir + "/state.json");
+    load_named_state(*model_, safetensors::Reader(resume_dir + "/model.safetensors"));
+    opt_->load_state(safetensors::Reader(resume_dir + "/optimizer.safetensors"));
+    LOOM_CHECK(opt_->updates() == state_.updates, resume_dir, ": optimizer step ", opt_->updates(),
+               " disagrees with state.json updates ", state_.updates);
+    loader_.restore(state_.sampler);
+    set_rng_hex(state_.cpu_rng_state_hex, resume_dir + "/state.json");
+    keep_logs_through = state_.step;
+    saved_step_ = state_.step;
+    log::info("resumed from ", resume_dir, ": step ", state_.step, ", ", state_.updates, " updates, ",
+              state_.sampler.consumed_samples, " samples consumed (saved at world size ", state_.world_size, ")");
+  } else if (!c_.loop.init_from.empty()) {
+    validate_checkpoint(c_.loop.init_from);
+    load_named_state(*model_, safetensors::Reader(c_.loop.init_from + "/model.safetensors"));
+    log::info("initialised the weights from ", c_.loop.init_from);
+  }
+  state_.sampler = loader_.state();
+  metrics_ = std::make_unique<MetricsLog>(c_.loop.run_dir + "/metrics.jsonl", keep_logs_through);
+  if (c_.loop.tensorboard)
+    tb_ = std::make_unique<TensorBoardWriter>(c_.loop.run_dir + "/tensorboard", keep_logs_through);
+}
+
+StepSums Loop::forward_backward(std::vector<Batch>& micro) {
+  StepSums s;
+  for (const Batch& b : micro) {
+    s.loss_tokens += b.num_loss_tokens;
+    s.real_tokens += b.segments.ge(0).sum().item<int64_t>();
+  }
+  // Every token of the global batch weighs the same: divide each micro-batch's sum by the total.
+  const double denom = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
+  const int64_t num_datasets = static_cast<int64_t>(data_.datasets().size());
+  for (Batch& b : micro) {
+    LossResult r = compute_loss(model_->forward(b), b, c_.loop.label_smoothing, num_datasets);
+    (r.loss_sum / denom).backward();
+    auto acc = [](torch::Tensor& into, const torch::Tensor& t) { into = into.defined() ? into + t : t.detach(); };
+    acc(s.loss_sum, r.loss_sum.detach());
+    acc(s.correct, r.correct);
+    acc(s.ds_loss, r.dataset_loss_sum);
+    acc(s.ds_tokens, r.dataset_tokens);
+    acc(s.ds_correct, r.dataset_correct);
+  }
+  return s;
+}
+
+void Loop::log_step(const StepSums& s, const OptimizerStepResult& r, double lr, bool skipped_batch) {
+  const double tokens = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
+  const double loss = s.loss_sum.item<double>() / tokens;
+  summary_.last_loss = loss;
+  if (state_.step % c_.loop.log_every != 0 && state_.step != c_.loop.total_steps) return;
+  const double step_s = step_t_.seconds();
+  const double processed = static_cast<double>(loader_.layout().global_batch() * c_.data.seq_len);
+  const double tflops = flops_per_token_ * processed / step_s / 1e12;
+  MetricFields f = {
+      {"step", static_cast<double>(state_.step)},
+      {"consumed_samples", static_cast<double>(state_.sampler.consumed_samples)},
+      {"num_consumed_tokens", static_cast<double>(state_.consumed_tokens)},
+      {"loss", loss},
+      {"acc", s.correct.item<double>() / tokens},
+      {"perplexity", std::exp(loss)},
+      {"lr", lr},
+      {"grad_norm", r.grad_norm},
+      {"inf_nan_skip_batches", static_cast<double>(state_.inf_nan_skips)},
+      {"skip_batches", static_cast<double>(state_.skipped_batches)},
+      {"skipped_this_step", (r.skipped || skipped_batch) ? 1.0 : 0.0},
+      {"tokens_per_s", static_cast<double>(s.real_tokens) / step_s},
+      {"tgs", static_cast<double>(s.real_tokens) / step_s},  // per device (one device per process)
+      {"tflops", tflops},
+      {"mfu", tflops / c_.loop.peak_tflops},
+      {"step_time", step_s},
+      {"data_time", data_t_.seconds()},
+      {"fwd_bwd_time", fwd_t_.seconds()},
+      {"optimizer_time", opt_t_.seconds()},
+      {"peak_memory_mb", static_cast<double>(peak_memory_bytes(device_)) / (1 << 20)},
+  };
+  const auto names = data_.dataset_names();
+  for (size_t d = 0; d < names.size(); ++d) {
+    const double t = s.ds_tokens[static_cast<int64_t>(d)].item<double>();
+    if (t == 0) continue;
+    const double dl = s.ds_loss[static_cast<int64_t>(d)].item<double>() / t;
+    f.emplace_back("loss/" + names[d], dl);
+    f.emplace_back("acc/" + names[d], s.ds_correct[static_cast<int64_t>(d)].item<double>() / t);
+    f.emplace_back("plex/" + names[d], std::exp(dl));
+  }
+  metrics_->write(f);
+  log::info(metrics_log_line(f));
+  if (tb_) {
+    std::vector<std::pair<std::string, float>> scalars;
+    for (const auto& [k, v] : f)
+      if (k != "step") scalars.emplace_back(k, static_cast<float>(v));
+    tb_->add_scalars(state_.step, scalars);
+  }
+}
+
+void Loop::validate() {
+  if (!valid_) return;
+  MetricFields f = {{"step", static_cast<double>(state_.step)}};
+  for (const EvalResult& e : evaluate(model_, *valid_, device_)) {
+    f.emplace_back("val/" + e.name + "_loss", e.loss);
+    f.emplace_back("val/" + e.name + "_acc", e.acc);
+    f.emplace_back("val/" + e.name + "_plex", e.perplexity);
+  }
+  metrics_->write(f);
+  log::info(metrics_log_line(f));
+  if (tb_) {
+    std::vector<std::pair<std::string, float>> scalars;
+    for (size_t i = 1; i < f.size(); ++i) scalars.emplace_back(f[i].first, static_cast<float>(f[i].second));
+    tb_->add_scalars(state_.step, scalars);
+  }
+}
+
+std::string Loop::save() {
+  CheckpointContents cc;
+  cc.model = named_state(*model_);
+  cc.optimizer = opt_->state();
+  state_.updates = opt_->updates();
+  state_.cpu_rng_state_hex = rng_hex();
+  cc.state_json = state_.to_json();
+  cc.config_ini = c_.resolved_ini;
+  const std::string dir = ckpt_.save(state_.step, cc);
+  saved_step_ = state_.step;
+  log::info("checkpoint ", dir, " written (step ", state_.step, ")");
+  return dir;
+}
+
+TrainSummary Loop::run() {
+  start();
+  StopSignal stop;
+  Profiler profiler(c_.loop.profiling, c_.loop.run_dir + "/profile_trace.json");
+  const int64_t first = state_.step;
+  for (; state_.step < c_.loop.total_steps;) {
+    if (stop.requested() || state_.step == c_.loop.stop_at_step) {
+      log::warn(stop.requested() ? "signal " + std::to_string(stop.signal_number()) : std::string("debug.stop_at_step"),
+                " received: saving at step ", state_.step, " and stopping");
+      summary_.stopped_by_signal = true;
+      break;
+    }
+    profiler.on_step_begin(state_.step - first);
+    data_t_.reset(), fwd_t_.reset(), opt_t_.reset(), step_t_.reset();
+    step_t_.start();
+    const int64_t step = state_.step;  // 0-based index of this step (skip_batches counts these)
+    data_t_.start();
+    std::vector<Batch> micro;
+    for (int64_t m = 0; m < c_.data.micro_num; ++m) micro.push_back(loader_.next().to(device_));
+    data_t_.stop();
+
+    const bool skip_batch = loader_.should_skip(step);
+    StepSums sums;
+    OptimizerStepResult r;
+    const double lr = schedule_.lr(opt_->updates());
+    if (skip_batch) {
+      // InternLM's BatchSkipper: the data is consumed, nothing is computed or updated.
+      ++state_.skipped_batches;
+      for (const Batch& b : micro) sums.real_tokens += b.segments.ge(0).sum().item<int64_t>();
+      sums.loss_sum = torch::zeros({}), sums.correct = torch::zeros({});
+      log::warn("step ", step, ": skipped by data.skip_batches (data consumed, no update)");
+    } else {
+      fwd_t_.start();
+      sums = forward_backward(micro);
+      fwd_t_.stop();
+      if (step == c_.loop.inject_nan_step) {
+        torch::NoGradGuard g;
+        for (auto& p : model_->parameters())
+          if (p.grad().defined()) p.mutable_grad().fill_(std::nan(""));
+      }
+      opt_t_.start();
+      r = opt_->step(lr);
+      opt_->zero_grad();
+      opt_t_.stop();
+      if (r.skipped) {
+        ++state_.inf_nan_skips;
+        log::warn("step ", step, ": gradient norm is ", r.grad_norm, ", update skipped (", state_.inf_nan_skips,
+                  " so far); the LR schedule does not advance");
+      }
+    }
+    ++state_.step;
+    state_.updates = opt_->updates();
+    state_.sampler = loader_.state();
+    state_.consumed_tokens += static_cast<uint64_t>(sums.real_tokens);
+    step_t_.stop();
+    if (!skip_batch) log_step(sums, r, lr, skip_batch);
+    ++summary_.steps_done;
+    if (c_.loop.valid_every > 0 && state_.step % c_.loop.valid_every == 0 && state_.step != c_.loop.total_steps)
+      validate();
+    if (c_.loop.save_ckpt && c_.loop.checkpoint_every > 0 && state_.step % c_.loop.checkpoint_every == 0)
+      summary_.last_checkpoint = save();
+  }
+  profiler.finish();
+  if (state_.step == c_.loop.total_steps && !summary_.stopped_by_signal) validate();
+  if (c_.loop.save_ckpt && saved_step_ != state_.step) summary_.last_checkpoint = save();
+  summary_.final_step = state_.step;
+  log::info("done: step ", state_.step, "/", c_.loop.total_steps, ", ", summary_.steps_done, " steps this run, ",
+            state_.consumed_tokens, " tokens consumed, ", state_.inf_nan_skips, " inf/nan skips, last loss ",
+            summary_.last_loss);
+  return summary_;
+}
+
+}  // namespace
+
+TrainSummary train(const TrainConfig& config) {
+  log::info("loom-train configuration:\n", config.resolved_ini);
+  sys::make_dirs(config.loop.run_dir);
+  Loop loop(config);
+  return loop.run();
+}
+
+}  // namespace loom
