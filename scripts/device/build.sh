@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run ON THE GPU MACHINE (Ubuntu 24.04 image, LibTorch 2.x + CUDA in /opt/torch/.venv): unpacks the
 # carried .debs into a scratch prefix, configures loom against the image's LibTorch with CUDA, and
-# builds into build-gpu/. Usage: bash scripts/device/build.sh [extra cmake args]
+# builds into build-gpu/ (every target, or only those named in LOOM_TARGETS, keeping going past
+# failures so one broken file does not hide the others). Usage: bash scripts/device/build.sh [extra cmake args]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=/tmp/loom-prefix
@@ -14,4 +15,4 @@ export LD_LIBRARY_PATH="$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$P/usr;$TORCH_PREFIX" -DBoost_NO_SYSTEM_PATHS=ON -DBOOST_ROOT="$P/usr" \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DLOOM_CUDA=ON -DLOOM_NCCL_ROOT="$NCCL_DIR" "$@"
-cmake --build build-gpu -j "$(nproc)"
+cmake --build build-gpu -j "$(nproc)" ${LOOM_TARGETS:+--target $LOOM_TARGETS} -- -k 0

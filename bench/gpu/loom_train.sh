@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# loom-train on one GPU with a preset of bench/gpu/run.sh: random documents packed to 4096
+# tokens (bench/gpu/make_packed.py), bf16, flash attention, the CUDA path. Prints one JSON line
+# (tokens/s, TFLOP/s, MFU, peak memory) averaged over the steps after the warm-up.
+# Usage: bench/gpu/loom_train.sh PRESET MICRO_BSZ CHECKPOINT(0|1) OUT_DIR
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PRESET=$1 BSZ=$2 CKPT=$3 OUT=$4
+STEPS=${LOOM_BENCH_STEPS:-10} WARMUP=3
+case "$PRESET" in
+  1b) SHAPE="--model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16" ;;
+  7b) SHAPE="--model.hidden_size=4096 --model.num_layers=32 --model.num_attention_heads=32" ;;
+  *) echo "unknown preset $PRESET" >&2; exit 2 ;;
+esac
+WORK=$(mktemp -d /tmp/loom-bench-XXXX)
+mkdir -p "$WORK/train/synthetic"
+python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len 4096 --packs $((BSZ * (STEPS + 2))) >&2
+build-gpu/trainer/loom-train --job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16 \
+  --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false --job.log_every=1 \
+  --data.train_folder="$WORK/train" --data.seq_len=4096 --data.micro_bsz="$BSZ" --data.micro_num=1 \
+  --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint="$CKPT" $SHAPE \
+  ${LOOM_TRAIN_EXTRA:-} > "$OUT/loom_${PRESET}.log" 2>&1 || { tail -30 "$OUT/loom_${PRESET}.log" >&2; exit 1; }
+python3 - "$WORK/run/metrics.jsonl" "$PRESET" "$BSZ" "$CKPT" "$WARMUP" <<'PY'
+import json, sys
+path, preset, bsz, ckpt, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
+rows = [json.loads(l) for l in open(path) if '"tokens_per_s"' in l]
+timed = [r for r in rows if r["step"] > warmup]
+n = sum(r["tokens_per_s"] * r["step_time"] for r in timed)
+t = sum(r["step_time"] for r in timed)
+tok_s = n / t
+mean = lambda k: sum(r[k] for r in timed) / len(timed)
+print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=4096, checkpoint=ckpt,
+                      steps_timed=len(timed), step_s=round(t / len(timed), 4), tokens_per_s=round(tok_s, 1),
+                      tflops=round(mean("tflops"), 1), mfu=round(mean("mfu"), 4),
+                      peak_memory_gib=round(max(r["peak_memory_mb"] for r in rows) / 1024, 2),
+                      final_loss=round(rows[-1]["loss"], 4))))
+PY
+rm -rf "$WORK"

@@ -1,0 +1,109 @@
+// The InternLM model on CUDA: fp32 forward/backward equal the CPU's, and a short bf16 run with
+// flash attention and fused AdamW on fp32 master weights learns. Label gpu.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "flash_attention.h"
+#include "fused_adamw.h"
+#include "gpu_util.h"
+#include "loss.h"
+#include "model.h"
+
+namespace {
+
+using loom::test::cuda;
+using loom::test::rel_err;
+
+loom::ModelOptions small_model(torch::Dtype dtype) {
+  loom::ModelOptions o;
+  o.hidden_size = 128;
+  o.num_layers = 2;
+  o.num_attention_heads = 4;
+  o.num_kv_attention_heads = 2;
+  o.vocab_size = 512;
+  o.dtype = dtype;
+  return o;
+}
+
+// Gradients by parameter name, on the CPU.
+std::map<std::string, torch::Tensor> grads(loom::InternLM& m) {
+  std::map<std::string, torch::Tensor> g;
+  for (const auto& p : m->named_parameters()) g[p.key()] = p.value().grad().cpu();
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("InternLM forward and backward on CUDA equal the CPU in fp32") {
+  // Exact fp32 matmuls on the GPU for this comparison (TF32 would round to 10 bits).
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  loom::set_varlen_attention({});
+  const loom::ModelOptions o = small_model(torch::kFloat32);
+  torch::manual_seed(51);
+  loom::InternLM cpu(o);
+  torch::manual_seed(51);
+  loom::InternLM gpu(o);
+  gpu->to(cuda());
+  const loom::Batch b = loom::test::make_packed_batch({{20, 30, 14}, {40, 10}}, 64, o.vocab_size, 52);
+  const loom::Batch bg = b.to(cuda());
+
+  const torch::Tensor lc = cpu->forward(b);
+  const torch::Tensor lg = gpu->forward(bg);
+  CHECK(rel_err(lg, lc) < 1e-5);
+  const loom::LossResult rc = loom::compute_loss(lc, b, 0.0, 1);
+  const loom::LossResult rg = loom::compute_loss(lg, bg, 0.0, 1);
+  CHECK(rg.loss_sum.item<double>() == Approx(rc.loss_sum.item<double>()).epsilon(1e-5));
+  rc.loss_sum.backward();
+  rg.loss_sum.backward();
+  const auto gc = grads(cpu), gg = grads(gpu);
+  REQUIRE(gc.size() == gg.size());
+  for (const auto& [name, g] : gc) {
+    INFO(name);
+    CHECK(rel_err(gg.at(name), g) < 1e-4);
+  }
+  at::globalContext().setAllowTF32CuBLAS(true);
+}
+
+TEST_CASE("a short bf16 run with flash attention and fused AdamW on fp32 master weights learns a batch") {
+  const loom::ModelOptions o = small_model(torch::kBFloat16);
+  REQUIRE(loom::select_attention(cuda(), o.dtype, o.head_dim()) == loom::AttentionKernel::kFlashVarlen);
+  torch::manual_seed(61);
+  loom::InternLM model(o);
+  model->to(cuda());
+  const loom::Batch b = loom::test::make_packed_batch({{100, 28}, {64, 64}}, 128, o.vocab_size, 62).to(cuda());
+  // fp32 master weights and moments; bf16 parameters are copies refreshed after every update.
+  std::vector<torch::Tensor> params, master, m, v;
+  for (const auto& p : model->parameters()) {
+    params.push_back(p);
+    master.push_back(p.detach().to(torch::kFloat32));
+    m.push_back(torch::zeros_like(master.back()));
+    v.push_back(torch::zeros_like(master.back()));
+  }
+  const torch::Tensor step = torch::zeros({}, torch::device(cuda()));
+  loom::AdamWStepOptions ao;
+  ao.lr = 3e-3;
+  std::vector<double> losses;
+  for (int i = 0; i < 30; ++i) {
+    const torch::Tensor logits = model->forward(b);
+    const loom::LossResult r = loom::compute_loss(logits, b, 0.0, 1);
+    const torch::Tensor loss = r.loss_sum / r.tokens;
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();
+    loss.backward();
+    std::vector<torch::Tensor> g;
+    for (auto& p : params) g.push_back(p.grad().to(torch::kFloat32));
+    step.add_(1);
+    loom::adamw_step(master, g, m, v, step, ao);
+    {
+      torch::NoGradGuard ng;
+      for (size_t j = 0; j < params.size(); ++j) params[j].copy_(master[j]);
+    }
+    losses.push_back(loss.item<double>());
+  }
+  loom::set_varlen_attention({});
+  INFO("first loss " << losses.front() << " last " << losses.back());
+  CHECK(losses.front() > 5.5);  // ~ log(512) = 6.24 at init
+  CHECK(losses.back() < 0.5 * losses.front());
+}

@@ -1,0 +1,37 @@
+// Launchers of loom's CUDA kernels (trainer/cuda/*.cu), called by the autograd wrappers
+// trainer/fused_{rmsnorm,rotary,swiglu}.cpp. Plain pointers and a stream, no LibTorch types, so
+// the .cu files compile with nvcc alone. Every tensor is contiguous, row-major, on the current
+// device; "bf16" = __nv_bfloat16 storage. Each launcher returns cudaGetErrorString of the launch
+// (nullptr on success) so the caller reports it through LOOM_CHECK.
+#pragma once
+
+#include <cstdint>
+
+namespace loom::cuda {
+
+enum class Dtype { kFloat32, kBFloat16 };
+
+// RMSNorm over rows of C: y = w * x / sqrt(mean(x^2) + eps), fp32 arithmetic, one rounding.
+// x, y [rows, C] and w [C] of dtype; rstd [rows] fp32 (saved for backward). C % 8 == 0, C <= 8192.
+const char* rmsnorm_forward(Dtype dtype, const void* x, const void* w, void* y, float* rstd, int64_t rows,
+                            int64_t C, float eps, void* stream);
+// dx [rows, C] (dtype) and dw_partial [blocks, C] fp32 (summed over blocks by the caller);
+// blocks = rmsnorm_backward_blocks(rows).
+int64_t rmsnorm_backward_blocks(int64_t rows);
+const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const void* w, const float* rstd,
+                             void* dx, float* dw_partial, int64_t rows, int64_t C, void* stream);
+
+// Rotary embedding, rotate-half layout: for i < D/2, with c = cos[t, i], s = sin[t, i]:
+//   y[t, h, i] = x[t, h, i] c - x[t, h, i + D/2] s,  y[t, h, i + D/2] = x[t, h, i + D/2] c + x[t, h, i] s.
+// x [tokens, heads, D] (dtype) with token t at x + t * x_token_stride (heads contiguous inside,
+// so q and k can be read straight out of the fused QKV projection), y [tokens, heads, D]
+// contiguous, cos/sin [tokens, D/2] fp32. inverse = true rotates by -angle (the backward). D even.
+const char* rotary(Dtype dtype, const void* x, int64_t x_token_stride, const float* cos, const float* sin, void* y,
+                   int64_t tokens, int64_t heads, int64_t D, bool inverse, void* stream);
+
+// SwiGLU gate: y = silu(a) * b over n elements; backward da = dy * b * silu'(a), db = dy * silu(a).
+const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, int64_t n, void* stream);
+const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const void* b, void* da, void* db,
+                            int64_t n, void* stream);
+
+}  // namespace loom::cuda

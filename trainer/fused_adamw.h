@@ -1,0 +1,37 @@
+// One AdamW update (torch.optim.AdamW's: decoupled weight decay, bias-corrected moments, eps
+// added after the square root) over a group of tensors, as few kernel launches as possible.
+//
+// On CUDA with LibTorch >= 2 this is ATen's fused multi-tensor kernel (at::_fused_adamw_): a few
+// launches for the whole group, the step count and the skip flag read on the device, so the
+// update never waits for the host. Elsewhere the same math runs with foreach ops (CPU tests).
+#pragma once
+
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace loom {
+
+struct AdamWStepOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+// params: the weights updated in place (fp32 master weights when the model runs in bf16);
+// grads: same shapes and dtype as params; exp_avg, exp_avg_sq: the moments, same shapes and dtype.
+// step: a float32 scalar tensor on the params' device holding this update's number (1 for the
+// first): the caller advances it (step.add_(1)) before each call, on the device, without a sync.
+// found_inf (optional, float32 scalar on the device): when it holds a non-zero value the update is
+// skipped entirely (params and moments unchanged), again without a host sync on CUDA.
+void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                const std::vector<torch::Tensor>& exp_avg, const std::vector<torch::Tensor>& exp_avg_sq,
+                const torch::Tensor& step, const AdamWStepOptions& options,
+                const torch::Tensor& found_inf = torch::Tensor());
+
+// Whether adamw_step takes the fused kernel for tensors on this device.
+bool adamw_is_fused(const torch::Device& device);
+
+}  // namespace loom

@@ -1,0 +1,175 @@
+#include "fused_ops.h"
+
+#include "loom/error.h"
+
+#ifdef LOOM_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+
+#include "cuda/kernels.h"
+#endif
+
+namespace loom {
+
+bool fused_kernels_available() {
+#ifdef LOOM_CUDA_KERNELS
+  return true;
+#else
+  return false;
+#endif
+}
+
+torch::Tensor rmsnorm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  const torch::Tensor xf = x.to(torch::kFloat32);
+  const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return (normed * weight.to(torch::kFloat32)).to(x.scalar_type());
+}
+
+torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const torch::Tensor xf = x.to(torch::kFloat32);
+  const torch::Tensor a = xf.narrow(-1, 0, half), b = xf.narrow(-1, half, half);
+  const torch::Tensor c = cos.unsqueeze(-2), s = sin.unsqueeze(-2);  // broadcast over heads
+  return torch::cat({a * c - b * s, b * c + a * s}, -1).to(x.scalar_type());
+}
+
+torch::Tensor swiglu_reference(const torch::Tensor& a, const torch::Tensor& b) {
+  return (torch::silu(a.to(torch::kFloat32)) * b.to(torch::kFloat32)).to(a.scalar_type());
+}
+
+#ifdef LOOM_CUDA_KERNELS
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool kernel_dtype(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kFloat32;
+}
+cuda::Dtype to_cuda(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? cuda::Dtype::kBFloat16 : cuda::Dtype::kFloat32;
+}
+void* stream() { return at::cuda::getCurrentCUDAStream().stream(); }
+void check_launch(const char* error, const char* kernel) {
+  LOOM_CHECK(error == nullptr, "CUDA kernel ", kernel, " failed to launch: ", error);
+}
+
+class RMSNormFn : public torch::autograd::Function<RMSNormFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& weight,
+                               double eps) {
+    const torch::Tensor x = x_in.contiguous();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    torch::Tensor y = torch::empty_like(x);
+    torch::Tensor rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
+    const torch::Tensor w = weight.contiguous();
+    check_launch(cuda::rmsnorm_forward(to_cuda(x), x.data_ptr(), w.data_ptr(), y.data_ptr(), rstd.data_ptr<float>(),
+                                       rows, C, static_cast<float>(eps), stream()),
+                 "rmsnorm_forward");
+    ctx->save_for_backward({x, w, rstd});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const torch::Tensor &x = s[0], &w = s[1], &rstd = s[2];
+    const torch::Tensor dy = grads[0].contiguous();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    torch::Tensor dx = torch::empty_like(x);
+    torch::Tensor dw_partial =
+        torch::empty({cuda::rmsnorm_backward_blocks(rows), C}, x.options().dtype(torch::kFloat32));
+    check_launch(cuda::rmsnorm_backward(to_cuda(x), dy.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(),
+                                        dx.data_ptr(), dw_partial.data_ptr<float>(), rows, C, stream()),
+                 "rmsnorm_backward");
+    return {dx, dw_partial.sum(0).to(w.scalar_type()), {}};
+  }
+};
+
+class RotaryFn : public torch::autograd::Function<RotaryFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin) {
+    ctx->save_for_backward({cos, sin});
+    return run(x, cos, sin, false);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    return {run(grads[0], s[0], s[1], true), {}, {}};
+  }
+  static torch::Tensor run(const torch::Tensor& x_in, const torch::Tensor& cos, const torch::Tensor& sin,
+                           bool inverse) {
+    // Read q/k in place from the fused QKV output when its layout allows: heads contiguous inside a
+    // token, one stride between tokens over every leading dim.
+    const int64_t D = x_in.size(-1), heads = x_in.size(-2), tokens = x_in.numel() / (D * heads);
+    bool strided = x_in.dim() >= 3 && x_in.stride(-1) == 1 && x_in.stride(-2) == D;
+    for (int64_t d = 0; strided && d + 3 < x_in.dim(); ++d) {
+      strided = x_in.stride(d) == x_in.stride(d + 1) * x_in.size(d + 1);
+    }
+    const torch::Tensor x = strided ? x_in : x_in.contiguous();
+    const int64_t token_stride = strided ? x_in.stride(-3) : heads * D;
+    torch::Tensor y = torch::empty(x_in.sizes(), x_in.options());
+    check_launch(cuda::rotary(to_cuda(x), x.data_ptr(), token_stride, cos.data_ptr<float>(), sin.data_ptr<float>(),
+                              y.data_ptr(), tokens, heads, D, inverse, stream()),
+                 "rotary");
+    return y;
+  }
+};
+
+class SwiGLUFn : public torch::autograd::Function<SwiGLUFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a_in, const torch::Tensor& b_in) {
+    const torch::Tensor a = a_in.contiguous(), b = b_in.contiguous();
+    torch::Tensor y = torch::empty_like(a);
+    check_launch(cuda::swiglu_forward(to_cuda(a), a.data_ptr(), b.data_ptr(), y.data_ptr(), a.numel(), stream()),
+                 "swiglu_forward");
+    ctx->save_for_backward({a, b});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const torch::Tensor dy = grads[0].contiguous();
+    torch::Tensor da = torch::empty_like(s[0]), db = torch::empty_like(s[1]);
+    check_launch(cuda::swiglu_backward(to_cuda(s[0]), dy.data_ptr(), s[0].data_ptr(), s[1].data_ptr(), da.data_ptr(),
+                                       db.data_ptr(), s[0].numel(), stream()),
+                 "swiglu_backward");
+    return {da, db};
+  }
+};
+
+}  // namespace
+#endif
+
+torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  LOOM_CHECK(weight.dim() == 1 && x.size(-1) == weight.size(0), "RMSNorm weight ", weight.sizes(),
+             " does not match input ", x.sizes());
+#ifdef LOOM_CUDA_KERNELS
+  const int64_t C = x.size(-1);
+  if (x.is_cuda() && kernel_dtype(x) && weight.scalar_type() == x.scalar_type() && C % 8 == 0 && C <= 12288 &&
+      x.numel() > 0) {
+    return RMSNormFn::apply(x, weight, eps);
+  }
+#endif
+  return rmsnorm_reference(x, weight, eps);
+}
+
+torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  LOOM_CHECK(x.dim() >= 2 && x.size(-1) % 2 == 0 && cos.size(-1) == x.size(-1) / 2 && sin.sizes() == cos.sizes() &&
+                 cos.numel() * 2 * x.size(-2) == x.numel(),
+             "rotary needs x [..., N, D] with even D and cos/sin [..., D/2] with x's leading dims, got ", x.sizes(),
+             ", ", cos.sizes(), ", ", sin.sizes());
+#ifdef LOOM_CUDA_KERNELS
+  if (x.is_cuda() && kernel_dtype(x) && cos.scalar_type() == torch::kFloat32 && sin.scalar_type() == torch::kFloat32) {
+    return RotaryFn::apply(x, cos.contiguous(), sin.contiguous());
+  }
+#endif
+  return rotary_reference(x, cos, sin);
+}
+
+torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b) {
+  LOOM_CHECK(a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type(), "SwiGLU needs a and b of one shape and dtype, got ",
+             a.sizes(), " ", a.scalar_type(), " and ", b.sizes(), " ", b.scalar_type());
+#ifdef LOOM_CUDA_KERNELS
+  if (a.is_cuda() && kernel_dtype(a)) return SwiGLUFn::apply(a, b);
+#endif
+  return swiglu_reference(a, b);
+}
+
+}  // namespace loom

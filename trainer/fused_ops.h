@@ -1,0 +1,34 @@
+// Fused CUDA kernels for the memory-bound pieces of an InternLM layer (trainer/cuda/*.cu), as
+// autograd functions: RMSNorm, rotary embedding, the SwiGLU gate. Each computes what the model's
+// unfused LibTorch code computes (fp32 arithmetic inside, one rounding to the output dtype) in one
+// pass over the activations instead of several, and has a reference in plain LibTorch ops that it
+// is tested against (tests/gpu/gpu_fused_test.cpp).
+//
+// A fused kernel runs where fused_kernels_available() and the tensors qualify (CUDA, bf16 or
+// fp32, contiguous-able, sizes noted below); otherwise each function runs its reference, so
+// callers need no branch of their own.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace loom {
+
+// Whether this build has loom's CUDA kernels (CMake LOOM_CUDA=ON).
+bool fused_kernels_available();
+
+// RMSNorm over the last dim C: weight * x / sqrt(mean(x^2) + eps), fp32 inside, result in x's
+// dtype. Fused when x and weight share a dtype (bf16 or fp32), C % 8 == 0 and C <= 12288.
+torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+torch::Tensor rmsnorm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// Rotary embedding in the rotate-half layout for x [..., N, D] (N heads) and angle tables
+// cos, sin [..., D/2] fp32 with x's leading dims (one row per token): for i < D/2,
+//   y_i = x_i cos_i - x_{i+D/2} sin_i,   y_{i+D/2} = x_{i+D/2} cos_i + x_i sin_i.
+torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+// The SwiGLU gate silu(a) * b for a, b of one shape and dtype (w1 x and w2 x of the MLP).
+torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b);
+torch::Tensor swiglu_reference(const torch::Tensor& a, const torch::Tensor& b);
+
+}  // namespace loom
