@@ -40,6 +40,7 @@ std::unique_ptr<DocumentReader> make_document_reader(const std::string& path, co
     case InputFormat::kJson: return make_json_array_reader(std::move(source), options);
   }
   LOOM_ASSERT(false, "unhandled input format");
+  return nullptr;
 }
 
 }  // namespace loom::tokenize
