@@ -12,6 +12,8 @@
 
 namespace loom {
 
+inline constexpr int64_t kCastBucketBytes = int64_t{1} << 30;
+
 struct AdamWStepOptions {
   double lr = 1e-3;
   double beta1 = 0.9;
@@ -21,7 +23,9 @@ struct AdamWStepOptions {
 };
 
 // params: the weights updated in place (fp32 master weights when the model runs in bf16);
-// grads: same shapes and dtype as params; exp_avg, exp_avg_sq: the moments, same shapes and dtype.
+// grads: same shapes as params, any float dtype: gradients of another dtype (the bf16 model's) are
+// cast bucket by bucket, so at most kCastBucketBytes of copies exist at once (casting all of a 7B
+// model's gradients up front would take 28 GB); exp_avg, exp_avg_sq: the moments, as params.
 // step: a float32 scalar tensor on the params' device holding this update's number (1 for the
 // first): the caller advances it (step.add_(1)) before each call, on the device, without a sync.
 // found_inf (optional, float32 scalar on the device): when it holds a non-zero value the update is

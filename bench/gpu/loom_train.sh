@@ -32,7 +32,8 @@ mean = lambda k: sum(r[k] for r in timed) / len(timed)
 print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=4096, checkpoint=ckpt,
                       steps_timed=len(timed), step_s=round(t / len(timed), 4), tokens_per_s=round(tok_s, 1),
                       tflops=round(mean("tflops"), 1), mfu=round(mean("mfu"), 4),
-                      peak_memory_gib=round(max(r["peak_memory_mb"] for r in rows) / 1024, 2),
+                      peak_allocated_gib=round(max(r["peak_memory_mb"] for r in rows) / 1024, 2),
+                      peak_reserved_gib=round(max(r.get("peak_reserved_mb", 0) for r in rows) / 1024, 2),
                       final_loss=round(rows[-1]["loss"], 4))))
 PY
 rm -rf "$WORK"

@@ -1,9 +1,10 @@
 // Chunked cross entropy (trainer/chunked_loss.h) against the plain loss: torch's own
 // cross_entropy on materialised logits (fp64: to rounding; fp32/bf16: to the dtype's epsilon),
 // and loss.h's compute_loss for the per-batch/per-dataset sums. Runs on CPU (label unit).
-#include <catch2/catch.hpp>
-
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
+
+#include <catch2/catch.hpp>
 
 #include "batch.h"
 #include "chunked_loss.h"

@@ -1,7 +1,8 @@
 // adamw_step's reference path (CPU) against torch::optim::AdamW over several steps. Label unit.
-#include <catch2/catch.hpp>
-
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
+
+#include <catch2/catch.hpp>
 
 #include "fused_adamw.h"
 
@@ -35,4 +36,21 @@ TEST_CASE("adamw_step equals torch optim AdamW over five steps with weight decay
   CHECK(torch::equal(mine[0], before));
   CHECK(torch::equal(m[0], m_before));
   CHECK_FALSE(loom::adamw_is_fused(torch::kCPU));
+}
+
+TEST_CASE("adamw_step casts gradients of another dtype as if they were given in the params dtype") {
+  torch::manual_seed(32);
+  const std::vector<torch::Tensor> g16{torch::randn({300}).to(torch::kBFloat16), torch::randn({4, 4}).to(torch::kBFloat16)};
+  std::vector<torch::Tensor> a{torch::randn({300}), torch::randn({4, 4})};
+  std::vector<torch::Tensor> b{a[0].clone(), a[1].clone()};
+  std::vector<torch::Tensor> ma{torch::zeros({300}), torch::zeros({4, 4})}, va{torch::zeros({300}), torch::zeros({4, 4})};
+  std::vector<torch::Tensor> mb{torch::zeros({300}), torch::zeros({4, 4})}, vb{torch::zeros({300}), torch::zeros({4, 4})};
+  const torch::Tensor step = torch::ones({});
+  loom::AdamWStepOptions o;
+  o.weight_decay = 0.1;
+  loom::adamw_step(a, g16, ma, va, step, o);
+  loom::adamw_step(b, {g16[0].to(torch::kFloat32), g16[1].to(torch::kFloat32)}, mb, vb, step, o);
+  CHECK(torch::equal(a[0], b[0]));
+  CHECK(torch::equal(a[1], b[1]));
+  CHECK(torch::equal(va[1], vb[1]));
 }

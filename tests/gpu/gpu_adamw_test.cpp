@@ -1,4 +1,7 @@
 // The fused AdamW kernel on CUDA against adamw_step's reference path on CPU. Label gpu.
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <torch/torch.h>
+
 #include <catch2/catch.hpp>
 
 #include "fused_adamw.h"

@@ -1,5 +1,8 @@
 // Flash varlen attention (trainer/flash_attention.h) on the GPU against attention computed one
 // document at a time in fp32, and against attention.h's masked path. Label gpu.
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <torch/torch.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>

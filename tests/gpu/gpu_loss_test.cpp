@@ -1,4 +1,7 @@
 // Chunked cross entropy on the GPU with a bf16 head against the plain fp32 loss. Label gpu.
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <torch/torch.h>
+
 #include <catch2/catch.hpp>
 
 #include "chunked_loss.h"

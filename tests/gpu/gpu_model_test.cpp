@@ -1,5 +1,8 @@
 // The InternLM model on CUDA: fp32 forward/backward equal the CPU's, and a short bf16 run with
 // flash attention and fused AdamW on fp32 master weights learns. Label gpu.
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <torch/torch.h>
+
 #include <catch2/catch.hpp>
 
 #include <map>

@@ -1,4 +1,7 @@
 // Side-stream batch transfer and allocator statistics (trainer/cuda/). Label gpu.
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <torch/torch.h>
+
 #include <catch2/catch.hpp>
 
 #ifdef LOOM_CUDA_KERNELS
@@ -44,5 +47,21 @@ TEST_CASE("memory_stats sees a 1 GiB allocation in allocated and peak") {
   loom::cuda::reset_peak_memory(0);
   CHECK(loom::cuda::memory_stats(0).peak_allocated < before.allocated + gib);
   CHECK_THAT(loom::cuda::describe(after), Catch::Contains(" GiB (peak "));
+}
+
+TEST_CASE("memory_breakdown counts each storage once and attributes the rest of the peak to activations") {
+  const auto f32 = torch::dtype(torch::kFloat32).device(torch::kCUDA);
+  const torch::Tensor p = torch::zeros({1 << 20}, f32), g = torch::zeros({1 << 19}, f32);
+  const torch::Tensor m = torch::zeros({1 << 20}, f32), v = torch::zeros({1 << 20}, f32);
+  CHECK(loom::cuda::tensor_bytes({p, p.narrow(0, 0, 10), torch::Tensor()}) == 4 << 20);
+  loom::cuda::reset_peak_memory(0);
+  { const torch::Tensor activation = torch::empty({1 << 22}, f32); }  // 16 MiB, freed
+  const loom::cuda::MemoryBreakdown b = loom::cuda::memory_breakdown(0, {p}, {g}, {m, v});
+  CHECK(b.parameters == 4 << 20);
+  CHECK(b.gradients == 2 << 20);
+  CHECK(b.optimizer_state == 8 << 20);
+  CHECK(b.activations_peak >= 16 << 20);
+  CHECK_THAT(loom::cuda::to_json(b), Catch::StartsWith("{\"parameters\": 4194304, \"gradients\": 2097152, "
+                                                       "\"optimizer_state\": 8388608, "));
 }
 #endif

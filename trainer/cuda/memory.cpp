@@ -3,7 +3,9 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include <torch/torch.h>
 
@@ -56,6 +58,41 @@ std::string describe(const MemoryStats& s) {
   return str("allocated ", gib(s.allocated), " GiB (peak ", gib(s.peak_allocated), "), reserved ", gib(s.reserved),
              " GiB (peak ", gib(s.peak_reserved), "), device free ", gib(s.device_free), " of ", gib(s.device_total),
              " GiB");
+}
+
+int64_t tensor_bytes(const std::vector<torch::Tensor>& tensors) {
+  std::set<const void*> seen;
+  int64_t total = 0;
+  for (const torch::Tensor& t : tensors) {
+    if (!t.defined() || !t.has_storage()) continue;
+    if (seen.insert(t.storage().data()).second) total += static_cast<int64_t>(t.storage().nbytes());
+  }
+  return total;
+}
+
+MemoryBreakdown memory_breakdown(int device, const std::vector<torch::Tensor>& parameters,
+                                 const std::vector<torch::Tensor>& gradients,
+                                 const std::vector<torch::Tensor>& optimizer_state) {
+  MemoryBreakdown b;
+  b.parameters = tensor_bytes(parameters);
+  b.gradients = tensor_bytes(gradients);
+  b.optimizer_state = tensor_bytes(optimizer_state);
+  b.stats = memory_stats(device);
+  b.activations_peak = std::max<int64_t>(0, b.stats.peak_allocated - b.parameters - b.gradients - b.optimizer_state);
+  return b;
+}
+
+std::string describe(const MemoryBreakdown& b) {
+  return str("parameters ", gib(b.parameters), " GiB, gradients ", gib(b.gradients), " GiB, optimizer state ",
+             gib(b.optimizer_state), " GiB, activations and temporaries at peak ", gib(b.activations_peak),
+             " GiB; ", describe(b.stats));
+}
+
+std::string to_json(const MemoryBreakdown& b) {
+  return str("{\"parameters\": ", b.parameters, ", \"gradients\": ", b.gradients, ", \"optimizer_state\": ",
+             b.optimizer_state, ", \"activations_peak\": ", b.activations_peak, ", \"peak_allocated\": ",
+             b.stats.peak_allocated, ", \"peak_reserved\": ", b.stats.peak_reserved, ", \"device_free\": ",
+             b.stats.device_free, ", \"device_total\": ", b.stats.device_total, "}");
 }
 
 }  // namespace loom::cuda
