@@ -1,0 +1,187 @@
+#include "hf_tokenizer.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "loom/error.h"
+#include "loom/sys.h"
+
+namespace loom::hf {
+
+namespace {
+
+// Protobuf wire format, the subset a .model uses.
+class Wire {
+ public:
+  Wire(const std::string& data, size_t begin, size_t end, const std::string& path)
+      : d_(data), at_(begin), end_(end), path_(path) {}
+  bool done() const { return at_ >= end_; }
+  size_t at() const { return at_; }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      LOOM_CHECK(at_ < end_, path_, ": truncated varint at byte ", at_, "; not a SentencePiece model");
+      const auto b = static_cast<uint8_t>(d_[at_++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    LOOM_FAIL(path_, ": varint longer than 10 bytes at byte ", at_, "; not a SentencePiece model");
+  }
+  // The [begin, end) of a length-delimited field's payload; moves past it.
+  std::pair<size_t, size_t> bytes() {
+    const uint64_t n = varint();
+    LOOM_CHECK(n <= end_ - at_, path_, ": field of ", n, " bytes at byte ", at_, " runs past its message (",
+               end_ - at_, " bytes left); not a SentencePiece model");
+    const size_t b = at_;
+    at_ += n;
+    return {b, at_};
+  }
+  void skip(uint32_t wire_type) {
+    switch (wire_type) {
+      case 0: varint(); break;
+      case 1: advance(8); break;
+      case 2: bytes(); break;
+      case 5: advance(4); break;
+      default: LOOM_FAIL(path_, ": unsupported protobuf wire type ", wire_type, " at byte ", at_,
+                         "; not a SentencePiece model");
+    }
+  }
+
+ private:
+  void advance(size_t n) {
+    LOOM_CHECK(n <= end_ - at_, path_, ": truncated field at byte ", at_, "; not a SentencePiece model");
+    at_ += n;
+  }
+  const std::string& d_;
+  size_t at_, end_;
+  const std::string& path_;
+};
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string piece_or_null(const SpmModel& m, int id) {
+  return id >= 0 && id < m.size() ? json_string(m.pieces[id]) : std::string("null");
+}
+
+constexpr int kUnknown = 2, kControl = 3, kByte = 6;
+
+}  // namespace
+
+SpmModel read_spm_model(const std::string& path) {
+  const std::string data = sys::read_file(path);
+  SpmModel m;
+  Wire top(data, 0, data.size(), path);
+  while (!top.done()) {
+    const uint64_t key = top.varint();
+    const uint32_t field = static_cast<uint32_t>(key >> 3), wt = static_cast<uint32_t>(key & 7);
+    if (field == 1 && wt == 2) {
+      const auto [b, e] = top.bytes();
+      Wire p(data, b, e, path);
+      std::string piece;
+      int type = 1;
+      while (!p.done()) {
+        const uint64_t k = p.varint();
+        if (k == ((1 << 3) | 2)) {
+          const auto [pb, pe] = p.bytes();
+          piece = data.substr(pb, pe - pb);
+        } else if (k == ((3 << 3) | 0)) {
+          type = static_cast<int>(p.varint());
+        } else {
+          p.skip(static_cast<uint32_t>(k & 7));
+        }
+      }
+      m.pieces.push_back(piece);
+      m.types.push_back(type);
+    } else if (field == 2 && wt == 2) {
+      const auto [b, e] = top.bytes();
+      Wire t(data, b, e, path);
+      while (!t.done()) {
+        const uint64_t k = t.varint();
+        const uint32_t f = static_cast<uint32_t>(k >> 3);
+        if ((k & 7) == 0 && f >= 40 && f <= 43) {
+          const int v = static_cast<int32_t>(static_cast<uint32_t>(t.varint()));  // int32 as two's complement
+          (f == 40 ? m.unk_id : f == 41 ? m.bos_id : f == 42 ? m.eos_id : m.pad_id) = v;
+        } else {
+          t.skip(static_cast<uint32_t>(k & 7));
+        }
+      }
+    } else {
+      top.skip(wt);
+    }
+  }
+  LOOM_CHECK(!m.pieces.empty(), path, ": no pieces; not a SentencePiece model");
+  for (int id : {m.unk_id, m.bos_id, m.eos_id, m.pad_id})
+    LOOM_CHECK(id < m.size(), path, ": special id ", id, " is outside the ", m.size(), " pieces");
+  return m;
+}
+
+std::string decode(const SpmModel& m, const std::vector<int64_t>& ids) {
+  std::string text;
+  for (int64_t id : ids) {
+    LOOM_CHECK(id >= 0 && id < m.size(), "decode: token id ", id, " is outside the tokenizer's ", m.size(), " pieces");
+    const int type = m.types[id];
+    const std::string& piece = m.pieces[id];
+    unsigned byte = 0;
+    if (type == kControl) continue;
+    if (type == kUnknown) text += " \xE2\x81\x87 ";
+    else if (type == kByte && std::sscanf(piece.c_str(), "<0x%2X>", &byte) == 1) text += static_cast<char>(byte);
+    else text += piece;
+  }
+  std::string out;
+  const std::string space = "\xE2\x96\x81";  // U+2581, SentencePiece's visible space
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, space.size(), space) == 0) {
+      out += ' ';
+      i += space.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  if (!out.empty() && out[0] == ' ') out.erase(0, 1);  // the dummy prefix the encoder added
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> tokenizer_files(const SpmModel& m, const std::string& model_path,
+                                                                 int64_t max_positions) {
+  const std::string bos = piece_or_null(m, m.bos_id), eos = piece_or_null(m, m.eos_id),
+                    unk = piece_or_null(m, m.unk_id), pad = piece_or_null(m, m.pad_id);
+  std::ostringstream cfg;
+  // legacy: plain SentencePiece encoding (as loom-tokenize); bos added, eos not (a prompt goes on).
+  cfg << "{\n"
+      << "  \"tokenizer_class\": \"LlamaTokenizer\",\n"
+      << "  \"bos_token\": " << bos << ",\n"
+      << "  \"eos_token\": " << eos << ",\n"
+      << "  \"unk_token\": " << unk << ",\n"
+      << "  \"pad_token\": " << pad << ",\n"
+      << "  \"add_bos_token\": " << (m.bos_id >= 0 ? "true" : "false") << ",\n"
+      << "  \"add_eos_token\": false,\n"
+      << "  \"legacy\": true,\n"
+      << "  \"clean_up_tokenization_spaces\": false,\n"
+      << "  \"model_max_length\": " << max_positions << ",\n"
+      << "  \"sp_model_kwargs\": {}\n"
+      << "}\n";
+  std::ostringstream map;
+  map << "{\n  \"bos_token\": " << bos << ",\n  \"eos_token\": " << eos << ",\n  \"unk_token\": " << unk;
+  if (m.pad_id >= 0) map << ",\n  \"pad_token\": " << pad;
+  map << "\n}\n";
+  return {{"tokenizer.model", sys::read_file(model_path)},
+          {"tokenizer_config.json", cfg.str()},
+          {"special_tokens_map.json", map.str()}};
+}
+
+}  // namespace loom::hf
