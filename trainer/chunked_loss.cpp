@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fused_ops.h"
 #include "loom/error.h"
 
 namespace loom {
@@ -144,6 +145,16 @@ class ChunkedCrossEntropySum : public torch::autograd::Function<ChunkedCrossEntr
     torch::Tensor grad_weight = torch::zeros(weight.sizes(), weight.options().dtype(acc));
     for (int64_t s = 0; s < N; s += chunk) {
       const int64_t n = std::min(chunk, N - s);
+      // CUDA + bf16 head: bf16 logits, and one kernel for loss, accuracy and gradient (fused_ops.h).
+      torch::Tensor bf16_logits = weight.scalar_type() == torch::kBFloat16 && hidden.is_cuda()
+                                      ? torch::matmul(hidden.narrow(0, s, n).to(weight.scalar_type()), weight.t())
+                                      : torch::Tensor();
+      if (bf16_logits.defined() && fused_cross_entropy_applies(bf16_logits)) {
+        fused_cross_entropy_(bf16_logits, labels.narrow(0, s, n), kIgnoreIndex, eps, 1.0, loss.narrow(0, s, n),
+                             torch::empty({n}, loss.options()), correct.narrow(0, s, n));
+        backprop_chunk(bf16_logits, hidden, weight, s, n, grad_hidden, grad_weight);
+        continue;
+      }
       torch::Tensor logits = chunk_logits(hidden, weight, s, n);
       const torch::Tensor y = lab.safe.narrow(0, s, n);
       const ChunkLoss c = chunk_loss(logits, y, lab.valid.narrow(0, s, n), eps);

@@ -172,4 +172,34 @@ torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b) {
   return swiglu_reference(a, b);
 }
 
+bool fused_cross_entropy_applies(const torch::Tensor& logits) {
+#ifdef LOOM_CUDA_KERNELS
+  return logits.is_cuda() && logits.scalar_type() == torch::kBFloat16 && logits.dim() == 2 && logits.is_contiguous() &&
+         logits.size(1) % 8 == 0;
+#else
+  (void)logits;
+  return false;
+#endif
+}
+
+void fused_cross_entropy_(torch::Tensor& logits, const torch::Tensor& labels, int64_t ignore_index, double eps,
+                          double grad_scale, torch::Tensor loss, torch::Tensor lse, torch::Tensor correct) {
+  LOOM_ASSERT(fused_cross_entropy_applies(logits), "fused_cross_entropy_ on ", logits.sizes(), " ",
+              logits.scalar_type(), " ", logits.device());
+#ifdef LOOM_CUDA_KERNELS
+  const int64_t n = logits.size(0);
+  LOOM_ASSERT(labels.numel() == n && loss.numel() == n && lse.numel() == n && correct.numel() == n &&
+                  labels.scalar_type() == torch::kLong && loss.scalar_type() == torch::kFloat32 &&
+                  lse.scalar_type() == torch::kFloat32 && correct.scalar_type() == torch::kBool &&
+                  labels.is_contiguous() && loss.is_contiguous() && lse.is_contiguous() && correct.is_contiguous(),
+              "fused_cross_entropy_: bad outputs for ", n, " rows");
+  check_launch(cuda::cross_entropy_bf16(logits.data_ptr(), n, logits.size(1), labels.data_ptr<int64_t>(), ignore_index,
+                                        static_cast<float>(eps), static_cast<float>(grad_scale), loss.data_ptr<float>(),
+                                        lse.data_ptr<float>(), correct.data_ptr<bool>(), stream()),
+               "cross_entropy_bf16");
+#else
+  (void)labels, (void)ignore_index, (void)eps, (void)grad_scale, (void)loss, (void)lse, (void)correct;
+#endif
+}
+
 }  // namespace loom

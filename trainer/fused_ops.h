@@ -31,4 +31,12 @@ torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos,
 torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b);
 torch::Tensor swiglu_reference(const torch::Tensor& a, const torch::Tensor& b);
 
+// Cross entropy of a chunk of bf16 logits [n, V] in one kernel: writes loss [n] and lse [n]
+// (fp32), correct [n] (bool, argmax == label) and overwrites logits with
+// grad_scale * d(loss)/d(logits) (softmax - target, target = 1 - eps at the label + eps / V; a zero
+// row for labels == ignore_index). fused_cross_entropy_applies: CUDA, bf16, contiguous, V % 8 == 0.
+bool fused_cross_entropy_applies(const torch::Tensor& logits);
+void fused_cross_entropy_(torch::Tensor& logits, const torch::Tensor& labels, int64_t ignore_index, double eps,
+                          double grad_scale, torch::Tensor loss, torch::Tensor lse, torch::Tensor correct);
+
 }  // namespace loom

@@ -4,8 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "chunked_loss.h"
+#include "fused_ops.h"
 #include "gpu_util.h"
+#include "loss.h"
 
 using loom::test::cuda;
 using loom::test::rel_err;
@@ -38,4 +42,35 @@ TEST_CASE("chunked loss on CUDA with a bf16 head matches the plain fp32 loss ove
   CHECK(rel_err(h2.grad(), h1.grad()) < 2e-2);
   CHECK(rel_err(w2.grad(), w1.grad()) < 2e-2);
   CHECK(w2.grad().scalar_type() == torch::kBFloat16);
+}
+
+TEST_CASE("compute_chunked_loss with a bf16 head on CUDA (fused cross entropy kernel) matches the fp32 loss") {
+  torch::manual_seed(22);
+  const int64_t B = 2, T = 1500, C = 256, V = 103168;
+  const auto f32 = torch::TensorOptions().device(cuda()).dtype(torch::kFloat32);
+  const torch::Tensor hidden = torch::randn({B, T, C}, f32);
+  const torch::Tensor weight = (torch::randn({V, C}, f32) * 0.05).to(torch::kBFloat16);
+  REQUIRE(loom::fused_cross_entropy_applies(torch::empty({2, V}, f32.dtype(torch::kBFloat16))));
+  loom::Batch b;
+  b.labels = torch::randint(0, V, {B, T}, f32.dtype(torch::kLong));
+  b.labels.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, 100)}, loom::kIgnoreIndex);
+  b.dataset_ids = torch::tensor({0, 1}, f32.dtype(torch::kLong));
+  for (double eps : {0.0, 0.1}) {
+    INFO("eps " << eps);
+    torch::Tensor h1 = hidden.clone().requires_grad_(true), w1 = weight.to(torch::kFloat32).requires_grad_(true);
+    torch::Tensor h2 = hidden.clone().requires_grad_(true), w2 = weight.clone().requires_grad_(true);
+    const loom::LossResult want = loom::compute_loss(torch::matmul(h1, w1.t()), b, eps, 2);
+    const loom::LossResult got = loom::compute_chunked_loss(h2, w2, b, eps, 2, 1024);
+    want.loss_sum.backward();
+    got.loss_sum.backward();
+    const double n = static_cast<double>(want.tokens.item<int64_t>());
+    CHECK(got.tokens.item<int64_t>() == B * (T - 100));
+    CHECK(std::abs(got.loss_sum.item<double>() - want.loss_sum.item<double>()) / n < 2e-3);  // per-token loss
+    CHECK(std::abs(got.correct.item<int64_t>() - want.correct.item<int64_t>()) <= 2);  // bf16 ties may flip
+    CHECK(rel_err(got.dataset_loss_sum, want.dataset_loss_sum) < 2e-3);
+    CHECK(rel_err(h2.grad(), h1.grad()) < 2e-2);
+    CHECK(rel_err(w2.grad(), w1.grad()) < 2e-2);
+    // Ignored tokens: no gradient at all.
+    CHECK(h2.grad().narrow(1, 0, 100).abs().sum().item<double>() == 0.0);
+  }
 }

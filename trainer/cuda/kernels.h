@@ -34,4 +34,11 @@ const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, i
 const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const void* b, void* da, void* db,
                             int64_t n, void* stream);
 
+// Cross entropy of one chunk of bf16 logits [rows, V] (V % 8 == 0) with labels [rows] int64
+// (ignore_index: no loss, zero gradient), label smoothing eps: writes loss [rows], lse [rows]
+// (fp32), correct [rows] (argmax == label), and overwrites the logits in place with
+// grad_scale * d(loss)/d(logits) in bf16.
+const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int64_t* labels, int64_t ignore_index,
+                               float eps, float grad_scale, float* loss, float* lse, bool* correct, void* stream);
+
 }  // namespace loom::cuda
