@@ -34,15 +34,16 @@ namespace {
 
 using namespace loom;
 
-constexpr int64_t kVocab = 29;
-constexpr int64_t kHidden = 12;
-constexpr int64_t kSeqLen = 8;
+// Model and sequence sizes: tiny for the tests, larger for bench/dist_bench.sh.
+int64_t g_vocab = 29;
+int64_t g_hidden = 12;
+int64_t g_seq_len = 8;
 
 struct TinyLMImpl : torch::nn::Module {
   TinyLMImpl() {
-    emb = register_module("emb", torch::nn::Embedding(kVocab, kHidden));
-    fc = register_module("fc", torch::nn::Linear(kHidden, kHidden));
-    head = register_module("head", torch::nn::Linear(kHidden, kVocab));
+    emb = register_module("emb", torch::nn::Embedding(g_vocab, g_hidden));
+    fc = register_module("fc", torch::nn::Linear(g_hidden, g_hidden));
+    head = register_module("head", torch::nn::Linear(g_hidden, g_vocab));
   }
   torch::Tensor forward(const torch::Tensor& tokens) { return head(torch::tanh(fc(emb(tokens)))); }
   torch::nn::Embedding emb{nullptr};
@@ -55,12 +56,12 @@ TORCH_MODULE(TinyLM);
 void sample(uint64_t s, torch::Tensor tokens, torch::Tensor labels) {
   auto tk = tokens.accessor<int64_t, 1>();
   auto lb = labels.accessor<int64_t, 1>();
-  for (int64_t t = 0; t <= kSeqLen; ++t) {
-    int64_t v = static_cast<int64_t>((s * 5 + t * 3 + s * t * 7) % kVocab);
-    if (t < kSeqLen) tk[t] = v;
+  for (int64_t t = 0; t <= g_seq_len; ++t) {
+    int64_t v = static_cast<int64_t>((s * 5 + t * 3 + s * t * 7) % g_vocab);
+    if (t < g_seq_len) tk[t] = v;
     if (t > 0) lb[t - 1] = v;
   }
-  for (int64_t t = kSeqLen - static_cast<int64_t>(s % 4); t < kSeqLen; ++t) lb[t] = -100;
+  for (int64_t t = g_seq_len - static_cast<int64_t>(s % 4); t < g_seq_len; ++t) lb[t] = -100;
 }
 
 struct Config {
@@ -147,6 +148,8 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
 
   std::string losses, samples;
   const int64_t B = layout.micro_bsz;
+  double tokens_trained = 0;
+  auto t_start = std::chrono::steady_clock::now();
   for (int64_t step = first_step; step < a.steps; ++step) {
     comm.set_step(step);
     if (step == a.fault_step && R == a.fault_rank) {
@@ -157,7 +160,7 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
     std::vector<torch::Tensor> toks, labs;
     double local_tokens = 0;
     for (int64_t m = 0; m < cfg.micro_num; ++m) {
-      torch::Tensor tk = torch::empty({B, kSeqLen}, torch::kInt64), lb = torch::empty({B, kSeqLen}, torch::kInt64);
+      torch::Tensor tk = torch::empty({B, g_seq_len}, torch::kInt64), lb = torch::empty({B, g_seq_len}, torch::kInt64);
       for (int64_t row = 0; row < B; ++row) {
         uint64_t s = layout.stream_index(consumed, R, m, row);
         sample(s, tk[row], lb[row]);
@@ -174,7 +177,7 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
       if (sync) sync->prepare(m + 1 == cfg.micro_num);
       torch::Tensor logits = model->forward(toks[m]);
       torch::Tensor l = torch::nn::functional::cross_entropy(
-          logits.view({-1, kVocab}), labs[m].view({-1}),
+          logits.view({-1, g_vocab}), labs[m].view({-1}),
           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(-100));
       loss_sum += l.item<double>();
       (l / global_tokens).backward();
@@ -189,6 +192,7 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
       adamw->zero_grad();
     }
     double loss = comm.all_reduce_scalar(loss_sum) / global_tokens;
+    tokens_trained += global_tokens;
     char line[64];
     std::snprintf(line, sizeof(line), "%lld %.9g\n", static_cast<long long>(step), loss);
     losses += line;
@@ -207,6 +211,10 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
       comm.barrier();
     }
   }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  // tokens/s: loss tokens of all ranks per second of the training loop (start-up excluded).
+  log::info(cfg.name, ": ", static_cast<int64_t>(tokens_trained), " tokens in ", seconds, " s = ",
+            static_cast<int64_t>(tokens_trained / seconds), " tokens/s over ", W, " ranks");
   const std::string base = a.out + "/" + cfg.name;
   if (R == 0) write_text(base + ".losses", losses);
   write_text(base + ".r" + std::to_string(R) + ".samples", samples);
@@ -233,7 +241,10 @@ int worker_main(int argc, char** argv) {
       ("resume-from", po::value(&a.resume_dir)->default_value(""), "checkpoint folder to resume from")
       ("fault", po::value(&a.fault)->default_value(""), "die | throw | stall")
       ("fault-rank", po::value(&a.fault_rank)->default_value(-1), "rank that faults")
-      ("fault-step", po::value(&a.fault_step)->default_value(-1), "step at which it faults");
+      ("fault-step", po::value(&a.fault_step)->default_value(-1), "step at which it faults")
+      ("vocab", po::value(&g_vocab)->default_value(29), "vocabulary size")
+      ("hidden", po::value(&g_hidden)->default_value(12), "hidden size")
+      ("seq-len", po::value(&g_seq_len)->default_value(8), "tokens per sample");
   if (!op.parse(argc, argv)) return 0;
 
   LaunchInfo li = read_launch(process_environment());
