@@ -55,7 +55,12 @@ inline std::vector<std::string> loop_args(const std::string& data_root, const st
       "--data.micro_num=2", "--data.total_steps=6", "--model.hidden_size=32", "--model.num_layers=2",
       "--model.num_attention_heads=4", "--model.vocab_size=48", "--adam.lr=0.01",
       "--lr_scheduler.warmup_ratio=0.34", "--job.threads=1", "--job.seed=7", "--model.dropout=0.1"};
-  for (auto& e : extra) a.push_back(std::move(e));
+  // An extra "--key=value" replaces the base value of that key (options may be given once).
+  for (auto& e : extra) {
+    const std::string key = e.substr(0, e.find('='));
+    for (auto it = a.begin(); it != a.end();) it = it->rfind(key + "=", 0) == 0 ? a.erase(it) : it + 1;
+    a.push_back(std::move(e));
+  }
   return a;
 }
 
