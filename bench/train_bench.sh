@@ -13,7 +13,7 @@ STEPS=12 MB=4 MN=2 C=256 L=4 H=8 V=2000 T=256 THREADS=$(nproc)
 "$B/packer/loom-pack" pack --seq-len $T --strategy bestfit --seed 1 --output-dir "$W/data/train/neko" "$W/tok/neko_head.bin" 2>/dev/null
 
 "$B/trainer/loom-train" --config configs/demo.ini --job.run_dir="$W/run" --data.train_folder="$W/data/train" \
-  --data.valid_folder= --data.total_steps=$STEPS --data.micro_bsz=$MB --data.micro_num=$MN --model.hidden_size=$C \
+  --data.valid_folder "" --data.total_steps=$STEPS --data.micro_bsz=$MB --data.micro_num=$MN --model.hidden_size=$C \
   --model.num_layers=$L --model.num_attention_heads=$H --model.vocab_size=$V --job.threads=$THREADS \
   --job.log_every=1 --ckpt.enable_save_ckpt=false --job.tensorboard=false 2>/dev/null
 # Steps 3.. (the first two warm up), as the Python side: total real tokens / total step time.
