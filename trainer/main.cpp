@@ -3,17 +3,24 @@
 //   1  bad input or environment (loom::Error: config, data, checkpoint)
 //   2  internal error (a bug in loom)
 //   3  other failure (LibTorch error, out of memory)
+// Subcommands: `loom-train export-hf ...` (docs/HF.md), `loom-train generate ...`; anything else is
+// a training run.
 #include <exception>
 #include <iostream>
 
 #include "config.h"
+#include "generate.h"
+#include "hf_export.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "trainer.h"
 
 int main(int argc, char** argv) {
   try {
-    auto config = loom::parse_train_config(std::vector<std::string>(argv + 1, argv + argc));
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (!args.empty() && args[0] == "export-hf") return loom::hf::run_export_hf({args.begin() + 1, args.end()});
+    if (!args.empty() && args[0] == "generate") return loom::run_generate({args.begin() + 1, args.end()});
+    auto config = loom::parse_train_config(args);
     if (!config) return 0;
     loom::train(*config);
     return 0;

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole pipeline on data_samples/, end to end, in a few minutes on 2 cores:
+#   tokenize -> verify -> split -> pack -> train (eval + checkpoints) -> generate a sample.
+# Outputs go to out/demo/ (removed first, so the demo is repeatable). Usage: bash scripts/demo.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+BIN=build
+OUT=out/demo
+rm -rf "$OUT"
+mkdir -p "$OUT"
+MODEL=data_samples/spm_2k.model
+
+echo "== 1. tokenize: txt, json and jsonl.gz into token shards"
+$BIN/tokenize/loom-tokenize --model $MODEL --output-dir $OUT/tokens \
+  data_samples/botchan_head.txt data_samples/botchan_tail.json data_samples/neko_head.jsonl.gz
+
+echo "== 2. verify every shard (deep: ids < vocab and checksums)"
+$BIN/packer/loom-pack verify --deep $OUT/tokens
+
+echo "== 3. a deterministic train/valid split by document"
+$BIN/packer/loom-pack split --valid-fraction 0.05 --seed 1 --output-dir $OUT/split $OUT/tokens/*.bin
+$BIN/packer/loom-pack stats $OUT/split/train
+
+echo "== 4. pack into 256-token sequences that keep document boundaries"
+$BIN/packer/loom-pack pack --seq-len 256 --strategy bestfit --seed 1 --output-dir $OUT/packed/train/samples $OUT/split/train/*.bin
+$BIN/packer/loom-pack pack --seq-len 256 --strategy bestfit --seed 1 --output-dir $OUT/packed/valid/samples $OUT/split/valid/*.bin
+$BIN/packer/loom-pack verify --deep $OUT/packed
+
+echo "== 5. train a tiny InternLM-architecture model (eval and checkpoints included)"
+$BIN/trainer/loom-train --config configs/demo.ini \
+  --data.train_folder=$OUT/packed/train --data.valid_folder=$OUT/packed/valid --job.run_dir=$OUT/run
