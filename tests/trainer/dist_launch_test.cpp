@@ -2,6 +2,9 @@
 // the single-process communicator (collectives are the identity, the store is local).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <ctime>
+
 #include "communicator.h"
 #include "grad_sync.h"
 #include "launch.h"
