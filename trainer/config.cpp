@@ -20,6 +20,8 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("resume", po::value(&l.resume)->default_value(""), "auto (newest valid checkpoint of ckpt.save_ckpt_folder, "
         "falling back past damaged ones), a step_N folder, or empty to start fresh")
     ("init-from", po::value(&l.init_from)->default_value(""), "a step_N folder whose model weights start the run")
+    ("profile-memory", po::bool_switch(&l.profile_memory), "CUDA: write run_dir/memory_profile.json (parameters, "
+        "gradients, optimizer state, activations) after the second step")
     ("profiling", po::bool_switch(&l.profiling), "record steps 2-4 with LibTorch's profiler (chrome trace in run_dir)")
     ("job.run_dir", po::value(&l.run_dir)->required(), "output folder: metrics.jsonl, tensorboard/, checkpoints/")
     ("job.device", po::value(&l.device)->default_value("cpu"), "cpu, cuda or cuda:N")

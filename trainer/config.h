@@ -32,6 +32,7 @@ struct LoopOptions {
   std::string resume;              // --resume: "" (none), "auto", or a step_N folder
   std::string init_from;           // --init-from: a step_N folder (weights only)
   bool profiling = false;          // --profiling
+  bool profile_memory = false;     // --profile-memory: device memory breakdown at step 2 (CUDA)
   int64_t inject_nan_step = -1;    // debug.inject_nan_step: TEST ONLY, poisons that step's gradients
   int64_t stop_at_step = -1;       // debug.stop_at_step: TEST ONLY, acts as a SIGTERM once step N is done
 };

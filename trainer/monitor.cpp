@@ -5,6 +5,10 @@
 
 #include "loom/sys.h"
 
+#ifdef LOOM_CUDA_KERNELS
+#include "cuda/memory.h"
+#endif
+
 namespace loom {
 
 namespace {
@@ -25,7 +29,11 @@ uint64_t current_rss_bytes() { return status_kb("VmRSS:"); }
 
 uint64_t peak_memory_bytes(const torch::Device& device) {
   // The CUDA allocator's statistics need the CUDA headers of a GPU build; the CPU build reports RSS.
-  (void)device;
+#ifdef LOOM_CUDA_KERNELS
+  if (device.is_cuda()) {
+    return static_cast<uint64_t>(cuda::memory_stats(device.has_index() ? device.index() : 0).peak_allocated);
+  }
+#endif
   return peak_rss_bytes();
 }
 

@@ -25,8 +25,8 @@ class Timer {
 uint64_t peak_rss_bytes();
 // Current resident set size (VmRSS).
 uint64_t current_rss_bytes();
-// Peak memory of the run: peak RSS for now on every device (the GPU allocator peak comes with the
-// GPU work: it needs the CUDA headers of a GPU build).
+// Peak memory: on CUDA (LOOM_CUDA builds) the caching allocator's peak allocated bytes since its
+// last reset (the loop resets it every step: a per-step peak); elsewhere the peak RSS.
 uint64_t peak_memory_bytes(const torch::Device& device);
 
 }  // namespace loom

@@ -58,7 +58,7 @@ void Optimizer::update_group(const std::vector<size_t>& group, double lr, double
     const auto& g = s.param.grad();
     if (!g.defined()) continue;  // unused this step (e.g. a frozen path): leave it alone
     params.push_back(s.master);
-    grads.push_back(g.scalar_type() == torch::kFloat32 ? g : g.to(torch::kFloat32));
+    grads.push_back(g);  // adamw_step casts bf16 gradients to fp32 bucket by bucket (bounded memory)
     m.push_back(s.exp_avg);
     v.push_back(s.exp_avg_sq);
   }

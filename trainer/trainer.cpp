@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "chunked_loss.h"
 #include "evaluator.h"
+#include "flash_attention.h"
 #include "flops.h"
 #include "loader.h"
 #include "loom/log.h"
@@ -17,6 +19,11 @@
 #include "tensorboard.h"
 #include "torch_compat.h"
 #include "train_state.h"
+
+#ifdef LOOM_CUDA_KERNELS
+#include "cuda/batch_transfer.h"
+#include "cuda/memory.h"
+#endif
 
 namespace loom {
 
@@ -42,6 +49,19 @@ void set_rng_hex(const std::string& hex, const std::string& where) {
   compat::set_rng_state(torch::kCPU, s);
 }
 
+#ifdef LOOM_CUDA_KERNELS
+// Where the device memory goes: parameters, gradients, optimizer state, and the rest of the peak.
+cuda::MemoryBreakdown memory_breakdown(InternLM& model, const Optimizer& opt, int device) {
+  std::vector<torch::Tensor> params, grads, state;
+  for (const auto& p : model->parameters()) {
+    params.push_back(p);
+    grads.push_back(p.grad());
+  }
+  for (const auto& named : opt.state()) state.push_back(named.second);
+  return cuda::memory_breakdown(device, params, grads, state);
+}
+#endif
+
 class Loop {
  public:
   explicit Loop(const TrainConfig& c)
@@ -60,6 +80,10 @@ class Loop {
   void log_step(const StepSums& s, const OptimizerStepResult& r, double lr, bool skipped_batch);
   void validate();
   std::string save();
+  Batch to_device(const Batch& host);
+  void profile_memory();
+  void report_out_of_memory(const c10::OutOfMemoryError& e);
+  int cuda_index() const { return device_.has_index() ? device_.index() : 0; }
 
   const TrainConfig& c_;
   torch::Device device_;
@@ -77,6 +101,9 @@ class Loop {
   double flops_per_token_ = 0;
   int64_t saved_step_ = -1;
   TrainSummary summary_;
+#ifdef LOOM_CUDA_KERNELS
+  std::unique_ptr<cuda::BatchTransfer> transfer_;
+#endif
 };
 
 void Loop::start() {
@@ -90,6 +117,15 @@ void Loop::start() {
   model_ = InternLM(c_.model);
   model_->to(device_);
   model_->train();
+  if (device_.is_cuda()) {
+    // TF32 for the matmuls that stay fp32 (an fp32 run, fp32 pieces of a bf16 one).
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+#ifdef LOOM_CUDA_KERNELS
+    transfer_ = std::make_unique<cuda::BatchTransfer>(cuda_index());
+#endif
+  }
+  select_attention(device_, c_.model.dtype, c_.model.head_dim());
   opt_ = std::make_unique<Optimizer>(named_state(*model_), c_.optimizer);
   flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
   log::info("model: ", model_->num_parameters(), " parameters, ", opt_->num_decay(), " tensors with weight decay, ",
@@ -129,10 +165,7 @@ void Loop::start() {
 
 StepSums Loop::forward_backward(std::vector<Batch>& micro) {
   StepSums s;
-  for (const Batch& b : micro) {
-    s.loss_tokens += b.num_loss_tokens;
-    s.real_tokens += b.segments.ge(0).sum().item<int64_t>();
-  }
+  for (const Batch& b : micro) s.loss_tokens += b.num_loss_tokens;  // real_tokens: counted on the host
   // Every token of the global batch weighs the same: divide each micro-batch's sum by the total.
   const double denom = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
   const int64_t num_datasets = static_cast<int64_t>(data_.datasets().size());
@@ -179,6 +212,11 @@ void Loop::log_step(const StepSums& s, const OptimizerStepResult& r, double lr, 
       {"optimizer_time", opt_t_.seconds()},
       {"peak_memory_mb", static_cast<double>(peak_memory_bytes(device_)) / (1 << 20)},
   };
+#ifdef LOOM_CUDA_KERNELS
+  if (device_.is_cuda()) {
+    f.emplace_back("peak_reserved_mb", static_cast<double>(cuda::memory_stats(cuda_index()).peak_reserved) / (1 << 20));
+  }
+#endif
   const auto names = data_.dataset_names();
   for (size_t d = 0; d < names.size(); ++d) {
     const double t = s.ds_tokens[static_cast<int64_t>(d)].item<double>();
@@ -215,6 +253,45 @@ void Loop::validate() {
   }
 }
 
+Batch Loop::to_device(const Batch& host) {
+#ifdef LOOM_CUDA_KERNELS
+  if (transfer_) {  // from pinned memory on a side stream; the compute stream waits on the device
+    transfer_->start(host);
+    return transfer_->finish();
+  }
+#endif
+  return host.to(device_);
+}
+
+void Loop::profile_memory() {
+#ifdef LOOM_CUDA_KERNELS
+  if (device_.is_cuda()) {
+    const cuda::MemoryBreakdown b = memory_breakdown(model_, *opt_, cuda_index());
+    sys::AtomicFile out(c_.loop.run_dir + "/memory_profile.json");
+    out.write(cuda::to_json(b) + "\n");
+    out.commit();
+    log::info("memory at step ", state_.step, ": ", cuda::describe(b), " (", out.path(), ")");
+    return;
+  }
+#endif
+  log::warn("--profile-memory: the breakdown needs a CUDA device (job.device=", c_.loop.device, ")");
+}
+
+void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
+  // The allocator's message holds the requested size and the device's free memory; add where the
+  // memory went, then let main() exit (code 3).
+  std::string what = e.what_without_backtrace();
+  what = what.substr(0, what.find('\n'));
+  log::error("out of memory at step ", state_.step, ": ", what);
+#ifdef LOOM_CUDA_KERNELS
+  if (device_.is_cuda()) {
+    log::error("memory: ", cuda::describe(memory_breakdown(model_, *opt_, cuda_index())),
+               ". Hints: model.checkpoint=1 recomputes activations; a smaller data.micro_bsz with a larger "
+               "data.micro_num keeps the global batch");
+  }
+#endif
+}
+
 std::string Loop::save() {
   CheckpointContents cc;
   cc.model = named_state(*model_);
@@ -243,11 +320,19 @@ TrainSummary Loop::run() {
     }
     profiler.on_step_begin(state_.step - first);
     data_t_.reset(), fwd_t_.reset(), opt_t_.reset(), step_t_.reset();
+#ifdef LOOM_CUDA_KERNELS
+    if (device_.is_cuda()) cuda::reset_peak_memory(cuda_index());  // peak_memory_mb: this step's
+#endif
     step_t_.start();
     const int64_t step = state_.step;  // 0-based index of this step (skip_batches counts these)
     data_t_.start();
     std::vector<Batch> micro;
-    for (int64_t m = 0; m < c_.data.micro_num; ++m) micro.push_back(loader_.next().to(device_));
+    int64_t real_tokens = 0;  // counted on the host copy: no device read-back
+    for (int64_t m = 0; m < c_.data.micro_num; ++m) {
+      const Batch host = loader_.next();
+      real_tokens += host.segments.ge(0).sum().item<int64_t>();
+      micro.push_back(to_device(host));
+    }
     data_t_.stop();
 
     const bool skip_batch = loader_.should_skip(step);
@@ -257,12 +342,18 @@ TrainSummary Loop::run() {
     if (skip_batch) {
       // InternLM's BatchSkipper: the data is consumed, nothing is computed or updated.
       ++state_.skipped_batches;
-      for (const Batch& b : micro) sums.real_tokens += b.segments.ge(0).sum().item<int64_t>();
+      sums.real_tokens = real_tokens;
       sums.loss_sum = torch::zeros({}), sums.correct = torch::zeros({});
       log::warn("step ", step, ": skipped by data.skip_batches (data consumed, no update)");
     } else {
       fwd_t_.start();
-      sums = forward_backward(micro);
+      try {
+        sums = forward_backward(micro);
+      } catch (const c10::OutOfMemoryError& e) {
+        report_out_of_memory(e);
+        throw;
+      }
+      sums.real_tokens = real_tokens;
       fwd_t_.stop();
       if (step == c_.loop.inject_nan_step) {
         torch::NoGradGuard g;
@@ -284,6 +375,7 @@ TrainSummary Loop::run() {
     state_.sampler = loader_.state();
     state_.consumed_tokens += static_cast<uint64_t>(sums.real_tokens);
     step_t_.stop();
+    if (c_.loop.profile_memory && state_.step == first + 2) profile_memory();
     if (!skip_batch) log_step(sums, r, lr, skip_batch);
     ++summary_.steps_done;
     if (c_.loop.valid_every > 0 && state_.step % c_.loop.valid_every == 0 && state_.step != c_.loop.total_steps)
