@@ -2,12 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "loom/error.h"
@@ -120,6 +122,11 @@ std::string hostname() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
   return buf;
+}
+
+bool process_alive(long pid) {
+  // EPERM means it exists but belongs to someone else.
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
 // ---- File ----
@@ -261,8 +268,29 @@ namespace {
 constexpr size_t kWriteBuffer = 1 << 20;
 }
 
+namespace {
+// Removes "<path>.tmp.<host>.<pid>" files whose process is gone (a killed earlier run).
+void remove_stale_temporaries(const std::string& path) {
+  const std::string dir = dirname(path);
+  const std::string prefix = basename(path) + ".tmp." + hostname() + ".";
+  DIR* d = ::opendir(dir.empty() ? "." : dir.c_str());
+  if (!d) return;  // the create below reports a missing folder properly
+  std::vector<std::string> stale;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (end && *end == '\0' && !process_alive(pid)) stale.push_back(name);
+  }
+  ::closedir(d);
+  for (const auto& name : stale) remove_file(dir.empty() ? name : dir + "/" + name);
+}
+}  // namespace
+
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
-  temp_path_ = str(path_, ".tmp.", ::getpid());
+  remove_stale_temporaries(path_);
+  temp_path_ = str(path_, ".tmp.", hostname(), ".", ::getpid());
   file_ = File::create(temp_path_);
   buf_.reserve(kWriteBuffer);
 }

@@ -1,3 +1,6 @@
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "loom/error.h"
@@ -64,4 +67,27 @@ TEST_CASE("LOOM_CHECK throws Error with the message, LOOM_ASSERT throws Internal
   CHECK_THROWS_AS([] { LOOM_CHECK(1 == 2, "value ", 3, " bad"); }(), Error);
   CHECK_THROWS_WITH([] { LOOM_CHECK(1 == 2, "value ", 3, " bad"); }(), Catch::StartsWith("value 3 bad ["));
   CHECK_THROWS_AS([] { LOOM_ASSERT(false, "x"); }(), InternalError);
+}
+
+TEST_CASE("AtomicFile removes temporaries of dead processes of this host and keeps the others") {
+  test::TempDir dir("stale");
+  const std::string path = dir / "out.bin";
+  // A pid that surely does not run any more: a child that has exited and been reaped.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string host = sys::hostname();
+  const std::string stale = str(path, ".tmp.", host, ".", dead);
+  const std::string live = str(path, ".tmp.", host, ".", ::getppid());
+  const std::string other_host = str(path, ".tmp.other-host.", dead);
+  const std::string other_file = str(dir / "other.bin", ".tmp.", host, ".", dead);
+  for (const auto& f : {stale, live, other_host, other_file}) test::write_all(f, "x");
+  sys::AtomicFile f(path);
+  CHECK_FALSE(sys::exists(stale));
+  CHECK(sys::exists(live));
+  CHECK(sys::exists(other_host));
+  CHECK(sys::exists(other_file));
+  f.write("y");
+  f.commit();
+  CHECK(test::read_all(path) == "y");
 }

@@ -28,6 +28,8 @@ std::string basename(const std::string& path);
 std::vector<std::string> list_files(const std::string& path);
 std::string read_file(const std::string& path);          // whole file, for small files only
 std::string hostname();
+// Whether a process with this pid runs on this host.
+bool process_alive(long pid);
 
 // An owned file descriptor.
 class File {
@@ -83,8 +85,10 @@ class MappedFile {
   std::string path_;
 };
 
-// Writes to "<path>.tmp.<pid>"; commit() fsyncs and renames it to path. Destroyed uncommitted, it
-// removes the temporary file, so failures leave nothing behind.
+// Writes to "<path>.tmp.<host>.<pid>"; commit() fsyncs and renames it to path. Destroyed uncommitted,
+// it removes the temporary file, so failures leave nothing behind. A process killed with SIGKILL
+// cannot clean up: the next AtomicFile for the same path removes temporaries of that path left by
+// processes of this host that no longer run (the host in the name keeps a shared filesystem safe).
 class AtomicFile;
 // Several AtomicFiles that become visible together: all are fsynced before any is renamed, and the
 // one named last (by convention the .meta index) marks the set complete.
