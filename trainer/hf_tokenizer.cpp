@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "loom/json_text.h"
 #include "loom/error.h"
 #include "loom/sys.h"
 
@@ -57,25 +58,8 @@ class Wire {
   const std::string& path_;
 };
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 std::string piece_or_null(const SpmModel& m, int id) {
-  return id >= 0 && id < m.size() ? json_string(m.pieces[id]) : std::string("null");
+  return id >= 0 && id < m.size() ? json_quote(m.pieces[id]) : std::string("null");
 }
 
 constexpr int kUnknown = 2, kControl = 3, kByte = 6;

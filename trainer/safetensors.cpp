@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "loom/json_text.h"
 #include "loom/error.h"
 #include "loom/hash.h"
 
@@ -28,24 +29,6 @@ const char* dtype_name(torch::ScalarType t) {
   LOOM_FAIL("safetensors: unsupported tensor dtype ", c10::toString(t));
 }
 
-// JSON string escaping for tensor names and metadata (quotes, backslashes, control characters).
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 WriteResult write(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
@@ -60,7 +43,7 @@ WriteResult write(const std::string& path, const NamedTensors& tensors, const Me
     torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
     const uint64_t n = static_cast<uint64_t>(c.numel()) * c.element_size();
     if (header.size() > 1) header += ",";
-    header += json_string(name) + ":{\"dtype\":\"" + dtype_name(c.scalar_type()) + "\",\"shape\":[";
+    header += json_quote(name) + ":{\"dtype\":\"" + dtype_name(c.scalar_type()) + "\",\"shape\":[";
     for (int64_t i = 0; i < c.dim(); ++i) header += (i ? "," : "") + std::to_string(c.size(i));
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + n) + "]}";
     offset += n;
@@ -71,7 +54,7 @@ WriteResult write(const std::string& path, const NamedTensors& tensors, const Me
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
-      header += (first ? "" : ",") + json_string(k) + ":" + json_string(v);
+      header += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
       first = false;
     }
     header += "}";

@@ -97,21 +97,8 @@ void PackedWriter::commit(uint64_t num_source_docs) {
 PackedReader::PackedReader(const std::string& bin_path) {
   const std::string meta_path = meta_path_for(bin_path);
   meta_ = sys::MappedFile(meta_path);
-  LOOM_CHECK(meta_.size() >= 8 && std::memcmp(meta_.data(), kPackedMagic, 8) == 0, meta_path,
-             ": bad magic: not a loom packed shard index (expected \"LOOMPACK\" at byte 0)");
-  LOOM_CHECK(meta_.size() >= sizeof(PackedHeader), meta_path, ": truncated .meta: ", meta_.size(),
-             " bytes, expected at least the ", sizeof(PackedHeader), "-byte header");
-  std::memcpy(&header_, meta_.data(), sizeof(header_));
+  detail::read_loom_header(meta_, kPackedMagic, "loom packed shard index", kPackedVersion, &header_, sizeof(header_));
   const PackedHeader& h = header_;
-  LOOM_CHECK(h.version <= kPackedVersion, meta_path, ": format version ", h.version,
-             " is newer than this build of loom reads (up to ", kPackedVersion, "); upgrade loom");
-  LOOM_CHECK(h.version >= 1, meta_path, ": bad format version 0");
-  LOOM_CHECK(h.header_size == sizeof(PackedHeader), meta_path, ": header_size ", h.header_size, ", expected ",
-             sizeof(PackedHeader));
-  LOOM_CHECK(h.dtype_bytes == 2 || h.dtype_bytes == 4, meta_path, ": dtype_bytes ", h.dtype_bytes,
-             ", expected 2 (uint16) or 4 (uint32)");
-  LOOM_CHECK(h.vocab_size > 0 && (h.dtype_bytes == 4 || h.vocab_size <= 65536), meta_path, ": vocab size ",
-             h.vocab_size, " does not fit dtype uint", h.dtype_bytes * 8);
   LOOM_CHECK(h.seq_len > 0, meta_path, ": seq_len is 0");
   LOOM_CHECK(h.pad_id < h.vocab_size, meta_path, ": pad_id ", h.pad_id, " >= vocab size ", h.vocab_size);
   LOOM_CHECK(h.strategy <= 1, meta_path, ": unknown strategy ", h.strategy, ", expected 0 (concat) or 1 (bestfit)");

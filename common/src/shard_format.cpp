@@ -32,6 +32,33 @@ const char* shard_kind_name(ShardKind kind) {
   return "unknown";
 }
 
+namespace detail {
+void read_loom_header(const sys::MappedFile& meta, const char (&magic)[8], const char* what, uint32_t max_version,
+                      void* header, size_t header_size) {
+  const std::string& path = meta.path();
+  const std::string magic_text(magic, strnlen(magic, 8));
+  LOOM_CHECK(meta.size() >= 8 && std::memcmp(meta.data(), magic, 8) == 0, path, ": bad magic: not a ", what,
+             " (expected \"", magic_text, "\" at byte 0)");
+  LOOM_CHECK(meta.size() >= header_size, path, ": truncated .meta: ", meta.size(), " bytes, expected at least the ",
+             header_size, "-byte header");
+  std::memcpy(header, meta.data(), header_size);
+  // The common prefix, at the same offsets in every loom header (static_asserts in the headers).
+  uint32_t version, hsize, dtype_bytes, vocab_size;
+  std::memcpy(&version, meta.data() + 8, 4);
+  std::memcpy(&hsize, meta.data() + 12, 4);
+  std::memcpy(&dtype_bytes, meta.data() + 16, 4);
+  std::memcpy(&vocab_size, meta.data() + 20, 4);
+  LOOM_CHECK(version <= max_version, path, ": format version ", version,
+             " is newer than this build of loom reads (up to ", max_version, "); upgrade loom");
+  LOOM_CHECK(version >= 1, path, ": bad format version 0");
+  LOOM_CHECK(hsize == header_size, path, ": header_size ", hsize, ", expected ", header_size);
+  LOOM_CHECK(dtype_bytes == 2 || dtype_bytes == 4, path, ": dtype_bytes ", dtype_bytes,
+             ", expected 2 (uint16) or 4 (uint32)");
+  LOOM_CHECK(vocab_size > 0 && (dtype_bytes == 4 || vocab_size <= 65536), path, ": vocab size ", vocab_size,
+             " does not fit dtype uint", dtype_bytes * 8);
+}
+}  // namespace detail
+
 // ---- ShardWriter ----
 
 ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info)
@@ -81,21 +108,8 @@ void ShardWriter::commit() {
 ShardReader::ShardReader(const std::string& bin_path) {
   const std::string meta_path = meta_path_for(bin_path);
   meta_ = sys::MappedFile(meta_path);
-  LOOM_CHECK(meta_.size() >= 8 && std::memcmp(meta_.data(), kShardMagic, 8) == 0, meta_path,
-             ": bad magic: not a loom shard index (expected \"LOOMTOK\" at byte 0)");
-  LOOM_CHECK(meta_.size() >= sizeof(ShardHeader), meta_path, ": truncated .meta: ", meta_.size(),
-             " bytes, expected at least the ", sizeof(ShardHeader), "-byte header");
-  std::memcpy(&header_, meta_.data(), sizeof(header_));
+  detail::read_loom_header(meta_, kShardMagic, "loom shard index", kShardVersion, &header_, sizeof(header_));
   const ShardHeader& h = header_;
-  LOOM_CHECK(h.version <= kShardVersion, meta_path, ": format version ", h.version,
-             " is newer than this build of loom reads (up to ", kShardVersion, "); upgrade loom");
-  LOOM_CHECK(h.version >= 1, meta_path, ": bad format version 0");
-  LOOM_CHECK(h.header_size == sizeof(ShardHeader), meta_path, ": header_size ", h.header_size, ", expected ",
-             sizeof(ShardHeader));
-  LOOM_CHECK(h.dtype_bytes == 2 || h.dtype_bytes == 4, meta_path, ": dtype_bytes ", h.dtype_bytes,
-             ", expected 2 (uint16) or 4 (uint32)");
-  LOOM_CHECK(h.vocab_size > 0 && (h.dtype_bytes == 4 || h.vocab_size <= 65536), meta_path, ": vocab size ",
-             h.vocab_size, " does not fit dtype uint", h.dtype_bytes * 8);
   LOOM_CHECK(h.num_docs > 0, meta_path, ": empty shard: it has no documents");
   const uint64_t want_meta = sizeof(ShardHeader) + (h.num_docs + 1) * sizeof(uint64_t);
   LOOM_CHECK(h.num_docs < (uint64_t{1} << 58) && meta_.size() == want_meta, meta_path, ": truncated .meta: ",

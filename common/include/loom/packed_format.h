@@ -48,6 +48,7 @@
 // attention that never crosses a segment, and no loss from a segment's last token to the next one.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -88,6 +89,9 @@ struct PackedHeader {
   uint8_t reserved[16];
 };
 static_assert(sizeof(PackedHeader) == 128, "the packed header is 128 bytes on disk");
+static_assert(offsetof(PackedHeader, vocab_size) == offsetof(ShardHeader, vocab_size) &&
+                  offsetof(PackedHeader, dtype_bytes) == offsetof(ShardHeader, dtype_bytes),
+              "loom headers share their first 24 bytes (detail::read_loom_header)");
 
 struct PackedSegment {
   uint64_t doc;
@@ -167,18 +171,10 @@ class PackedReader {
 
 template <typename F>
 void PackedReader::verify_deep(F&& on_bytes) const {
-  constexpr uint64_t kChunkTokens = 1 << 22;
-  const uint64_t total = header_.num_packs * header_.seq_len;
-  bin_.advise_sequential();
-  Xxh64 h;
-  for (uint64_t t = 0; t < total; t += kChunkTokens) {
-    uint64_t end = t + kChunkTokens < total ? t + kChunkTokens : total;
-    verify_range(t, end);
-    h.update(bin_.data() + t * dtype_bytes(), (end - t) * dtype_bytes());
-    bin_.advise_done(t * dtype_bytes(), (end - t) * dtype_bytes());
-    on_bytes((end - t) * dtype_bytes());
-  }
-  if (h.digest() != header_.bin_xxh64) fail_checksum(h.digest());
+  const uint64_t got = detail::scan_in_chunks(
+      bin_, dtype_bytes(), header_.num_packs * header_.seq_len,
+      [this](uint64_t b, uint64_t e) { verify_range(b, e); }, on_bytes);
+  if (got != header_.bin_xxh64) fail_checksum(got);
 }
 
 }  // namespace loom

@@ -78,6 +78,33 @@ struct TokenizerInfo {
 inline uint32_t dtype_bytes_for_vocab(uint32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 inline std::string meta_path_for(const std::string& bin_path) { return bin_path + ".meta"; }
 
+namespace detail {
+// One sequential pass over a .bin of `total_tokens` ids in chunks: check(begin, end) validates ids,
+// the bytes are hashed in the same trip through the cache, and pages already done are dropped
+// (files larger than RAM stay fast). Returns the XXH64 of the whole file.
+template <typename Check, typename OnBytes>
+uint64_t scan_in_chunks(const sys::MappedFile& bin, uint32_t dtype_bytes, uint64_t total_tokens, Check&& check,
+                        OnBytes&& on_bytes) {
+  constexpr uint64_t kChunkTokens = 1 << 22;
+  bin.advise_sequential();
+  Xxh64 h;
+  for (uint64_t t = 0; t < total_tokens; t += kChunkTokens) {
+    const uint64_t end = t + kChunkTokens < total_tokens ? t + kChunkTokens : total_tokens;
+    check(t, end);
+    h.update(bin.data() + t * dtype_bytes, (end - t) * dtype_bytes);
+    bin.advise_done(t * dtype_bytes, (end - t) * dtype_bytes);
+    on_bytes((end - t) * dtype_bytes);
+  }
+  return h.digest();
+}
+
+// Checks the fields every loom header starts with (magic, version, header_size, dtype_bytes,
+// vocab_size: the same offsets in ShardHeader and PackedHeader) and copies the header out of meta.
+// `what` names the format in the bad-magic message.
+void read_loom_header(const sys::MappedFile& meta, const char (&magic)[8], const char* what, uint32_t max_version,
+                      void* header, size_t header_size);
+}  // namespace detail
+
 // Which format a shard's .meta holds, told apart by content (not by name).
 enum class ShardKind { kLoom, kPacked, kInternlm, kUnknown };
 ShardKind detect_shard_kind(const std::string& bin_path);
@@ -147,19 +174,9 @@ class ShardReader {
 
 template <typename F>
 void ShardReader::verify_deep(F&& on_bytes) const {
-  // Checked in chunks so the hash and the id scan share one trip through the cache, and pages
-  // already checked are dropped (shards larger than RAM stay fast).
-  constexpr uint64_t kChunkTokens = 1 << 22;
-  bin_.advise_sequential();
-  Xxh64 h;
-  for (uint64_t t = 0; t < num_tokens(); t += kChunkTokens) {
-    uint64_t end = t + kChunkTokens < num_tokens() ? t + kChunkTokens : num_tokens();
-    verify_chunk(t, end);
-    h.update(bin_.data() + t * dtype_bytes(), (end - t) * dtype_bytes());
-    bin_.advise_done(t * dtype_bytes(), (end - t) * dtype_bytes());
-    on_bytes((end - t) * dtype_bytes());
-  }
-  if (h.digest() != header_.bin_xxh64) fail_checksum(h.digest());
+  const uint64_t got = detail::scan_in_chunks(
+      bin_, dtype_bytes(), num_tokens(), [this](uint64_t b, uint64_t e) { verify_chunk(b, e); }, on_bytes);
+  if (got != header_.bin_xxh64) fail_checksum(got);
 }
 
 }  // namespace loom
