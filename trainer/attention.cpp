@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fused_ops.h"
 #include "loom/error.h"
 
 namespace loom {
@@ -38,22 +39,30 @@ PackedContext make_packed_context(const Batch& batch, int64_t head_dim, double r
   ctx.cos = angles.cos();
   ctx.sin = angles.sin();
 
-  // Query i sees key j iff j <= i in the same document. Padding (segment -1) sees only itself, so
-  // no softmax row is empty (an empty row would make NaNs that reach the gradients).
-  const int64_t T = batch.tokens.size(1);
-  const torch::Tensor seg = batch.segments;
-  const torch::Tensor same = seg.unsqueeze(2) == seg.unsqueeze(1);  // [B, T, T]
-  const torch::Tensor real = (seg >= 0).unsqueeze(2);
-  const auto bopt = torch::TensorOptions().dtype(torch::kBool).device(dev);
-  const torch::Tensor causal = torch::ones({T, T}, bopt).tril();
-  const torch::Tensor diag = torch::eye(T, bopt);
-  ctx.mask = ((same & real & causal) | diag).unsqueeze(1).unsqueeze(1);  // [B, 1, 1, T, T]
+  // The varlen kernel needs no mask: skip the [B, T, T] work (and memory) when it is registered.
+  if (!varlen_kernel()) {
+    // Query i sees key j iff j <= i in the same document. Padding (segment -1) sees only itself, so
+    // no softmax row is empty (an empty row would make NaNs that reach the gradients).
+    const int64_t T = batch.tokens.size(1);
+    const torch::Tensor seg = batch.segments;
+    const torch::Tensor same = seg.unsqueeze(2) == seg.unsqueeze(1);  // [B, T, T]
+    const torch::Tensor real = (seg >= 0).unsqueeze(2);
+    const auto bopt = torch::TensorOptions().dtype(torch::kBool).device(dev);
+    const torch::Tensor causal = torch::ones({T, T}, bopt).tril();
+    const torch::Tensor diag = torch::eye(T, bopt);
+    ctx.mask = ((same & real & causal) | diag).unsqueeze(1).unsqueeze(1);  // [B, 1, 1, T, T]
+  }
   ctx.cu_seqlens = batch.cu_seqlens;
   ctx.max_seqlen = batch.max_seqlen;
   return ctx;
 }
 
 torch::Tensor apply_rotary(const torch::Tensor& x, const PackedContext& ctx) {
+  if (x.is_cuda() && fused_kernels_available()) {
+    // The fused kernel reads x in place (a view of the QKV projection) and takes the D/2 angles.
+    const int64_t half = x.size(-1) / 2;
+    return fused_rotary(x, ctx.cos.squeeze(2).narrow(-1, 0, half), ctx.sin.squeeze(2).narrow(-1, 0, half));
+  }
   const torch::Tensor xf = x.to(torch::kFloat32);
   return (xf * ctx.cos + rotate_half(xf) * ctx.sin).to(x.scalar_type());
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "activation_checkpoint.h"
+#include "fused_ops.h"
 #include "loom/error.h"
 
 namespace loom {
@@ -78,6 +79,10 @@ RMSNormImpl::RMSNormImpl(const RMSNormOptions& o) : o_(o) {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  // CUDA: one fused kernel (fused_ops.h), same math with a single rounding.
+  if (x.is_cuda() && fused_kernels_available() && x.scalar_type() == weight.scalar_type()) {
+    return fused_rmsnorm(x, weight, o_.eps);
+  }
   const torch::Tensor xf = x.to(torch::kFloat32);
   const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + o_.eps);
   return weight * normed.to(weight.scalar_type());
@@ -108,7 +113,10 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o) {
   w3 = register_module("w3", lin(o.ffn_hidden, o.hidden_size));
 }
 
-torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) { return w3(torch::silu(w1(x)) * w2(x)); }
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  if (x.is_cuda() && fused_kernels_available()) return w3(fused_swiglu(w1(x), w2(x)));  // one pass for the gate
+  return w3(torch::silu(w1(x)) * w2(x));
+}
 
 DecoderLayerImpl::DecoderLayerImpl(const DecoderLayerOptions& o) : o_(o) {
   attention_norm = register_module("attention_norm", RMSNorm(RMSNormOptions{o.attention.hidden_size, o.norm_eps}));
@@ -177,8 +185,19 @@ void InternLMImpl::reset_parameters() {
 }
 
 torch::Tensor InternLMImpl::forward(const Batch& b) {
+  const torch::Tensor head = head_weight();
+  return torch::linear(hidden_states(b).to(head.scalar_type()), head).to(torch::kFloat32);
+}
+
+torch::Tensor InternLMImpl::head_weight() const {
+  return o_.tie_embeddings ? tok_embeddings->weight : output->weight;
+}
+
+torch::Tensor InternLMImpl::hidden_states(const Batch& b) {
   LOOM_CHECK(b.tokens.dim() == 2, "model input must be tokens [B, T], got ", b.tokens.sizes());
-  {
+  // The range check reads the tokens back: on a GPU that would stall every step, and the trainer
+  // checks the data's vocabulary against model.vocab_size once at start.
+  if (b.tokens.is_cpu()) {
     const auto mm = torch::aminmax(b.tokens);
     const int64_t lo = std::get<0>(mm).item<int64_t>(), hi = std::get<1>(mm).item<int64_t>();
     if (lo < 0 || hi >= o_.vocab_size) {
@@ -191,9 +210,7 @@ torch::Tensor InternLMImpl::forward(const Batch& b) {
   const PackedContext ctx = make_packed_context(b, o_.head_dim(), o_.rope_base);
   torch::Tensor h = tok_embeddings(b.tokens);
   for (auto& layer : layer_list_) h = layer(h, ctx);
-  h = norm(h.to(torch::kFloat32));
-  const torch::Tensor head = o_.tie_embeddings ? tok_embeddings->weight : output->weight;
-  return torch::linear(h.to(head.scalar_type()), head).to(torch::kFloat32);
+  return norm(h.to(torch::kFloat32));
 }
 
 int64_t InternLMImpl::num_parameters() {

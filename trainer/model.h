@@ -140,6 +140,11 @@ class InternLMImpl : public torch::nn::Module {
   explicit InternLMImpl(const ModelOptions& o);
   // logits [B, T, V] fp32. Tokens must lie in [0, V).
   torch::Tensor forward(const Batch& b);
+  // forward() without the head: the final norm's output [B, T, C] fp32, for a loss that applies
+  // the head itself chunk by chunk (chunked_loss.h). forward(b) = linear(hidden_states(b), head_weight()).
+  torch::Tensor hidden_states(const Batch& b);
+  // The head's weight [V, C]: output.weight, or tok_embeddings.weight when tie_embeddings.
+  torch::Tensor head_weight() const;
   int64_t num_parameters();
   const ModelOptions& options() const { return o_; }
 

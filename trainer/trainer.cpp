@@ -170,7 +170,10 @@ StepSums Loop::forward_backward(std::vector<Batch>& micro) {
   const double denom = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
   const int64_t num_datasets = static_cast<int64_t>(data_.datasets().size());
   for (Batch& b : micro) {
-    LossResult r = compute_loss(model_->forward(b), b, c_.loop.label_smoothing, num_datasets);
+    // On CUDA the head and the loss run chunk by chunk (chunked_loss.h): no [B, T, V] fp32 logits.
+    LossResult r = device_.is_cuda() ? compute_chunked_loss(model_->hidden_states(b), model_->head_weight(), b,
+                                                            c_.loop.label_smoothing, num_datasets)
+                                     : compute_loss(model_->forward(b), b, c_.loop.label_smoothing, num_datasets);
     (r.loss_sum / denom).backward();
     auto acc = [](torch::Tensor& into, const torch::Tensor& t) { into = into.defined() ? into + t : t.detach(); };
     acc(s.loss_sum, r.loss_sum.detach());

@@ -15,10 +15,8 @@ esac
 WORK=$(mktemp -d /tmp/loom-bench-XXXX)
 mkdir -p "$WORK/train/synthetic"
 python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len 4096 --packs $((BSZ * (STEPS + 2))) >&2
-# The memory breakdown (parameters, gradients, optimizer state, activations) lands in the log.
-PROFILE=""
-build-gpu/trainer/loom-train --help 2>&1 | grep -q -- --profile-memory && PROFILE=--profile-memory
-build-gpu/trainer/loom-train $PROFILE --job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16 \
+# --profile-memory: the breakdown (parameters, gradients, optimizer state, activations) lands in the log.
+build-gpu/trainer/loom-train --profile-memory --job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16 \
   --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false --job.log_every=1 \
   --data.train_folder="$WORK/train" --data.seq_len=4096 --data.micro_bsz="$BSZ" --data.micro_num=1 \
   --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint="$CKPT" $SHAPE \

@@ -1,5 +1,6 @@
 // The InternLM model on CUDA: fp32 forward/backward equal the CPU's, and a short bf16 run with
-// flash attention and fused AdamW on fp32 master weights learns. Label gpu.
+// flash attention, the fused kernels, the chunked loss and fused AdamW on fp32 master weights
+// learns. Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
@@ -8,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "chunked_loss.h"
 #include "flash_attention.h"
 #include "fused_adamw.h"
 #include "gpu_util.h"
@@ -56,6 +58,10 @@ TEST_CASE("InternLM forward and backward on CUDA equal the CPU in fp32") {
   const torch::Tensor lc = cpu->forward(b);
   const torch::Tensor lg = gpu->forward(bg);
   CHECK(rel_err(lg, lc) < 1e-5);
+  {
+    torch::NoGradGuard no_grad;  // forward() is the head applied to hidden_states()
+    CHECK(rel_err(torch::linear(gpu->hidden_states(bg), gpu->head_weight()), lg) < 1e-6);
+  }
   const loom::LossResult rc = loom::compute_loss(lc, b, 0.0, 1);
   const loom::LossResult rg = loom::compute_loss(lg, bg, 0.0, 1);
   CHECK(rg.loss_sum.item<double>() == Approx(rc.loss_sum.item<double>()).epsilon(1e-5));
@@ -70,7 +76,7 @@ TEST_CASE("InternLM forward and backward on CUDA equal the CPU in fp32") {
   at::globalContext().setAllowTF32CuBLAS(true);
 }
 
-TEST_CASE("a short bf16 run with flash attention and fused AdamW on fp32 master weights learns a batch") {
+TEST_CASE("a short bf16 run with flash attention, fused kernels, chunked loss and fused AdamW learns a batch") {
   const loom::ModelOptions o = small_model(torch::kBFloat16);
   REQUIRE(loom::select_attention(cuda(), o.dtype, o.head_dim()) == loom::AttentionKernel::kFlashVarlen);
   torch::manual_seed(61);
@@ -90,8 +96,8 @@ TEST_CASE("a short bf16 run with flash attention and fused AdamW on fp32 master 
   ao.lr = 3e-3;
   std::vector<double> losses;
   for (int i = 0; i < 30; ++i) {
-    const torch::Tensor logits = model->forward(b);
-    const loom::LossResult r = loom::compute_loss(logits, b, 0.0, 1);
+    // The trainer's CUDA path: hidden states, then head + loss chunk by chunk (fused kernel).
+    const loom::LossResult r = loom::compute_chunked_loss(model->hidden_states(b), model->head_weight(), b, 0.0, 1);
     const torch::Tensor loss = r.loss_sum / r.tokens;
     for (auto& p : params) p.mutable_grad() = torch::Tensor();
     loss.backward();
