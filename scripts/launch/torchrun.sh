@@ -15,6 +15,10 @@ nproc=$1
 shift
 # Debian's python3-torch 1.13 spells the flags with underscores; torch 2.x accepts both.
 read -r -a torchrun <<< "${TORCHRUN:-/usr/bin/python3 -m torch.distributed.run}"
+# torch 1.13 on Python 3.11 parses its default "--redirects 0"/"--tee 0" to None and crashes
+# (Std.from_str("0") and ("3") are None there). "1" works: stdout is teed to the console (and kept
+# in torchrun's log folder), stderr is untouched.
+torchrun+=(--redirects 1 --tee 1)
 if [ "${NNODES:-1}" = 1 ]; then
   exec "${torchrun[@]}" --standalone --nnodes=1 --nproc_per_node="$nproc" --no_python "$@"
 fi
