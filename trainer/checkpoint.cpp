@@ -17,11 +17,7 @@ namespace {
 
 constexpr const char* kManifest = "manifest.json";
 
-struct FileEntry {
-  std::string name;
-  uint64_t bytes;
-  uint64_t xxh64;
-};
+using FileEntry = CheckpointFile;
 
 void write_text(const std::string& path, const std::string& text, std::vector<FileEntry>& files) {
   sys::AtomicFile f(path);
@@ -44,6 +40,18 @@ int64_t parse_step_name(const std::string& name) {
 }  // namespace
 
 std::string checkpoint_dir_name(int64_t step) { return "step_" + std::to_string(step); }
+
+std::string zero1_shard_name(int shard) { return "optimizer_zero1_" + std::to_string(shard) + ".safetensors"; }
+
+std::vector<std::string> zero1_shard_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& f : sys::list_files(dir)) {
+    const std::string name = sys::basename(f);
+    if (sys::dirname(f) == dir && name.rfind("optimizer_zero1_", 0) == 0) out.push_back(f);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 void remove_checkpoint_dir(const std::string& dir) {
   if (!sys::exists(dir)) return;
@@ -90,8 +98,12 @@ int64_t validate_checkpoint(const std::string& dir) {
     LOOM_CHECK(got == hex, path, ": XXH64 ", got, ", the manifest says ", hex, " (the file is corrupt)");
     names.insert(std::string(name));
   }
-  for (const char* required : {"model.safetensors", "optimizer.safetensors", "state.json", "config.ini"})
+  for (const char* required : {"model.safetensors", "state.json", "config.ini"})
     LOOM_CHECK(names.count(required), manifest_path, ": does not list ", required);
+  bool shards = false;
+  for (const std::string& n : names) shards = shards || n.rfind("optimizer_zero1_", 0) == 0;
+  LOOM_CHECK(names.count("optimizer.safetensors") || shards, manifest_path,
+             ": lists neither optimizer.safetensors nor ZeRO-1 optimizer shards");
   return step;
 }
 
@@ -101,16 +113,30 @@ Checkpointer::Checkpointer(CheckpointOptions o) : o_(std::move(o)) {
 }
 
 std::string Checkpointer::save(int64_t step, const CheckpointContents& c) {
-  const std::string final_dir = o_.folder + "/" + checkpoint_dir_name(step);
-  const std::string tmp = final_dir + ".tmp";
+  begin(step);
+  return commit(step, c, {});
+}
+
+std::string Checkpointer::begin(int64_t step) {
+  const std::string tmp = o_.folder + "/" + checkpoint_dir_name(step) + ".tmp";
   remove_checkpoint_dir(tmp);  // left by a killed save
   sys::make_dirs(tmp);
+  return tmp;
+}
+
+std::string Checkpointer::commit(int64_t step, const CheckpointContents& c, const std::vector<CheckpointFile>& extra) {
+  const std::string final_dir = o_.folder + "/" + checkpoint_dir_name(step);
+  const std::string tmp = final_dir + ".tmp";
+  LOOM_ASSERT(sys::is_directory(tmp), tmp, ": commit without begin");
 
   std::vector<FileEntry> files;
   auto m = safetensors::write(tmp + "/model.safetensors", c.model, {{"format", "pt"}, {"loom_step", std::to_string(step)}});
   files.push_back({"model.safetensors", m.bytes, m.xxh64});
-  auto opt = safetensors::write(tmp + "/optimizer.safetensors", c.optimizer, {{"loom_step", std::to_string(step)}});
-  files.push_back({"optimizer.safetensors", opt.bytes, opt.xxh64});
+  if (!c.optimizer.empty()) {
+    auto opt = safetensors::write(tmp + "/optimizer.safetensors", c.optimizer, {{"loom_step", std::to_string(step)}});
+    files.push_back({"optimizer.safetensors", opt.bytes, opt.xxh64});
+  }
+  files.insert(files.end(), extra.begin(), extra.end());
   write_text(tmp + "/state.json", c.state_json, files);
   write_text(tmp + "/config.ini", c.config_ini, files);
 

@@ -7,12 +7,16 @@
 //                               model's dtype
 //       optimizer.safetensors   AdamW state: "step" (F64 scalar), "exp_avg.NAME", "exp_avg_sq.NAME",
 //                               and "master.NAME" (fp32 master weights) when the model is not fp32
+//       optimizer_zero1_K.safetensors   instead of optimizer.safetensors when the run shards the
+//                               optimizer (parallel.zero1 != 1): shard K of S, written by its rank
+//                               (zero1.h has the layout); either kind resumes into either mode
 //       state.json              TrainState: step, updates, consumed samples/tokens, sampler, RNG, counters
 //       config.ini              the resolved configuration of the run that wrote it
 //       manifest.json           {"format": "loom-checkpoint", "version": 1, "step": N,
 //                                "files": [{"name", "bytes", "xxh64" (16 hex digits)}]}, written last
 //
-// Writing: everything goes into step_N.tmp/ (each file fsync'd), the folder is renamed to step_N,
+// Writing: everything goes into step_N.tmp/ (each file fsync'd; with several ranks, each shard's
+// rank writes its file there and rank 0 everything else), the folder is renamed to step_N,
 // the parent fsync'd, then `latest` replaced; only then are checkpoints beyond the newest ckpt.keep
 // removed. A crash at any point leaves the previous checkpoints intact and at most a step_N.tmp/
 // that the next save removes. Reading: the manifest's version, each file's size and XXH64 are
@@ -38,12 +42,23 @@ struct CheckpointOptions {
 // What one checkpoint holds.
 struct CheckpointContents {
   safetensors::NamedTensors model;
-  safetensors::NamedTensors optimizer;
+  safetensors::NamedTensors optimizer;  // empty: the optimizer's state is in shard files (extra)
   std::string state_json;
   std::string config_ini;
 };
 
 std::string checkpoint_dir_name(int64_t step);  // "step_N"
+
+// A file of a checkpoint, as its manifest lists it.
+struct CheckpointFile {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t xxh64 = 0;
+};
+
+// The ZeRO-1 optimizer shard files of a checkpoint directory, sorted ("" prefix: none).
+std::vector<std::string> zero1_shard_files(const std::string& dir);
+std::string zero1_shard_name(int shard);  // "optimizer_zero1_K.safetensors"
 
 // Checks a checkpoint directory (manifest, version, sizes, checksums); throws loom::Error naming
 // the file and what is wrong. Returns its step.
@@ -55,6 +70,11 @@ class Checkpointer {
 
   // Writes step_N as described above; returns its path. Replaces an existing step_N (a rerun).
   std::string save(int64_t step, const CheckpointContents& c);
+  // The same in two halves, for files written by other ranks in between: begin() makes an empty
+  // step_N.tmp/ and returns it; commit() writes c there, lists `extra` (files already in it) in the
+  // manifest, and publishes the folder.
+  std::string begin(int64_t step);
+  std::string commit(int64_t step, const CheckpointContents& c, const std::vector<CheckpointFile>& extra);
   // Steps of the step_N folders present (complete or not), ascending.
   std::vector<int64_t> steps() const;
   // The newest checkpoint that validates, walking back past damaged ones with a warning each

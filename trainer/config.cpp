@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <sstream>
+
 #include "loom/error.h"
 #include "loom/options.h"
 
@@ -20,10 +22,13 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("resume", po::value(&l.resume)->default_value(""), "auto (newest valid checkpoint of ckpt.save_ckpt_folder, "
         "falling back past damaged ones), a step_N folder, or empty to start fresh")
     ("init-from", po::value(&l.init_from)->default_value(""), "a step_N folder whose model weights start the run")
+    ("init-from-hf", po::value(&l.init_from_hf)->default_value(""), "a Hugging Face folder (export-hf's or "
+        "transformers') whose weights start the run; its architecture must equal model.*")
     ("profile-memory", po::bool_switch(&l.profile_memory), "CUDA: write run_dir/memory_profile.json (parameters, "
         "gradients, optimizer state, activations) after the second step")
     ("profiling", po::bool_switch(&l.profiling), "record steps 2-4 with LibTorch's profiler (chrome trace in run_dir)")
-    ("job.run_dir", po::value(&l.run_dir)->required(), "output folder: metrics.jsonl, tensorboard/, checkpoints/")
+    ("job.run_dir", po::value(&l.run_dir)->default_value(""), "output folder: metrics.jsonl, tensorboard/, "
+        "checkpoints/ (default runs/run_YYYYMMDD_HHMMSS from rank 0's launch time, UTC)")
     ("job.device", po::value(&l.device)->default_value("cpu"), "cpu, cuda or cuda:N")
     ("job.seed", po::value(&l.seed)->default_value(1024), "seed of the model initialisation and dropout")
     ("job.threads", po::value(&l.threads)->default_value(0), "torch intra-op threads (0 = LibTorch's default)")
@@ -74,6 +79,12 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("ckpt.checkpoint_every", po::value(&l.checkpoint_every)->default_value(0), "steps between checkpoints (0 = at the end)")
     ("ckpt.save_ckpt_folder", po::value(&c.ckpt.folder)->default_value(""), "checkpoint folder (default run_dir/checkpoints)")
     ("ckpt.keep", po::value(&c.ckpt.keep)->default_value(2), "checkpoints kept (0 = all)")
+    ("parallel.zero1", po::value(&c.parallel.zero1)->default_value(1), "optimizer-state shards over the "
+        "data-parallel ranks (1 = off, -1 = every rank; must divide the world size)")
+    ("parallel.bucket_mb", po::value(&c.parallel.bucket_mb)->default_value(25.0), "gradient all-reduce bucket (MiB)")
+    ("parallel.timeout_s", po::value(&c.parallel.timeout_s)->default_value(600.0), "a collective waiting longer "
+        "fails the job with a report")
+    ("parallel.backend", po::value(&c.parallel.backend)->default_value("auto"), "auto (nccl on CUDA, else gloo), gloo or nccl")
     ("debug.inject_nan_step", po::value(&l.inject_nan_step)->default_value(-1), "TEST ONLY: make step N's gradients NaN")
     ("debug.stop_at_step", po::value(&l.stop_at_step)->default_value(-1), "TEST ONLY: stop as on SIGTERM once N steps are done");
   // clang-format on
@@ -81,19 +92,35 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
 
   m.dtype = parse_dtype(dtype);
   lr.total_steps = l.total_steps;
-  if (c.ckpt.folder.empty()) c.ckpt.folder = l.run_dir + "/checkpoints";
+  if (c.ckpt.folder.empty() && !l.run_dir.empty()) c.ckpt.folder = l.run_dir + "/checkpoints";
   LOOM_CHECK(l.total_steps >= 1, "data.total_steps must be >= 1, got ", l.total_steps);
   LOOM_CHECK(l.log_every >= 1, "job.log_every must be >= 1, got ", l.log_every);
   LOOM_CHECK(l.valid_every >= 0 && l.checkpoint_every >= 0, "data.valid_every and ckpt.checkpoint_every must be >= 0");
   LOOM_CHECK(l.label_smoothing >= 0 && l.label_smoothing < 1, "loss.label_smoothing must be in [0, 1), got ",
              l.label_smoothing);
   LOOM_CHECK(l.peak_tflops > 0, "job.peak_tflops must be > 0, got ", l.peak_tflops);
-  LOOM_CHECK(l.resume.empty() || l.init_from.empty(), "--resume and --init-from exclude each other");
+  LOOM_CHECK(l.resume.empty() + l.init_from.empty() + l.init_from_hf.empty() >= 2,
+             "--resume, --init-from and --init-from-hf exclude each other");
   m.validate();
   d.validate();
+  c.parallel.validate();
   LrSchedule check(lr);  // validates the lr_scheduler.* keys
   c.resolved_ini = p.resolved_ini();
   return c;
+}
+
+void set_run_dir(TrainConfig& c, const std::string& dir) {
+  if (c.ckpt.folder.empty() || c.ckpt.folder == c.loop.run_dir + "/checkpoints") c.ckpt.folder = dir + "/checkpoints";
+  c.loop.run_dir = dir;
+  // Rewrite the [job] run_dir line of the resolved INI (OptionParser writes "key = value").
+  std::istringstream in(c.resolved_ini);
+  std::string line, out, section;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.front() == '[') section = line;
+    if (section == "[job]" && line.rfind("run_dir =", 0) == 0) line = "run_dir = " + dir;
+    out += line + "\n";
+  }
+  c.resolved_ini = out;
 }
 
 }  // namespace loom

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "data_parallel.h"
 #include "dataset.h"
 #include "lr_schedule.h"
 #include "model.h"
@@ -31,6 +32,7 @@ struct LoopOptions {
   bool tensorboard = true;         // job.tensorboard
   std::string resume;              // --resume: "" (none), "auto", or a step_N folder
   std::string init_from;           // --init-from: a step_N folder (weights only)
+  std::string init_from_hf;        // --init-from-hf: a Hugging Face folder (weights only, hf_import.h)
   bool profiling = false;          // --profiling
   bool profile_memory = false;     // --profile-memory: device memory breakdown at step 2 (CUDA)
   int64_t inject_nan_step = -1;    // debug.inject_nan_step: TEST ONLY, poisons that step's gradients
@@ -44,10 +46,15 @@ struct TrainConfig {
   LrScheduleOptions lr;
   CheckpointOptions ckpt;
   LoopOptions loop;
+  ParallelOptions parallel;
   std::string resolved_ini;  // every key's final value, printed at start and saved with checkpoints
 };
 
 // nullopt when --help was printed. Throws loom::Error on unknown keys or bad values (naming the key).
 std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args);
+
+// Sets job.run_dir after parsing (the launch names it when the config does not), the checkpoint
+// folder with it when that was defaulted, and the resolved INI text.
+void set_run_dir(TrainConfig& c, const std::string& dir);
 
 }  // namespace loom

@@ -2,11 +2,13 @@
 
 #include <cmath>
 
+#include "communicator.h"
 #include "loss.h"
 
 namespace loom {
 
-std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, const torch::Device& device) {
+std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, const torch::Device& device,
+                                 Communicator* comm) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -20,6 +22,16 @@ std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, co
       loss_sum += r.loss_sum.item<double>();
       tokens += r.tokens.item<int64_t>();
       correct += r.correct.item<int64_t>();
+    }
+    if (comm && comm->world() > 1) {
+      torch::Tensor v = torch::tensor({loss_sum, static_cast<double>(tokens), static_cast<double>(correct)},
+                                      torch::kFloat64)
+                            .to(comm->device());
+      comm->all_reduce(v);
+      v = v.cpu();
+      loss_sum = v[0].item<double>();
+      tokens = static_cast<int64_t>(v[1].item<double>());
+      correct = static_cast<int64_t>(v[2].item<double>());
     }
     EvalResult e;
     e.name = sets.name(s);

@@ -11,12 +11,17 @@
 
 namespace loom {
 
+class Communicator;
+
 struct EvalResult {
   std::string name;
   double loss = 0, acc = 0, perplexity = 0;
   int64_t tokens = 0;
 };
 
-std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, const torch::Device& device);
+// With a communicator, each rank evaluates its slice of every set and the sums are all-reduced:
+// every rank returns the same results.
+std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, const torch::Device& device,
+                                 Communicator* comm = nullptr);
 
 }  // namespace loom

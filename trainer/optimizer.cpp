@@ -7,6 +7,11 @@
 
 namespace loom {
 
+bool takes_weight_decay(const std::string& name, const torch::Tensor& param, const OptimizerOptions& o) {
+  const bool embedding = name.find("embed") != std::string::npos;
+  return param.dim() >= 2 && (!embedding || o.decay_embeddings);
+}
+
 Optimizer::Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
                      const OptimizerOptions& o)
     : o_(o) {
@@ -24,8 +29,7 @@ Optimizer::Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& n
     s.master = p.scalar_type() == torch::kFloat32 ? p : p.detach().to(torch::kFloat32).clone();
     s.exp_avg = torch::zeros_like(s.master);
     s.exp_avg_sq = torch::zeros_like(s.master);
-    const bool embedding = name.find("embed") != std::string::npos;
-    const bool decays = p.dim() >= 2 && (!embedding || o.decay_embeddings);
+    const bool decays = takes_weight_decay(name, p, o);
     (decays ? decay_ : no_decay_).push_back(slots_.size());
     if (!decays) no_decay_names_.push_back(name);
     slots_.push_back(std::move(s));
@@ -109,15 +113,30 @@ safetensors::NamedTensors Optimizer::state() const {
 }
 
 void Optimizer::load_state(const safetensors::Reader& r) {
+  load_state_from([&](const std::string& name) { return r.get(name); }, r.path());
+}
+
+void Optimizer::load_state(const safetensors::NamedTensors& state, const std::string& where) {
+  load_state_from(
+      [&](const std::string& name) {
+        for (const auto& [n, t] : state)
+          if (n == name) return t;
+        LOOM_FAIL(where, ": no optimizer tensor '", name, "'");
+      },
+      where);
+}
+
+void Optimizer::load_state_from(const std::function<torch::Tensor(const std::string&)>& get,
+                                const std::string& where) {
   torch::NoGradGuard no_grad;
   auto load = [&](const std::string& name, torch::Tensor& into) {
-    torch::Tensor t = r.get(name);
-    LOOM_CHECK(t.sizes() == into.sizes(), r.path(), ": tensor '", name, "' has shape ", t.sizes(),
+    torch::Tensor t = get(name);
+    LOOM_CHECK(t.sizes() == into.sizes(), where, ": tensor '", name, "' has shape ", t.sizes(),
                ", the optimizer expects ", into.sizes());
     into.copy_(t);
   };
-  const double step = r.get("step").item<double>();
-  LOOM_CHECK(step >= 0 && step == std::floor(step), r.path(), ": bad optimizer step ", step);
+  const double step = get("step").item<double>();
+  LOOM_CHECK(step >= 0 && step == std::floor(step), where, ": bad optimizer step ", step);
   for (auto& s : slots_) {
     load("exp_avg." + s.name, s.exp_avg);
     load("exp_avg_sq." + s.name, s.exp_avg_sq);

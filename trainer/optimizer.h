@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,9 @@ struct OptimizerStepResult {
   bool skipped = false;  // inf/NaN gradients: nothing was updated
 };
 
+// The group rule: matrices decay; norms, biases and (unless decay_embeddings) embeddings do not.
+bool takes_weight_decay(const std::string& name, const torch::Tensor& param, const OptimizerOptions& o);
+
 class Optimizer {
  public:
   Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_params, const OptimizerOptions& o);
@@ -47,6 +51,9 @@ class Optimizer {
   safetensors::NamedTensors state() const;
   // Restores state(); throws loom::Error naming the file on a missing tensor or a shape mismatch.
   void load_state(const safetensors::Reader& r);
+  // The same from tensors in memory (a ZeRO-1 checkpoint gathered into state()'s names); where
+  // names their source in errors.
+  void load_state(const safetensors::NamedTensors& state, const std::string& where);
 
   int64_t updates() const { return updates_; }
   size_t num_decay() const { return decay_.size(); }
@@ -61,6 +68,7 @@ class Optimizer {
     torch::Tensor exp_avg, exp_avg_sq;
   };
   void update_group(const std::vector<size_t>& group, double lr, double weight_decay);
+  void load_state_from(const std::function<torch::Tensor(const std::string&)>& get, const std::string& where);
 
   OptimizerOptions o_;
   std::vector<Slot> slots_;

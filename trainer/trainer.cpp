@@ -1,11 +1,16 @@
 #include "trainer.h"
 
 #include <cmath>
+#include <sstream>
 
 #include "chunked_loss.h"
+#include "communicator.h"
+#include "data_parallel.h"
 #include "evaluator.h"
 #include "flash_attention.h"
 #include "flops.h"
+#include "hf_import.h"
+#include "launch.h"
 #include "loader.h"
 #include "loom/log.h"
 #include "loom/progress.h"
@@ -29,12 +34,20 @@ namespace loom {
 
 namespace {
 
-// Sums of one step's micro-batches.
+// Sums of one step's micro-batches on this rank.
 struct StepSums {
   torch::Tensor loss_sum, correct;  // detached scalars
   torch::Tensor ds_loss, ds_tokens, ds_correct;
-  int64_t loss_tokens = 0;   // tokens with a label
-  int64_t real_tokens = 0;   // tokens inside segments (not padding)
+  int64_t loss_tokens = 0;   // tokens with a label (all ranks: the loss divisor)
+  int64_t real_tokens = 0;   // tokens inside segments (not padding), this rank
+};
+
+// A step's sums over every rank, on the host, plus the ranks' agreement to stop.
+struct StepTotals {
+  double loss_sum = 0, correct = 0, real_tokens = 0;
+  double loss_tokens = 0;  // already global in StepSums
+  std::vector<double> ds_loss, ds_tokens, ds_correct;
+  bool stop = false;
 };
 
 std::string rng_hex() {
@@ -51,24 +64,25 @@ void set_rng_hex(const std::string& hex, const std::string& where) {
 
 #ifdef LOOM_CUDA_KERNELS
 // Where the device memory goes: parameters, gradients, optimizer state, and the rest of the peak.
-cuda::MemoryBreakdown memory_breakdown(InternLM& model, const Optimizer& opt, int device) {
+cuda::MemoryBreakdown memory_breakdown(InternLM& model, const DataParallelUpdate& update, int device) {
   std::vector<torch::Tensor> params, grads, state;
   for (const auto& p : model->parameters()) {
     params.push_back(p);
     grads.push_back(p.grad());
   }
-  for (const auto& named : opt.state()) state.push_back(named.second);
+  for (const auto& named : update.replicated_state()) state.push_back(named.second);
   return cuda::memory_breakdown(device, params, grads, state);
 }
 #endif
 
 class Loop {
  public:
-  explicit Loop(const TrainConfig& c)
+  Loop(const TrainConfig& c, Communicator& comm)
       : c_(c),
+        comm_(comm),
         device_(c.loop.device),
         data_(c.data),
-        loader_(data_, c.data, /*rank=*/0, /*world=*/1),
+        loader_(data_, c.data, comm.rank(), comm.world()),
         schedule_(c.lr),
         ckpt_(c.ckpt) {}
 
@@ -77,7 +91,8 @@ class Loop {
  private:
   void start();
   StepSums forward_backward(std::vector<Batch>& micro);
-  void log_step(const StepSums& s, const OptimizerStepResult& r, double lr, bool skipped_batch);
+  StepTotals reduce(const StepSums& s, bool stop_here);
+  void log_step(const StepTotals& t, const OptimizerStepResult& r, double lr);
   void validate();
   std::string save();
   Batch to_device(const Batch& host);
@@ -86,12 +101,14 @@ class Loop {
   int cuda_index() const { return device_.has_index() ? device_.index() : 0; }
 
   const TrainConfig& c_;
+  Communicator& comm_;
+  bool lead_ = comm_.rank() == 0;  // writes the logs, TensorBoard and the shared checkpoint files
   torch::Device device_;
   TrainData data_;
   Loader loader_;
   std::unique_ptr<ValidationSets> valid_;
   InternLM model_{nullptr};
-  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<DataParallelUpdate> update_;
   LrSchedule schedule_;
   Checkpointer ckpt_;
   std::unique_ptr<MetricsLog> metrics_;
@@ -100,6 +117,7 @@ class Loop {
   Timer data_t_, fwd_t_, opt_t_, step_t_;
   double flops_per_token_ = 0;
   int64_t saved_step_ = -1;
+  int64_t saves_ = 0;  // names this process's saves in the store
   TrainSummary summary_;
 #ifdef LOOM_CUDA_KERNELS
   std::unique_ptr<cuda::BatchTransfer> transfer_;
@@ -111,7 +129,8 @@ void Loop::start() {
   LOOM_CHECK(static_cast<int64_t>(data_.vocab_size()) <= c_.model.vocab_size, "model.vocab_size ",
              c_.model.vocab_size, " is smaller than the data's vocabulary ", data_.vocab_size());
   data_.log_summary(loader_.layout().global_batch(), c_.loop.total_steps);
-  if (!c_.data.valid_folder.empty()) valid_ = std::make_unique<ValidationSets>(c_.data, 0, 1, &data_);
+  if (!c_.data.valid_folder.empty())
+    valid_ = std::make_unique<ValidationSets>(c_.data, comm_.rank(), comm_.world(), &data_);
 
   torch::manual_seed(c_.loop.seed);
   model_ = InternLM(c_.model);
@@ -126,10 +145,11 @@ void Loop::start() {
 #endif
   }
   select_attention(device_, c_.model.dtype, c_.model.head_dim());
-  opt_ = std::make_unique<Optimizer>(named_state(*model_), c_.optimizer);
+  update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer, c_.parallel);
   flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
-  log::info("model: ", model_->num_parameters(), " parameters, ", opt_->num_decay(), " tensors with weight decay, ",
-            opt_->num_no_decay(), " without; ", flops_per_token_ / 1e9, " GFLOP per token");
+  log::info("model: ", model_->num_parameters(), " parameters, ", update_->num_decay(), " tensors with weight decay, ",
+            update_->num_no_decay(), " without; ", flops_per_token_ / 1e9, " GFLOP per token");
+  log::info("update: ", update_->describe());
 
   std::string resume_dir;
   if (c_.loop.resume == "auto") {
@@ -143,8 +163,8 @@ void Loop::start() {
   if (!resume_dir.empty()) {
     state_ = TrainState::from_json(sys::read_file(resume_dir + "/state.json"), resume_dir + "/state.json");
     load_named_state(*model_, safetensors::Reader(resume_dir + "/model.safetensors"));
-    opt_->load_state(safetensors::Reader(resume_dir + "/optimizer.safetensors"));
-    LOOM_CHECK(opt_->updates() == state_.updates, resume_dir, ": optimizer step ", opt_->updates(),
+    update_->load(resume_dir);
+    LOOM_CHECK(update_->updates() == state_.updates, resume_dir, ": optimizer step ", update_->updates(),
                " disagrees with state.json updates ", state_.updates);
     loader_.restore(state_.sampler);
     set_rng_hex(state_.cpu_rng_state_hex, resume_dir + "/state.json");
@@ -156,8 +176,14 @@ void Loop::start() {
     validate_checkpoint(c_.loop.init_from);
     load_named_state(*model_, safetensors::Reader(c_.loop.init_from + "/model.safetensors"));
     log::info("initialised the weights from ", c_.loop.init_from);
+  } else if (!c_.loop.init_from_hf.empty()) {
+    hf::init_from_hf(*model_, c_.loop.init_from_hf);
+    log::info("initialised the weights from the Hugging Face folder ", c_.loop.init_from_hf);
   }
+  // The same start on every rank whatever happened above (seeds, a file read by one rank only...).
+  update_->broadcast_parameters();
   state_.sampler = loader_.state();
+  if (!lead_) return;
   metrics_ = std::make_unique<MetricsLog>(c_.loop.run_dir + "/metrics.jsonl", keep_logs_through);
   if (c_.loop.tensorboard)
     tb_ = std::make_unique<TensorBoardWriter>(c_.loop.run_dir + "/tensorboard", keep_logs_through);
@@ -165,11 +191,15 @@ void Loop::start() {
 
 StepSums Loop::forward_backward(std::vector<Batch>& micro) {
   StepSums s;
-  for (const Batch& b : micro) s.loss_tokens += b.num_loss_tokens;  // real_tokens: counted on the host
-  // Every token of the global batch weighs the same: divide each micro-batch's sum by the total.
+  for (const Batch& b : micro) s.loss_tokens += b.num_loss_tokens;  // counted on the host
+  // Every token of the global batch weighs the same: divide each micro-batch's sum by the total
+  // over all ranks (gradients are then summed over ranks, data_parallel.h).
+  if (comm_.world() > 1) s.loss_tokens = static_cast<int64_t>(comm_.all_reduce_scalar(static_cast<double>(s.loss_tokens)));
   const double denom = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
   const int64_t num_datasets = static_cast<int64_t>(data_.datasets().size());
-  for (Batch& b : micro) {
+  for (size_t m = 0; m < micro.size(); ++m) {
+    Batch& b = micro[m];
+    update_->before_backward(m + 1 == micro.size());
     // On CUDA the head and the loss run chunk by chunk (chunked_loss.h): no [B, T, V] fp32 logits.
     LossResult r = device_.is_cuda() ? compute_chunked_loss(model_->hidden_states(b), model_->head_weight(), b,
                                                             c_.loop.label_smoothing, num_datasets)
@@ -185,29 +215,59 @@ StepSums Loop::forward_backward(std::vector<Batch>& micro) {
   return s;
 }
 
-void Loop::log_step(const StepSums& s, const OptimizerStepResult& r, double lr, bool skipped_batch) {
-  const double tokens = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
-  const double loss = s.loss_sum.item<double>() / tokens;
+StepTotals Loop::reduce(const StepSums& s, bool stop_here) {
+  // One small vector, one collective: [loss, correct, real tokens, stop, per-dataset loss/tokens/correct].
+  const int64_t nd = static_cast<int64_t>(data_.datasets().size());
+  const bool computed = s.loss_sum.defined() && s.ds_loss.defined();
+  std::vector<torch::Tensor> parts;
+  auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  parts.push_back(computed ? s.loss_sum.to(torch::kCPU, torch::kFloat64).reshape(1) : torch::zeros({1}, f64));
+  parts.push_back(computed ? s.correct.to(torch::kCPU, torch::kFloat64).reshape(1) : torch::zeros({1}, f64));
+  parts.push_back(torch::full({1}, static_cast<double>(s.real_tokens), f64));
+  parts.push_back(torch::full({1}, stop_here ? 1.0 : 0.0, f64));
+  for (const torch::Tensor* t : {&s.ds_loss, &s.ds_tokens, &s.ds_correct})
+    parts.push_back(computed ? t->to(torch::kCPU, torch::kFloat64).reshape(nd) : torch::zeros({nd}, f64));
+  torch::Tensor all = torch::cat(parts);
+  if (comm_.world() > 1) {
+    torch::Tensor on_comm = all.to(comm_.device());
+    comm_.all_reduce(on_comm);
+    all = on_comm.cpu();
+  }
+  const double* v = all.data_ptr<double>();
+  StepTotals t;
+  t.loss_sum = v[0], t.correct = v[1], t.real_tokens = v[2], t.stop = v[3] > 0;
+  t.loss_tokens = static_cast<double>(s.loss_tokens);
+  t.ds_loss.assign(v + 4, v + 4 + nd);
+  t.ds_tokens.assign(v + 4 + nd, v + 4 + 2 * nd);
+  t.ds_correct.assign(v + 4 + 2 * nd, v + 4 + 3 * nd);
+  return t;
+}
+
+void Loop::log_step(const StepTotals& t, const OptimizerStepResult& r, double lr) {
+  const double tokens = std::max(t.loss_tokens, 1.0);
+  const double loss = t.loss_sum / tokens;
   summary_.last_loss = loss;
-  if (state_.step % c_.loop.log_every != 0 && state_.step != c_.loop.total_steps) return;
+  if (!lead_ || (state_.step % c_.loop.log_every != 0 && state_.step != c_.loop.total_steps)) return;
   const double step_s = step_t_.seconds();
-  const double processed = static_cast<double>(loader_.layout().global_batch() * c_.data.seq_len);
+  const double world = static_cast<double>(comm_.world());
+  // Model FLOPs of the packs one device processed (padding included: it is computed).
+  const double processed = static_cast<double>(loader_.layout().global_batch() * c_.data.seq_len) / world;
   const double tflops = flops_per_token_ * processed / step_s / 1e12;
   MetricFields f = {
       {"step", static_cast<double>(state_.step)},
       {"consumed_samples", static_cast<double>(state_.sampler.consumed_samples)},
       {"num_consumed_tokens", static_cast<double>(state_.consumed_tokens)},
       {"loss", loss},
-      {"acc", s.correct.item<double>() / tokens},
+      {"acc", t.correct / tokens},
       {"perplexity", std::exp(loss)},
       {"lr", lr},
       {"grad_norm", r.grad_norm},
       {"inf_nan_skip_batches", static_cast<double>(state_.inf_nan_skips)},
       {"skip_batches", static_cast<double>(state_.skipped_batches)},
-      {"skipped_this_step", (r.skipped || skipped_batch) ? 1.0 : 0.0},
-      {"tokens_per_s", static_cast<double>(s.real_tokens) / step_s},
-      {"tgs", static_cast<double>(s.real_tokens) / step_s},  // per device (one device per process)
-      {"tflops", tflops},
+      {"skipped_this_step", r.skipped ? 1.0 : 0.0},
+      {"tokens_per_s", t.real_tokens / step_s},     // all ranks
+      {"tgs", t.real_tokens / step_s / world},      // per device (one device per rank)
+      {"tflops", tflops},                           // per device
       {"mfu", tflops / c_.loop.peak_tflops},
       {"step_time", step_s},
       {"data_time", data_t_.seconds()},
@@ -222,11 +282,10 @@ void Loop::log_step(const StepSums& s, const OptimizerStepResult& r, double lr, 
 #endif
   const auto names = data_.dataset_names();
   for (size_t d = 0; d < names.size(); ++d) {
-    const double t = s.ds_tokens[static_cast<int64_t>(d)].item<double>();
-    if (t == 0) continue;
-    const double dl = s.ds_loss[static_cast<int64_t>(d)].item<double>() / t;
+    if (t.ds_tokens[d] == 0) continue;
+    const double dl = t.ds_loss[d] / t.ds_tokens[d];
     f.emplace_back("loss/" + names[d], dl);
-    f.emplace_back("acc/" + names[d], s.ds_correct[static_cast<int64_t>(d)].item<double>() / t);
+    f.emplace_back("acc/" + names[d], t.ds_correct[d] / t.ds_tokens[d]);
     f.emplace_back("plex/" + names[d], std::exp(dl));
   }
   metrics_->write(f);
@@ -242,7 +301,9 @@ void Loop::log_step(const StepSums& s, const OptimizerStepResult& r, double lr, 
 void Loop::validate() {
   if (!valid_) return;
   MetricFields f = {{"step", static_cast<double>(state_.step)}};
-  for (const EvalResult& e : evaluate(model_, *valid_, device_)) {
+  const std::vector<EvalResult> results = evaluate(model_, *valid_, device_, &comm_);
+  if (!lead_) return;
+  for (const EvalResult& e : results) {
     f.emplace_back("val/" + e.name + "_loss", e.loss);
     f.emplace_back("val/" + e.name + "_acc", e.acc);
     f.emplace_back("val/" + e.name + "_plex", e.perplexity);
@@ -269,7 +330,7 @@ Batch Loop::to_device(const Batch& host) {
 void Loop::profile_memory() {
 #ifdef LOOM_CUDA_KERNELS
   if (device_.is_cuda()) {
-    const cuda::MemoryBreakdown b = memory_breakdown(model_, *opt_, cuda_index());
+    const cuda::MemoryBreakdown b = memory_breakdown(model_, *update_, cuda_index());
     sys::AtomicFile out(c_.loop.run_dir + "/memory_profile.json");
     out.write(cuda::to_json(b) + "\n");
     out.commit();
@@ -288,7 +349,7 @@ void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
   log::error("out of memory at step ", state_.step, ": ", what);
 #ifdef LOOM_CUDA_KERNELS
   if (device_.is_cuda()) {
-    log::error("memory: ", cuda::describe(memory_breakdown(model_, *opt_, cuda_index())),
+    log::error("memory: ", cuda::describe(memory_breakdown(model_, *update_, cuda_index())),
                ". Hints: model.checkpoint=1 recomputes activations; a smaller data.micro_bsz with a larger "
                "data.micro_num keeps the global batch");
   }
@@ -296,17 +357,45 @@ void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
 }
 
 std::string Loop::save() {
-  CheckpointContents cc;
-  cc.model = named_state(*model_);
-  cc.optimizer = opt_->state();
-  state_.updates = opt_->updates();
-  state_.cpu_rng_state_hex = rng_hex();
-  cc.state_json = state_.to_json();
-  cc.config_ini = c_.resolved_ini;
-  const std::string dir = ckpt_.save(state_.step, cc);
+  // Every rank takes part: shard ranks write their optimizer shard into step_N.tmp/, rank 0 the
+  // rest, then publishes the folder (the checkpoint folder is shared by all ranks, docs/DISTRIBUTED.md).
+  const std::string key = "ckpt/" + std::to_string(saves_++) + "/";
+  std::string tmp;
+  if (lead_) tmp = ckpt_.begin(state_.step);
+  if (comm_.world() > 1) {
+    if (lead_) comm_.store_set(key + "tmp", tmp);
+    tmp = comm_.store_get(key + "tmp");
+  }
+  std::vector<CheckpointFile> shards;
+  if (const auto mine = update_->save_shard(tmp)) {
+    shards.push_back(*mine);
+    if (comm_.world() > 1)
+      comm_.store_set(key + std::to_string(comm_.rank()), mine->name + " " + std::to_string(mine->bytes) + " " +
+                                                             std::to_string(mine->xxh64));
+  }
+  std::string dir;
+  if (lead_) {
+    for (int r = 1; r < update_->shards(); ++r) {  // ranks 1..S-1 hold the other distinct shards
+      std::istringstream in(comm_.store_get(key + std::to_string(r)));
+      CheckpointFile f;
+      in >> f.name >> f.bytes >> f.xxh64;
+      LOOM_ASSERT(!in.fail(), "rank ", r, " published a malformed shard entry");
+      shards.push_back(f);
+    }
+    CheckpointContents cc;
+    cc.model = named_state(*model_);
+    cc.optimizer = update_->replicated_state();
+    state_.updates = update_->updates();
+    state_.world_size = comm_.world();
+    state_.cpu_rng_state_hex = rng_hex();
+    cc.state_json = state_.to_json();
+    cc.config_ini = c_.resolved_ini;
+    dir = ckpt_.commit(state_.step, cc, shards);
+    log::info("checkpoint ", dir, " written (step ", state_.step, ")");
+  }
+  comm_.barrier();  // nobody runs ahead into a step (or a next save) before the checkpoint is published
   saved_step_ = state_.step;
-  log::info("checkpoint ", dir, " written (step ", state_.step, ")");
-  return dir;
+  return lead_ ? dir : ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
 }
 
 TrainSummary Loop::run() {
@@ -314,13 +403,17 @@ TrainSummary Loop::run() {
   StopSignal stop;
   Profiler profiler(c_.loop.profiling, c_.loop.run_dir + "/profile_trace.json");
   const int64_t first = state_.step;
+  bool stop_agreed = false;  // a signal reached some rank: every rank stops after the same step
   for (; state_.step < c_.loop.total_steps;) {
-    if (stop.requested() || state_.step == c_.loop.stop_at_step) {
-      log::warn(stop.requested() ? "signal " + std::to_string(stop.signal_number()) : std::string("debug.stop_at_step"),
+    if (stop_agreed || state_.step == c_.loop.stop_at_step) {
+      log::warn(stop.requested() ? "signal " + std::to_string(stop.signal_number())
+                : stop_agreed    ? std::string("another rank's stop request")
+                                 : std::string("debug.stop_at_step"),
                 " received: saving at step ", state_.step, " and stopping");
       summary_.stopped_by_signal = true;
       break;
     }
+    comm_.set_step(state_.step);
     profiler.on_step_begin(state_.step - first);
     data_t_.reset(), fwd_t_.reset(), opt_t_.reset(), step_t_.reset();
 #ifdef LOOM_CUDA_KERNELS
@@ -341,12 +434,11 @@ TrainSummary Loop::run() {
     const bool skip_batch = loader_.should_skip(step);
     StepSums sums;
     OptimizerStepResult r;
-    const double lr = schedule_.lr(opt_->updates());
+    const double lr = schedule_.lr(update_->updates());
     if (skip_batch) {
       // InternLM's BatchSkipper: the data is consumed, nothing is computed or updated.
       ++state_.skipped_batches;
       sums.real_tokens = real_tokens;
-      sums.loss_sum = torch::zeros({}), sums.correct = torch::zeros({});
       log::warn("step ", step, ": skipped by data.skip_batches (data consumed, no update)");
     } else {
       fwd_t_.start();
@@ -364,8 +456,8 @@ TrainSummary Loop::run() {
           if (p.grad().defined()) p.mutable_grad().fill_(std::nan(""));
       }
       opt_t_.start();
-      r = opt_->step(lr);
-      opt_->zero_grad();
+      r = update_->step(lr);
+      update_->zero_grad();
       opt_t_.stop();
       if (r.skipped) {
         ++state_.inf_nan_skips;
@@ -373,13 +465,15 @@ TrainSummary Loop::run() {
                   " so far); the LR schedule does not advance");
       }
     }
+    const StepTotals totals = reduce(sums, stop.requested());
+    stop_agreed = totals.stop;
     ++state_.step;
-    state_.updates = opt_->updates();
+    state_.updates = update_->updates();
     state_.sampler = loader_.state();
-    state_.consumed_tokens += static_cast<uint64_t>(sums.real_tokens);
+    state_.consumed_tokens += static_cast<uint64_t>(totals.real_tokens);
     step_t_.stop();
     if (c_.loop.profile_memory && state_.step == first + 2) profile_memory();
-    if (!skip_batch) log_step(sums, r, lr, skip_batch);
+    if (!skip_batch) log_step(totals, r, lr);
     ++summary_.steps_done;
     if (c_.loop.valid_every > 0 && state_.step % c_.loop.valid_every == 0 && state_.step != c_.loop.total_steps)
       validate();
@@ -398,11 +492,33 @@ TrainSummary Loop::run() {
 
 }  // namespace
 
-TrainSummary train(const TrainConfig& config) {
-  log::info("loom-train configuration:\n", config.resolved_ini);
-  sys::make_dirs(config.loop.run_dir);
-  Loop loop(config);
-  return loop.run();
+TrainSummary train(const TrainConfig& config_in) {
+  TrainConfig config = config_in;
+  const LaunchInfo li = read_launch(process_environment());
+  log::set_rank(li.rank);
+  if (li.rank != 0) log::set_level(log::Level::kWarn);  // rank 0 speaks for the job; others on trouble
+  // One device per rank: a bare "cuda" means this rank's local GPU.
+  if (config.loop.device == "cuda" && li.local_world > 1) config.loop.device = "cuda:" + std::to_string(li.local_rank);
+  CommOptions co;
+  co.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
+  co.backend = config.parallel.backend;
+  Communicator comm(li, co, torch::Device(config.loop.device));
+  try {
+    if (config.loop.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
+    const std::vector<RankRow> table =
+        gather_rank_table(comm, RankRow{li.rank, li.local_rank, li.host, config.loop.device});
+    if (li.world > 1)
+      log::info(li.launcher, " launch, ", li.world, " ranks, backend ", comm.backend_name(), ":\n",
+                format_rank_table(table));
+    log::info("loom-train configuration:\n", config.resolved_ini);
+    if (li.rank == 0) sys::make_dirs(config.loop.run_dir);
+    comm.barrier();
+    Loop loop(config, comm);
+    return loop.run();
+  } catch (const std::exception& e) {
+    comm.report_failure(e.what());  // the other ranks' reports name this cause
+    throw;
+  }
 }
 
 }  // namespace loom

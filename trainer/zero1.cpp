@@ -144,6 +144,63 @@ safetensors::WriteResult Zero1Optimizer::save_shard(const std::string& path) con
   return safetensors::write(path, ts, meta);
 }
 
+namespace {
+
+// One shard file's metadata, checked.
+struct ShardInfo {
+  int64_t numel = 0, begin = 0, end = 0, updates = 0;
+};
+
+ShardInfo read_shard_info(const safetensors::Reader& r) {
+  auto fmt = r.metadata().find("format");
+  LOOM_CHECK(fmt != r.metadata().end() && fmt->second == kFormat, r.path(), ": not a ZeRO-1 shard (metadata format ",
+             fmt == r.metadata().end() ? std::string("missing") : "'" + fmt->second + "'", ", expected '", kFormat,
+             "')");
+  ShardInfo i{meta_int(r, "numel"), meta_int(r, "begin"), meta_int(r, "end"), meta_int(r, "updates")};
+  LOOM_CHECK(0 <= i.begin && i.begin <= i.end && i.end <= i.numel, r.path(), ": shard range [", i.begin, ", ", i.end,
+             ") outside [0, ", i.numel, ")");
+  return i;
+}
+
+constexpr const char* kStateNames[] = {"master", "exp_avg", "exp_avg_sq"};
+
+// Copies [lo, hi) of the unpadded vector from a shard file into dst[k] (dst[k] starts at dst_begin).
+void copy_overlap(const safetensors::Reader& r, const ShardInfo& info, int64_t lo, int64_t hi,
+                  torch::Tensor* const dst[3], int64_t dst_begin) {
+  for (int k = 0; k < 3; ++k) {
+    torch::Tensor t = r.get(kStateNames[k]);
+    LOOM_CHECK(t.dim() == 1 && t.numel() == info.end - info.begin && t.scalar_type() == torch::kFloat32, r.path(),
+               ": tensor '", kStateNames[k], "' is not [", info.end - info.begin, "] F32");
+    dst[k]->narrow(0, lo - dst_begin, hi - lo).copy_(t.narrow(0, lo - info.begin, hi - lo));
+  }
+}
+
+}  // namespace
+
+Zero1FullState read_zero1_shards(const std::vector<std::string>& paths) {
+  LOOM_CHECK(!paths.empty(), "ZeRO-1 load: no optimizer shard files given");
+  Zero1FullState out;
+  int64_t numel = -1, covered = 0;
+  for (const std::string& path : paths) {
+    safetensors::Reader r(path);
+    const ShardInfo info = read_shard_info(r);
+    if (numel < 0) {
+      numel = info.numel;
+      out.updates = info.updates;
+      for (torch::Tensor* t : {&out.master, &out.exp_avg, &out.exp_avg_sq}) *t = torch::zeros({numel}, torch::kFloat32);
+    }
+    LOOM_CHECK(info.numel == numel, path, ": shard of a model with ", info.numel, " parameters, another has ", numel);
+    LOOM_CHECK(info.updates == out.updates, path, ": ", info.updates,
+               " updates, but another shard of the same checkpoint has ", out.updates);
+    torch::Tensor* const dst[3] = {&out.master, &out.exp_avg, &out.exp_avg_sq};
+    if (info.end > info.begin) copy_overlap(r, info, info.begin, info.end, dst, 0);
+    covered += info.end - info.begin;
+  }
+  LOOM_CHECK(covered == numel, "ZeRO-1 load: the ", paths.size(), " shard files cover ", covered, " elements of ",
+             numel, " (a shard file is missing or two overlap)");
+  return out;
+}
+
 void Zero1Optimizer::load_shards(const std::vector<std::string>& paths) {
   LOOM_CHECK(!paths.empty(), "ZeRO-1 load: no optimizer shard files given");
   const int64_t b = shard_begin(), e = shard_end();
@@ -152,33 +209,38 @@ void Zero1Optimizer::load_shards(const std::vector<std::string>& paths) {
   torch::NoGradGuard no_grad;
   for (const std::string& path : paths) {
     safetensors::Reader r(path);
-    auto fmt = r.metadata().find("format");
-    LOOM_CHECK(fmt != r.metadata().end() && fmt->second == kFormat, path, ": not a ZeRO-1 shard (metadata format ",
-               fmt == r.metadata().end() ? std::string("missing") : "'" + fmt->second + "'", ", expected '",
-               kFormat, "')");
-    int64_t numel = meta_int(r, "numel"), sb = meta_int(r, "begin"), se = meta_int(r, "end");
-    int64_t u = meta_int(r, "updates");
-    LOOM_CHECK(numel == numel_, path, ": shard of a model with ", numel, " parameters, this model has ", numel_);
-    LOOM_CHECK(0 <= sb && sb <= se && se <= numel, path, ": shard range [", sb, ", ", se, ") outside [0, ", numel,
-               ")");
-    LOOM_CHECK(updates < 0 || u == updates, path, ": ", u, " updates, but another shard of the same checkpoint has ",
-               updates);
-    updates = u;
-    int64_t lo = std::max(b, sb), hi = std::min(e, se);
+    const ShardInfo info = read_shard_info(r);
+    LOOM_CHECK(info.numel == numel_, path, ": shard of a model with ", info.numel, " parameters, this model has ",
+               numel_);
+    LOOM_CHECK(updates < 0 || info.updates == updates, path, ": ", info.updates,
+               " updates, but another shard of the same checkpoint has ", updates);
+    updates = info.updates;
+    int64_t lo = std::max(b, info.begin), hi = std::min(e, info.end);
     if (lo >= hi) continue;
-    const char* names[] = {"master", "exp_avg", "exp_avg_sq"};
-    torch::Tensor* dst[] = {&master_, &exp_avg_, &exp_avg_sq_};
-    for (int k = 0; k < 3; ++k) {
-      torch::Tensor t = r.get(names[k]);
-      LOOM_CHECK(t.dim() == 1 && t.numel() == se - sb && t.scalar_type() == torch::kFloat32, path, ": tensor '",
-                 names[k], "' is not [", se - sb, "] F32");
-      dst[k]->narrow(0, lo - b, hi - lo).copy_(t.narrow(0, lo - sb, hi - lo));
-    }
+    torch::Tensor* const dst[3] = {&master_, &exp_avg_, &exp_avg_sq_};
+    copy_overlap(r, info, lo, hi, dst, b);
     covered += hi - lo;
   }
   LOOM_CHECK(covered == e - b, "ZeRO-1 load: the ", paths.size(), " shard files cover ", covered,
              " elements of this rank's range [", b, ", ", e, ") of ", e - b,
              " (a shard file is missing or two overlap)");
+  updates_ = updates;
+  gather_params();
+}
+
+void Zero1Optimizer::load_full(const torch::Tensor& master, const torch::Tensor& exp_avg,
+                               const torch::Tensor& exp_avg_sq, int64_t updates) {
+  const torch::Tensor* src[] = {&master, &exp_avg, &exp_avg_sq};
+  torch::Tensor* dst[] = {&master_, &exp_avg_, &exp_avg_sq_};
+  const int64_t b = shard_begin(), n = shard_end() - shard_begin();
+  torch::NoGradGuard no_grad;
+  for (int k = 0; k < 3; ++k) {
+    LOOM_ASSERT(src[k]->dim() == 1 && src[k]->numel() == numel_, "ZeRO-1 load_full: ", src[k]->numel(),
+                " elements for a model of ", numel_);
+    dst[k]->zero_();
+    dst[k]->narrow(0, 0, n).copy_(src[k]->narrow(0, b, n));
+  }
+  LOOM_CHECK(updates >= 0, "ZeRO-1 load_full: negative update count ", updates);
   updates_ = updates;
   gather_params();
 }

@@ -45,6 +45,15 @@ struct Zero1StepResult {
   bool skipped = false;  // inf/NaN: no update, step count unchanged
 };
 
+// Shard files of one checkpoint (any W/S) gathered into whole flat vectors [numel] fp32 on the CPU:
+// what a run without ZeRO-1 needs to resume from a ZeRO-1 checkpoint. Checks as load_shards, and
+// that the files cover [0, numel) exactly once.
+struct Zero1FullState {
+  torch::Tensor master, exp_avg, exp_avg_sq;
+  int64_t updates = 0;
+};
+Zero1FullState read_zero1_shards(const std::vector<std::string>& paths);
+
 class Zero1Optimizer {
  public:
   // decay[i]: whether params[i] takes weight decay (false for norms, biases, embeddings).
@@ -69,6 +78,10 @@ class Zero1Optimizer {
   safetensors::WriteResult save_shard(const std::string& path) const;
   // Loads from the shard files of a checkpoint saved at any W/S (every file, in any order).
   void load_shards(const std::vector<std::string>& paths);
+  // Loads from whole flat vectors [numel] (fp32, any device): a replicated optimizer's state in
+  // this optimizer's parameter order (a checkpoint written without ZeRO-1).
+  void load_full(const torch::Tensor& master, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
+                 int64_t updates);
 
  private:
   void gather_params();

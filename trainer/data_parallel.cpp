@@ -1,0 +1,150 @@
+#include "data_parallel.h"
+
+#include "grad_sync.h"
+#include "loom/error.h"
+#include "loom/hash.h"
+#include "loom/sys.h"
+#include "zero1.h"
+
+namespace loom {
+
+void ParallelOptions::validate() const {
+  LOOM_CHECK(zero1 >= -1, "parallel.zero1 must be -1, 0 (every rank), 1 (off) or a shard count, got ", zero1);
+  LOOM_CHECK(bucket_mb > 0, "parallel.bucket_mb must be > 0, got ", bucket_mb);
+  LOOM_CHECK(timeout_s > 0, "parallel.timeout_s must be > 0, got ", timeout_s);
+  LOOM_CHECK(backend == "auto" || backend == "gloo" || backend == "nccl", "parallel.backend must be auto, gloo or nccl, got '",
+             backend, "'");
+}
+
+DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::NamedTensors& named,
+                                       const OptimizerOptions& o, const ParallelOptions& p)
+    : comm_(comm) {
+  p.validate();
+  for (const auto& [name, t] : named)
+    if (t.requires_grad()) named_.emplace_back(name, t);
+  std::vector<torch::Tensor> params;
+  std::vector<bool> decay;
+  for (const auto& [name, t] : named_) {
+    params.push_back(t);
+    decay.push_back(takes_weight_decay(name, t, o));
+    num_decay_ += decay.back() ? 1 : 0;
+  }
+  if (p.zero1 != 1) {
+    AdamWOptions ao;
+    ao.beta1 = o.beta1, ao.beta2 = o.beta2, ao.eps = o.eps, ao.weight_decay = o.weight_decay;
+    ao.max_grad_norm = o.clip_grad_norm;
+    zero_ = std::make_unique<Zero1Optimizer>(comm_, params, decay, ao, static_cast<int>(p.zero1));
+  } else {
+    opt_ = std::make_unique<Optimizer>(named_, o);
+    if (comm_.world() > 1)
+      sync_ = std::make_unique<GradSync>(comm_, params, GradSyncOptions{static_cast<int64_t>(p.bucket_mb * (1 << 20))});
+  }
+}
+
+DataParallelUpdate::~DataParallelUpdate() = default;
+
+void DataParallelUpdate::broadcast_parameters() {
+  if (comm_.world() == 1) return;
+  std::vector<torch::Tensor> params;
+  for (const auto& kv : named_) params.push_back(kv.second);
+  loom::broadcast_parameters(comm_, params);
+}
+
+void DataParallelUpdate::before_backward(bool last) {
+  if (sync_) sync_->prepare(last);
+}
+
+OptimizerStepResult DataParallelUpdate::step(double lr) {
+  if (zero_) {
+    const Zero1StepResult z = zero_->step(lr);
+    return {z.grad_norm, z.skipped};
+  }
+  if (sync_) sync_->finish();
+  return opt_->step(lr);
+}
+
+void DataParallelUpdate::zero_grad() {
+  if (zero_)
+    zero_->zero_grad();
+  else
+    opt_->zero_grad();
+}
+
+int64_t DataParallelUpdate::updates() const { return zero_ ? zero_->updates() : opt_->updates(); }
+
+int DataParallelUpdate::shards() const { return zero_ ? zero_->shards() : 1; }
+
+std::string DataParallelUpdate::describe() const {
+  if (zero_)
+    return "ZeRO-1: optimizer state in " + std::to_string(zero_->shards()) + " shard(s) over " +
+           std::to_string(comm_.world()) + " rank(s), " + std::to_string(zero_->numel()) + " elements";
+  if (sync_)
+    return "replicated optimizer, gradients all-reduced in " + std::to_string(sync_->num_buckets()) +
+           " bucket(s) over " + std::to_string(comm_.world()) + " ranks";
+  return "replicated optimizer, one rank";
+}
+
+safetensors::NamedTensors DataParallelUpdate::replicated_state() const {
+  return opt_ ? opt_->state() : safetensors::NamedTensors{};
+}
+
+std::optional<CheckpointFile> DataParallelUpdate::save_shard(const std::string& dir) const {
+  if (!zero_ || !zero_->writes_shard()) return std::nullopt;
+  const std::string name = zero1_shard_name(comm_.rank());
+  const safetensors::WriteResult w = zero_->save_shard(dir + "/" + name);
+  return CheckpointFile{name, w.bytes, w.xxh64};
+}
+
+void DataParallelUpdate::load(const std::string& dir) {
+  const std::string plain = dir + "/optimizer.safetensors";
+  const std::vector<std::string> shard_files = zero1_shard_files(dir);
+  LOOM_CHECK(sys::exists(plain) || !shard_files.empty(), dir, ": no optimizer state (optimizer.safetensors or ",
+             zero1_shard_name(0), "...)");
+  torch::NoGradGuard no_grad;
+  if (zero_) {
+    if (!shard_files.empty()) {
+      zero_->load_shards(shard_files);
+      return;
+    }
+    // A replicated checkpoint: its per-tensor state, flattened in this optimizer's order.
+    safetensors::Reader r(plain);
+    std::vector<torch::Tensor> master, m, v;
+    for (const auto& [name, p] : named_) {
+      const bool has_master = p.scalar_type() != torch::kFloat32;
+      master.push_back((has_master ? r.get("master." + name) : p.detach()).to(torch::kCPU, torch::kFloat32).reshape(-1));
+      m.push_back(r.get("exp_avg." + name).to(torch::kFloat32).reshape(-1));
+      v.push_back(r.get("exp_avg_sq." + name).to(torch::kFloat32).reshape(-1));
+      LOOM_CHECK(m.back().numel() == p.numel() && v.back().numel() == p.numel(), plain, ": the state of '", name,
+                 "' has ", m.back().numel(), " elements, the parameter ", p.numel());
+    }
+    const double step = r.get("step").item<double>();
+    zero_->load_full(torch::cat(master), torch::cat(m), torch::cat(v), static_cast<int64_t>(step));
+    return;
+  }
+  if (sys::exists(plain)) {
+    opt_->load_state(safetensors::Reader(plain));
+    return;
+  }
+  // A ZeRO-1 checkpoint into a replicated optimizer: gather the shards, cut per parameter.
+  const Zero1FullState full = read_zero1_shards(shard_files);
+  int64_t total = 0;
+  for (const auto& kv : named_) total += kv.second.numel();
+  LOOM_CHECK(full.master.numel() == total, dir, ": the ZeRO-1 shards hold ", full.master.numel(),
+             " elements, this model has ", total, " trainable parameters");
+  safetensors::NamedTensors state;
+  state.emplace_back("step", torch::full({}, static_cast<double>(full.updates), torch::kFloat64));
+  int64_t off = 0;
+  for (const auto& [name, p] : named_) {
+    auto piece = [&](const torch::Tensor& flat) { return flat.narrow(0, off, p.numel()).view(p.sizes()); };
+    state.emplace_back("exp_avg." + name, piece(full.exp_avg));
+    state.emplace_back("exp_avg_sq." + name, piece(full.exp_avg_sq));
+    if (p.scalar_type() != torch::kFloat32)
+      state.emplace_back("master." + name, piece(full.master));
+    else  // an fp32 model's master weights are its parameters: they come from the shards too
+      p.detach().copy_(piece(full.master));
+    off += p.numel();
+  }
+  opt_->load_state(state, dir + "/" + sys::basename(shard_files.front()) + " (and the other shards)");
+}
+
+}  // namespace loom

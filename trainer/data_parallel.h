@@ -1,0 +1,86 @@
+// The parameter update of a data-parallel step, in one of two modes chosen by parallel.zero1:
+//
+//   replicated (parallel.zero1 = 1): with W > 1 a GradSync sums the gradients over ranks during the
+//     last micro-batch's backward (grad_sync.h), then every rank runs the same Optimizer step
+//     (optimizer.h) on the same sums, so the weights stay identical without another collective.
+//   sharded (parallel.zero1 = S != 1, -1 or 0 = all ranks): no hooks; Zero1Optimizer (zero1.h)
+//     reduce-scatters the gradients, updates its shard of the fp32 master weights and AdamW moments,
+//     and all-gathers the parameters. Used at W = 1 too, so a sharded run's checkpoints keep their
+//     kind whatever W resumes them.
+//
+// Either way the loss was divided by the GLOBAL token count before backward, so gradients are
+// summed, never averaged, and the grad norm, clipping and inf/NaN skip are global: every rank
+// skips together.
+//
+// Checkpoints: replicated -> optimizer.safetensors (written by rank 0); sharded ->
+// optimizer_zero1_K.safetensors (written by the rank of shard K). load() reads either kind into
+// either mode, so parallel.zero1 and the world size may change between save and resume.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "checkpoint.h"
+#include "communicator.h"
+#include "optimizer.h"
+
+namespace loom {
+
+class GradSync;
+class Zero1Optimizer;
+
+struct ParallelOptions {
+  int64_t zero1 = 1;             // parallel.zero1: optimizer-state shards (1 = off; -1 or 0 = every rank)
+  double bucket_mb = 25;         // parallel.bucket_mb: gradient all-reduce bucket size
+  double timeout_s = 600;        // parallel.timeout_s: a collective waiting longer fails the job
+  std::string backend = "auto";  // parallel.backend: auto | gloo | nccl
+  void validate() const;
+};
+
+class DataParallelUpdate {
+ public:
+  // named: the model's trainable parameters (named_state order; buffers are skipped).
+  DataParallelUpdate(Communicator& comm, const safetensors::NamedTensors& named, const OptimizerOptions& o,
+                     const ParallelOptions& p);
+  ~DataParallelUpdate();
+  DataParallelUpdate(const DataParallelUpdate&) = delete;
+  DataParallelUpdate& operator=(const DataParallelUpdate&) = delete;
+
+  // Makes every rank's parameters rank 0's (after initialisation or loading).
+  void broadcast_parameters();
+  // Before each micro-batch's backward; last = the step's final one (only it communicates).
+  void before_backward(bool last);
+  // After the final backward: synchronise, clip, update (or skip on inf/NaN, on every rank).
+  OptimizerStepResult step(double lr);
+  void zero_grad();
+
+  int64_t updates() const;
+  bool sharded() const { return zero_ != nullptr; }
+  int shards() const;
+  std::string describe() const;  // one log line: mode, shards, buckets
+  size_t num_decay() const { return num_decay_; }
+  size_t num_no_decay() const { return named_.size() - num_decay_; }
+
+  // Replicated: the tensors of optimizer.safetensors (rank 0 writes them). Sharded: empty.
+  safetensors::NamedTensors replicated_state() const;
+  // Sharded: writes this rank's shard into dir when it holds a distinct one, and returns its
+  // manifest entry; nullopt otherwise.
+  std::optional<CheckpointFile> save_shard(const std::string& dir) const;
+  // Restores the optimizer state of a checkpoint directory written in either mode at any W. The
+  // model's weights must already be loaded (an fp32 model's master weights are its parameters).
+  void load(const std::string& dir);
+
+ private:
+  Communicator& comm_;
+  safetensors::NamedTensors named_;
+  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<Zero1Optimizer> zero_;
+  size_t num_decay_ = 0;
+};
+
+}  // namespace loom
