@@ -1,0 +1,107 @@
+// The hang watchdog (monitor.hang_timeout): a thread per rank that fires when no step completes
+// within hang_timeout seconds. It then logs, for every registered thread, the phase it is in and for
+// how long (the loop's "data" | "forward_backward" | "optimizer" | "allreduce:<name>" | ..., the
+// loader's, the checkpoint writer's), sends an error alert, and ends the process with
+// kHangExitCode (4), so the launcher restarts the job from its last checkpoint.
+//
+// Exiting here is the one sanctioned exit outside main(): the hung thread (usually blocked inside a
+// collective or a device call) cannot be unwound, so nothing could ever catch an exception thrown
+// at it. hang_exit() flushes stdio and calls std::_Exit: no destructors, no atexit handlers (they
+// could block on the same hung resource).
+//
+// Known-long phases (validation, a synchronous checkpoint save, the start-up probe) run under a
+// Watchdog::LongPhase guard: the phase is named and gets its own timeout (0 = unbounded) instead of
+// hang_timeout, and the step clock restarts when the guard ends. Chosen over a plain pause because a
+// save that blocks forever on a dead filesystem or a collective is exactly the hang to catch, and
+// over fixed per-phase timeouts because only the caller knows how long its phase may take.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace loom {
+
+class Alerts;
+
+// The exit code of a process ended by the watchdog (main.cpp's list of exit codes names it too).
+inline constexpr int kHangExitCode = 4;
+
+// Flushes stdout/stderr and ends the process with kHangExitCode at once (std::_Exit).
+[[noreturn]] void hang_exit();
+
+class Watchdog {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // hang_timeout_s > 0 (callers skip creating one when monitor.hang_timeout is 0). alerts may be
+  // null. The thread starts at once; the clock starts now, so the first step must also complete in
+  // time (wrap a slow start-up in a LongPhase).
+  explicit Watchdog(double hang_timeout_s, Alerts* alerts = nullptr);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Called by the loop after each completed step: restarts the clock.
+  void heartbeat(int64_t step);
+  // The loop's (slot 0, "main") current phase.
+  void set_phase(const std::string& phase) { set_phase(0, phase); }
+
+  // Other threads register a slot of their own (named e.g. "loader", "checkpoint-writer") and set
+  // its phase; the report lists every slot. Returns the slot id.
+  int add_slot(const std::string& thread_name);
+  void set_phase(int slot, const std::string& phase);
+
+  // Runs before the exit with the report (e.g. Communicator::report_failure so the other ranks name
+  // this one). Must not block for long; exceptions are swallowed.
+  void set_on_hang(std::function<void(const std::string& report)> f);
+
+  // The text the watchdog logs when it fires (also for tests and a SIGUSR1-style dump).
+  std::string report() const;
+
+  // While alive, the main slot's phase is `phase` and the watchdog fires only if it lasts longer than
+  // timeout_s (0 = never). On destruction the previous phase comes back and the step clock restarts.
+  // Guards do not nest across threads: use them from the loop's thread.
+  class LongPhase {
+   public:
+    LongPhase(Watchdog* w, const std::string& phase, double timeout_s = 0);  // w may be null
+    ~LongPhase();
+    LongPhase(const LongPhase&) = delete;
+    LongPhase& operator=(const LongPhase&) = delete;
+
+   private:
+    Watchdog* w_;
+    std::string previous_phase_;
+    double previous_timeout_s_;
+  };
+
+  double hang_timeout_s() const { return timeout_s_; }
+
+ private:
+  struct Slot {
+    std::string thread;
+    std::string phase;
+    Clock::time_point since;
+  };
+  void run();
+  [[noreturn]] void fire();
+
+  const double timeout_s_;
+  Alerts* alerts_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;
+  int64_t last_step_ = -1;
+  Clock::time_point last_beat_;
+  double active_timeout_s_;  // timeout_s_, or a LongPhase's
+  bool stop_ = false;
+  std::function<void(const std::string&)> on_hang_;
+  std::thread thread_;
+};
+
+}  // namespace loom
