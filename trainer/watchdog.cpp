@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <iomanip>
 #include <sstream>
 
@@ -56,9 +58,10 @@ void Watchdog::set_phase(int slot, const std::string& phase) {
   s.since = Clock::now();
 }
 
-void Watchdog::set_on_hang(std::function<void(const std::string&)> f) {
+void Watchdog::set_on_hang(std::function<void(const std::string&)> f, double budget_s) {
   std::lock_guard<std::mutex> lock(mu_);
   on_hang_ = std::move(f);
+  on_hang_budget_s_ = budget_s;
 }
 
 std::string Watchdog::report() const {
@@ -94,15 +97,25 @@ void Watchdog::fire() {
   const std::string text = "hang detected: " + report();
   log::error(text, "; exiting with code ", kHangExitCode, " so the launcher can restart from the last checkpoint");
   std::function<void(const std::string&)> on_hang;
+  double budget_s = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     on_hang = on_hang_;
+    budget_s = on_hang_budget_s_;
   }
   if (on_hang) {
-    try {
-      on_hang(text);
-    } catch (...) {
-    }
+    // Detached: if the hook blocks past its budget, the process ends under it anyway.
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> finished = done->get_future();
+    std::thread([on_hang, text, done] {
+      try {
+        on_hang(text);
+      } catch (...) {
+      }
+      done->set_value();
+    }).detach();
+    if (finished.wait_for(std::chrono::duration<double>(budget_s)) != std::future_status::ready)
+      log::error("the on-hang hook did not return within ", budget_s, " s; exiting anyway");
   }
   if (alerts_) {
     alerts_->send(AlertLevel::kError, "hang", text);

@@ -58,8 +58,9 @@ class Watchdog {
   void set_phase(int slot, const std::string& phase);
 
   // Runs before the exit with the report (e.g. Communicator::report_failure so the other ranks name
-  // this one). Must not block for long; exceptions are swallowed.
-  void set_on_hang(std::function<void(const std::string& report)> f);
+  // this one), on a thread of its own: the exit waits for it at most budget_s (a store that cannot be
+  // reached must not keep a hung rank alive). Exceptions are swallowed.
+  void set_on_hang(std::function<void(const std::string& report)> f, double budget_s = 10);
 
   // The text the watchdog logs when it fires (also for tests and a SIGUSR1-style dump).
   std::string report() const;
@@ -101,6 +102,7 @@ class Watchdog {
   double active_timeout_s_;  // timeout_s_, or a LongPhase's
   bool stop_ = false;
   std::function<void(const std::string&)> on_hang_;
+  double on_hang_budget_s_ = 10;
   std::thread thread_;
 };
 

@@ -24,6 +24,7 @@
 #include "async_checkpoint.h"
 #include "checkpoint.h"
 #include "health_check.h"
+#include "loom/log.h"
 #include "loom/sys.h"
 #include "safetensors.h"
 #include "spike_detector.h"
@@ -179,7 +180,7 @@ TEST_CASE("a dead webhook never slows send(); the destructor's wait is bounded",
       for (int i = 0; i < 5; ++i) {
         const auto t0 = Clock::now();
         a.send(AlertLevel::kWarn, "t", "b");
-        CHECK(since(t0) < 0.005);
+        CHECK(since(t0) < 0.010);  // a few ms: logging and a queue push, never the network
       }
       REQUIRE(a.flush(5));
       CHECK(a.failed() == 5);
@@ -195,7 +196,7 @@ TEST_CASE("a dead webhook never slows send(); the destructor's wait is bounded",
       for (int i = 0; i < 10; ++i) {
         const auto t0 = Clock::now();
         a->send(AlertLevel::kWarn, "t", "b");
-        CHECK(since(t0) < 0.005);
+        CHECK(since(t0) < 0.010);  // a few ms: logging and a queue push, never the network
       }
       const auto t0 = Clock::now();
       a.reset();
@@ -282,6 +283,7 @@ TEST_CASE("watchdog fires without a heartbeat: exit code 4, the log names the ph
   const auto t0 = Clock::now();
   auto [code, log] = in_child(dir / "child.log", [] {
     Watchdog w(1.0);
+    w.set_on_hang([](const std::string& report) { log::error("on-hang hook got: ", report.substr(0, 13)); });
     w.heartbeat(41);
     const int loader = w.add_slot("loader");
     w.set_phase(loader, "read_shard");
@@ -296,6 +298,20 @@ TEST_CASE("watchdog fires without a heartbeat: exit code 4, the log names the ph
   CHECK(log.find("main: phase 'allreduce:grads' for 1.") != std::string::npos);
   CHECK(log.find("loader: phase 'read_shard'") != std::string::npos);
   CHECK(log.find("exiting with code 4") != std::string::npos);
+  CHECK(log.find("on-hang hook got: hang detected") != std::string::npos);
+}
+
+TEST_CASE("watchdog: an on-hang hook that blocks does not keep the process alive", "[monitor]") {
+  test::TempDir dir("watchdog");
+  const auto t0 = Clock::now();
+  auto [code, log] = in_child(dir / "child.log", [] {
+    Watchdog w(0.3);
+    w.set_on_hang([](const std::string&) { std::this_thread::sleep_for(std::chrono::seconds(60)); }, 0.5);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+  });
+  CHECK(code == 4);
+  CHECK(since(t0) < 5);
+  CHECK(log.find("the on-hang hook did not return within 0.5 s") != std::string::npos);
 }
 
 TEST_CASE("watchdog: heartbeats and a long phase keep it quiet; a bounded long phase fires", "[monitor]") {
