@@ -1,8 +1,12 @@
 #!/usr/bin/python3
 """The Python peer of loom-train for bench/train_bench.sh: the same InternLM-architecture model
 (fused biased QKV, rotate-half rotary, block-diagonal causal mask by document, SwiGLU, RMSNorm,
-untied head), the same packed shards in the same shape (B packs of T tokens, M micro-batches),
-AdamW + clipping, in Debian's python3-torch (eager, float32, CPU). Prints tokens/s.
+untied head, no dropout), the same packed shards in the same shape (B packs of T tokens, M
+micro-batches), loss sum / label tokens of the step, clipping at 1.0 and AdamW with loom's groups
+(matrices decay, embeddings, norms and biases do not), in Debian's python3-torch (eager, float32,
+CPU; the same libtorch_cpu and OpenBLAS as loom-train here), the same intra-op threads. Batches are
+built before the timed steps, as loom-train's loader thread builds them ahead. Prints tokens/s over
+the steps after the first two, real (non-padding) tokens, as loom-train's tokens_per_s.
 
   train_bench.py PACKED.bin STEPS B M C LAYERS HEADS VOCAB THREADS
 """
@@ -99,16 +103,16 @@ class Model(torch.nn.Module):
 
 
 model = Model()
-decay = [p for p in model.parameters() if p.dim() >= 2]
-no_decay = [p for p in model.parameters() if p.dim() < 2]
+decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
+no_decay = [p for n, p in model.named_parameters() if p.dim() < 2 or "embed" in n]
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                         lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
-warm, tokens_done, t0, at = 2, 0, None, 0
+warm, tokens_done, t0 = 2, 0, None
+batches = [[batch((step * M + m) * B) for m in range(M)] for step in range(steps)]
 for step in range(steps):
     if step == warm:
         t0 = time.perf_counter()
-    micro = [batch(at + m * B) for m in range(M)]
-    at += M * B
+    micro = batches[step]
     n = sum(int((lab != -100).sum()) for _, _, lab, _, _ in micro)
     for tokens, pos, labels, mask, _ in micro:
         logits = model(tokens, pos, mask)
@@ -120,4 +124,4 @@ for step in range(steps):
     if step >= warm:
         tokens_done += sum(real for *_, real in micro)  # real tokens, as loom-train's tokens_per_s
 dt = time.perf_counter() - t0
-print("python_tokens_per_s %.1f" % (tokens_done / dt))
+print("python_tokens_per_s %.1f parameters %d" % (tokens_done / dt, sum(p.numel() for p in model.parameters())))

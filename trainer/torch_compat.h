@@ -48,3 +48,15 @@ using CommBackend = c10d::ProcessGroup;
 }  // namespace loom::compat
 #endif
 #endif  // LOOM_COMPAT_C10D
+
+// ---- profiler (trainer/profiling.cpp is the only user) ----
+// 2.x images have Kineto, whose ProfilerResult::save writes CPU and CUDA activity. Debian's 1.13 is
+// built without it (save() refuses), so there loom records with the legacy autograd profiler
+// (enableProfilerLegacy/disableProfilerLegacy, CPU ops; still in 2.11) and writes the trace itself.
+// Both APIs take torch::profiler::impl::ProfilerConfig in 1.13 and 2.x.
+#ifdef LOOM_COMPAT_PROFILER
+#include <torch/csrc/autograd/profiler.h>
+namespace loom::compat {
+constexpr bool kProfilerKineto = LOOM_TORCH2;
+}  // namespace loom::compat
+#endif  // LOOM_COMPAT_PROFILER

@@ -1,0 +1,242 @@
+// End-to-end tests of the loom-train binary (its path arrives as LOOM_TRAIN_BIN): exit codes and
+// messages of bad command lines, what a run leaves in run_dir, SIGTERM then --resume auto against
+// an uninterrupted run bit for bit, --profiling's trace, a corrupt checkpoint. The data is
+// loop_fixture.h's (written with the packer's PackedWriter); the model is tiny, so each run takes
+// about a second, most of it LibTorch's start.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <sstream>
+
+#include "loop_fixture.h"
+#include "loom/sys.h"
+#include "test_util.h"
+
+namespace {
+
+using loom::test::quote;
+using loom::test::read_all;
+using loom::test::TempDir;
+
+std::string cli(const std::vector<std::string>& args) {
+  std::string s = "timeout -s KILL 120 " + quote(LOOM_TRAIN_BIN);
+  for (const auto& a : args) s += " " + quote(a);
+  return s;
+}
+
+loom::test::RunResult train(const std::vector<std::string>& args) { return loom::test::run(cli(args) + " 2>&1"); }
+
+// metrics.jsonl lines that carry a training loss (validation lines have no "loss" key).
+std::vector<std::string> train_lines(const std::string& path) {
+  std::vector<std::string> out;
+  std::istringstream in(read_all(path));
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"loss\": ") != std::string::npos) out.push_back(line);
+  return out;
+}
+
+// The value text of key in a JSON line as written (exact digits).
+std::string field(const std::string& line, const std::string& key) {
+  const std::string k = "\"" + key + "\": ";
+  const size_t at = line.find(k);
+  if (at == std::string::npos) return "<no " + key + ">";
+  const size_t end = line.find_first_of(",}", at + k.size());
+  return line.substr(at + k.size(), end - at - k.size());
+}
+
+// Runs a Python check (Debian's python3, json module only) on one path argument; returns its stdout.
+std::string py_check(const TempDir& dir, const std::string& name, const std::string& code, const std::string& arg) {
+  const std::string script = dir / (name + ".py");
+  loom::test::write_all(script, code);
+  auto r = loom::test::run(quote(loom::test::python()) + " " + quote(script) + " " + quote(arg) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+// Every line is one JSON object; training lines have every documented field; prints the steps.
+const char* kPyMetrics = R"(
+import json, sys
+need = ["step", "consumed_samples", "num_consumed_tokens", "loss", "acc", "perplexity", "lr", "grad_norm",
+        "inf_nan_skip_batches", "skip_batches", "skipped_this_step", "tokens_per_s", "tgs", "tflops", "mfu",
+        "step_time", "data_time", "fwd_bwd_time", "optimizer_time", "peak_memory_mb"]
+steps = []
+for n, line in enumerate(open(sys.argv[1]), 1):
+    d = json.loads(line)
+    assert isinstance(d, dict), n
+    if "loss" not in d: continue
+    missing = [k for k in need if k not in d]
+    assert not missing, (n, missing)
+    names = [k[5:] for k in d if k.startswith("loss/")]  # the datasets this step drew from
+    assert names and all(k in d for x in names for k in ("acc/" + x, "plex/" + x)), (n, d)
+    steps.append(d["step"])
+print(" ".join(str(s) for s in steps))
+)";
+
+// The trace: ProfilerStep# ranges, and for each the number of matrix-multiply ops inside it; the
+// number of such ops outside every step range.
+const char* kPyTrace = R"(
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = [e for e in d["traceEvents"] if e.get("ph") == "X"]
+steps = sorted((e["name"], e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("ProfilerStep#"))
+mm = [e for e in ev if e["name"] in ("aten::mm", "aten::addmm")]
+counts = [sum(1 for e in mm if a <= e["ts"] and e["ts"] + e["dur"] <= b) for _, a, b in steps]
+inside = sum(counts)
+print(" ".join(n for n, _, _ in steps))
+print(" ".join(str(c) for c in counts))
+print(len(mm) - inside)
+)";
+
+// The resolved configuration as the run printed it ("loom-train configuration:" then the INI).
+std::string printed_config(const std::string& log) {
+  const std::string head = "INFO loom-train configuration:\n";
+  const size_t at = log.find(head);
+  if (at == std::string::npos) return "<not printed>";
+  const size_t begin = at + head.size();
+  return log.substr(begin, log.find("\n[loom ", begin) - begin);
+}
+
+std::string trim_newlines(std::string s) {
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("loom-train: --help, an unknown key and bad values give the documented exit codes", "[cli]") {
+  TempDir dir("cli_args");
+  auto help = train({"--help"});
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.output, Catch::Contains("--data.micro_bsz") && Catch::Contains("--profiling"));
+
+  const auto base = loom::test::loop_args(dir / "data", dir / "run");
+  auto with = [&](const std::string& extra) {
+    auto a = base;
+    a.push_back(extra);
+    return train(a);
+  };
+  auto unknown = with("--adam.lrr=1");
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.output, Catch::Contains("adam.lrr"));
+  auto range = train(loom::test::loop_args(dir / "data", dir / "run", {"--loss.label_smoothing=1.5"}));
+  CHECK(range.exit_code == 1);
+  CHECK_THAT(range.output, Catch::Contains("loss.label_smoothing"));
+  auto type = train(loom::test::loop_args(dir / "data", dir / "run", {"--data.micro_bsz=two"}));
+  CHECK(type.exit_code == 1);
+  CHECK_THAT(type.output, Catch::Contains("data.micro_bsz"));
+  // Nothing was trained: no run folder content.
+  CHECK_FALSE(loom::sys::exists(dir / "run/metrics.jsonl"));
+}
+
+TEST_CASE("loom-train: a run's outputs; SIGTERM then --resume auto equals an uninterrupted run bit for bit",
+          "[cli]") {
+  TempDir dir("cli_run");
+  loom::test::write_loop_data(dir / "data");
+  constexpr int kSteps = 100;
+  const std::vector<std::string> common = {"--data.total_steps=" + std::to_string(kSteps), "--ckpt.keep=0"};
+  auto args = [&](const std::string& run, std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    return loom::test::loop_args(dir / "data", dir / run, extra);
+  };
+
+  // The uninterrupted run and what it leaves.
+  auto a = train(args("a"));
+  INFO(a.output.substr(a.output.size() > 4000 ? a.output.size() - 4000 : 0));
+  REQUIRE(a.exit_code == 0);
+  const std::string steps_a = py_check(dir, "metrics_a", kPyMetrics, dir / "a/metrics.jsonl");
+  std::string expect_steps;
+  for (int s = 1; s <= kSteps; ++s) expect_steps += (s > 1 ? " " : "") + std::to_string(s);
+  CHECK(trim_newlines(steps_a) == expect_steps);
+  const std::string events = dir / "a/tensorboard/events.out.tfevents.loom";
+  REQUIRE(loom::sys::exists(events));
+  const std::string ev = read_all(events);
+  CHECK_THAT(ev, Catch::Contains("brain.Event:2") && Catch::Contains("loss"));
+  const std::string ckpt_a = dir / ("a/checkpoints/step_" + std::to_string(kSteps));
+  REQUIRE(loom::sys::exists(ckpt_a + "/config.ini"));
+  CHECK(trim_newlines(read_all(ckpt_a + "/config.ini")) == trim_newlines(printed_config(a.output)));
+
+  // The same run, SIGTERM once a few steps are logged: the step in progress ends, a checkpoint.
+  const std::string b_dir = dir / "b";
+  const std::string script = "mkdir -p " + quote(b_dir) + "\n" + cli(args("b")) + " > " + quote(b_dir + ".log") +
+                             " 2>&1 &\npid=$!\n"
+                             "for i in $(seq 2000); do\n"
+                             "  n=$(grep -c '\"loss\": ' " + quote(b_dir + "/metrics.jsonl") + " 2>/dev/null)\n"
+                             "  [ \"${n:-0}\" -ge 5 ] && break\n  sleep 0.01\ndone\n"
+                             "kill -TERM $pid\nwait $pid\necho \"rc=$?\"\n";
+  loom::test::write_all(dir / "b.sh", script);
+  auto b = loom::test::run("bash " + quote(dir / "b.sh"));
+  const std::string b_log = read_all(b_dir + ".log");
+  INFO(b_log.substr(b_log.size() > 4000 ? b_log.size() - 4000 : 0));
+  CHECK_THAT(b.output, Catch::Contains("rc=0"));
+  REQUIRE_THAT(b_log, Catch::Contains("signal 15 received"));
+  const auto lines_b = train_lines(b_dir + "/metrics.jsonl");
+  const int stopped = static_cast<int>(lines_b.size());
+  REQUIRE(stopped >= 5);
+  REQUIRE(stopped < kSteps);
+  const std::string ckpt_b = b_dir + "/checkpoints/step_" + std::to_string(stopped);
+  REQUIRE(loom::sys::exists(ckpt_b + "/state.json"));
+  CHECK_THAT(read_all(ckpt_b + "/state.json"), Catch::Contains("\"step\": " + std::to_string(stopped) + ","));
+  CHECK(trim_newlines(read_all(b_dir + "/checkpoints/latest")) == "step_" + std::to_string(stopped));
+
+  // Resumed: the remaining steps; every step logged once; losses and weights equal run a's.
+  auto c = train(args("b", {"--resume=auto"}));
+  INFO(c.output.substr(c.output.size() > 4000 ? c.output.size() - 4000 : 0));
+  REQUIRE(c.exit_code == 0);
+  CHECK(trim_newlines(py_check(dir, "metrics_b", kPyMetrics, b_dir + "/metrics.jsonl")) == expect_steps);
+  const auto la = train_lines(dir / "a/metrics.jsonl"), lb = train_lines(b_dir + "/metrics.jsonl");
+  REQUIRE(la.size() == lb.size());
+  for (size_t i = 0; i < la.size(); ++i) {
+    INFO("step " << i + 1 << " (stopped at " << stopped << ")");
+    CHECK(field(lb[i], "loss") == field(la[i], "loss"));
+    CHECK(field(lb[i], "grad_norm") == field(la[i], "grad_norm"));
+  }
+  const std::string ckpt_bn = b_dir + "/checkpoints/step_" + std::to_string(kSteps);
+  CHECK(read_all(ckpt_bn + "/model.safetensors") == read_all(ckpt_a + "/model.safetensors"));
+  CHECK(read_all(ckpt_bn + "/optimizer.safetensors") == read_all(ckpt_a + "/optimizer.safetensors"));
+}
+
+TEST_CASE("loom-train --profiling: a chrome trace of exactly steps 2-4 with the matmuls inside them", "[cli]") {
+  TempDir dir("cli_prof");
+  loom::test::write_loop_data(dir / "data");
+  auto r = train(loom::test::loop_args(dir / "data", dir / "p", {"--data.total_steps=7", "--profiling"}));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, !Catch::Contains("WARN profiler"));
+  const std::string trace = dir / "p/profile_trace.json";
+  REQUIRE(loom::sys::exists(trace));
+  std::istringstream out(py_check(dir, "trace", kPyTrace, trace));
+  std::string names, counts, outside;
+  std::getline(out, names), std::getline(out, counts), std::getline(out, outside);
+  CHECK(names == "ProfilerStep#2 ProfilerStep#3 ProfilerStep#4");
+  // The same work each step: the same positive number of matmuls, none outside the steps.
+  std::istringstream cs(counts);
+  std::vector<int> c;
+  for (int x; cs >> x;) c.push_back(x);
+  REQUIRE(c.size() == 3);
+  CHECK(c[0] > 0);
+  CHECK(c[1] == c[0]);
+  CHECK(c[2] == c[0]);
+  CHECK(outside == "0");
+
+  // A run shorter than the window records what there is.
+  auto s = train(loom::test::loop_args(dir / "data", dir / "s", {"--data.total_steps=3", "--profiling"}));
+  REQUIRE(s.exit_code == 0);
+  std::istringstream out_s(py_check(dir, "trace_s", kPyTrace, dir / "s/profile_trace.json"));
+  std::getline(out_s, names);
+  CHECK(names == "ProfilerStep#2");
+}
+
+TEST_CASE("loom-train --resume with a corrupt checkpoint exits 1 naming the file", "[cli]") {
+  TempDir dir("cli_corrupt");
+  loom::test::write_loop_data(dir / "data");
+  auto r = train(loom::test::loop_args(dir / "data", dir / "r", {"--data.total_steps=2"}));
+  REQUIRE(r.exit_code == 0);
+  const std::string ckpt = dir / "r/checkpoints/step_2";
+  std::string w = read_all(ckpt + "/model.safetensors");
+  w[w.size() - 5] ^= 0x10;
+  loom::test::write_all(ckpt + "/model.safetensors", w);
+  auto bad = train(loom::test::loop_args(dir / "data", dir / "r", {"--data.total_steps=4", "--resume=" + ckpt}));
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.output, Catch::Contains("model.safetensors"));
+}
