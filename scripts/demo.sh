@@ -30,3 +30,7 @@ $BIN/packer/loom-pack verify --deep $OUT/packed
 echo "== 5. train a tiny InternLM-architecture model (eval and checkpoints included)"
 $BIN/trainer/loom-train --config configs/demo.ini \
   --data.train_folder=$OUT/packed/train --data.valid_folder=$OUT/packed/valid --job.run_dir=$OUT/run
+
+echo "== 6. generate a sample from the newest checkpoint (greedy, from a text prompt)"
+$BIN/trainer/loom-train generate --checkpoint $OUT/run/checkpoints --tokenizer $MODEL \
+  --prompt "It was a fine day, and the" --max-new-tokens 32

@@ -12,6 +12,7 @@
 #include "loom/log.h"
 #include "loom/options.h"
 #include "safetensors.h"
+#include "spm_encoder.h"
 
 namespace loom {
 
@@ -138,16 +139,19 @@ std::vector<int64_t> parse_ids(const std::string& s) {
 
 int run_generate(const std::vector<std::string>& args) {
   OptionParser p("loom-train generate",
-                 "loom-train generate (--checkpoint DIR | --hf DIR) --prompt-ids 1,2,3 [--tokenizer FILE.model] "
+                 "loom-train generate (--checkpoint DIR | --hf DIR) (--prompt TEXT | --prompt-ids 1,2,3) "
+                 "[--tokenizer FILE.model] "
                  "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--dump-logits FILE]");
   GenerateOptions o;
-  std::string checkpoint, hf_dir, prompt_ids, tokenizer, dump, device = "cpu";
+  std::string checkpoint, hf_dir, prompt, prompt_ids, tokenizer, dump, device = "cpu";
   bool no_cache = false;
   p.options().add_options()
       ("checkpoint", po::value(&checkpoint), "loom checkpoint: a step_N folder, or a folder with a `latest` pointer")
       ("hf", po::value(&hf_dir), "or an HF model folder (export-hf's output, or a LLaMA/Qwen2 model)")
-      ("prompt-ids", po::value(&prompt_ids)->required(), "the prompt as token ids, bos included (loom-tokenize's ids)")
-      ("tokenizer", po::value(&tokenizer), "SentencePiece model to decode with (default with --hf: the folder's tokenizer.model)")
+      ("prompt", po::value(&prompt), "the prompt as text, encoded with the tokenizer, bos first (as InternLM)")
+      ("prompt-ids", po::value(&prompt_ids), "or the prompt as token ids, bos included (loom-tokenize's ids)")
+      ("tokenizer", po::value(&tokenizer), "SentencePiece model to encode and decode with (default with --hf: the "
+                                            "folder's tokenizer.model; a loom checkpoint does not record one)")
       ("max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens), "tokens to generate at most")
       ("temperature", po::value(&o.temperature)->default_value(o.temperature), "0 = greedy; else sample from softmax(logits / T)")
       ("top-p", po::value(&o.top_p)->default_value(o.top_p), "nucleus sampling: smallest set of tokens with this much probability")
@@ -158,8 +162,10 @@ int run_generate(const std::vector<std::string>& args) {
   if (!p.parse(args)) return 0;  // --help
   log::info("generate: resolved options\n", p.resolved_ini());
   LOOM_CHECK(checkpoint.empty() != hf_dir.empty(), "generate: pass exactly one of --checkpoint DIR and --hf DIR");
+  LOOM_CHECK(p.has("prompt") != p.has("prompt-ids"), "generate: pass exactly one of --prompt TEXT and --prompt-ids 1,2,3");
   o.use_cache = !no_cache;
-  const std::vector<int64_t> ids = parse_ids(prompt_ids);
+  std::vector<int64_t> ids;
+  if (p.has("prompt-ids")) ids = parse_ids(prompt_ids);
 
   const hf::LoadedWeights w = hf_dir.empty() ? hf::load_loom_checkpoint(checkpoint) : hf::load_hf(hf_dir);
   if (tokenizer.empty()) tokenizer = w.tokenizer;
@@ -170,6 +176,22 @@ int run_generate(const std::vector<std::string>& args) {
   } else {
     o.eos_id = w.tokens.eos_id;
   }
+  if (p.has("prompt")) {
+    LOOM_CHECK(!tokenizer.empty(), "generate: --prompt needs a SentencePiece model to encode with; pass --tokenizer "
+               "FILE.model (a loom checkpoint does not record its tokenizer; an HF folder's tokenizer.model is used "
+               "when present)");
+    const hf::SpmEncoder enc(sp);
+    if (sp.bos_id >= 0) ids.push_back(sp.bos_id);
+    const std::vector<int64_t> text_ids = enc.encode(prompt);
+    ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+    LOOM_CHECK(!ids.empty(), "generate: the prompt '", prompt, "' encodes to no tokens and the tokenizer has no bos");
+    std::string s;
+    for (int64_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
+    std::cout << "prompt ids: " << s << "\n";
+  }
+  for (int64_t id : ids)
+    LOOM_CHECK(id < w.model.vocab_size, "generate: prompt token id ", id, " is outside the model's vocabulary of ",
+               w.model.vocab_size);
 
   ModelOptions mo = w.model;
   mo.dropout = 0;
@@ -187,7 +209,7 @@ int run_generate(const std::vector<std::string>& args) {
   std::cout << "ids: " << out_ids << "\n";
   std::string prompt_text;
   if (!tokenizer.empty()) {
-    prompt_text = hf::decode(sp, ids);
+    prompt_text = p.has("prompt") ? prompt : hf::decode(sp, ids);  // the text as given (check_logits.py encodes it)
     std::vector<int64_t> all = ids;
     all.insert(all.end(), g.tokens.begin(), g.tokens.end());
     std::cout << "text: " << hf::decode(sp, all) << "\n";

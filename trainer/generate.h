@@ -1,8 +1,8 @@
 // Text generation from a loom model, for a quick look at what a checkpoint has learned:
 // greedy (temperature 0) or temperature + top-p (nucleus) sampling from a seeded RNG, with a KV
 // cache (kv_cache.h), stopping at eos. `loom-train generate` (run_generate) wraps it with the
-// checkpoint/HF loading and SentencePiece decoding (prompts come as token ids: see hf_tokenizer.h
-// for why loom-train does not link libsentencepiece).
+// checkpoint/HF loading and SentencePiece encoding and decoding (spm_encoder.h, hf_tokenizer.h: loom's
+// own, as loom-train cannot link libsentencepiece).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +47,8 @@ struct Generation {
 // Generates from prompt ids (at least one) with model in eval mode, under no_grad.
 Generation generate(InternLMImpl& model, const std::vector<int64_t>& prompt, const GenerateOptions& o);
 
-// `loom-train generate --checkpoint DIR | --hf DIR --prompt-ids 1,2,3 [...]`; args without the subcommand.
+// `loom-train generate (--checkpoint DIR | --hf DIR) (--prompt TEXT | --prompt-ids 1,2,3) [...]`; args without
+// the subcommand.
 // Returns the process exit code (0; --help too); throws loom::Error on bad input.
 int run_generate(const std::vector<std::string>& args);
 

@@ -1,6 +1,7 @@
 #include "hf_tokenizer.h"
 
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "loom/json_text.h"
@@ -27,6 +28,16 @@ class Wire {
       if (!(b & 0x80)) return v;
     }
     LOOM_FAIL(path_, ": varint longer than 10 bytes at byte ", at_, "; not a SentencePiece model");
+  }
+  float fixed32_float() {
+    LOOM_CHECK(4 <= end_ - at_, path_, ": truncated float at byte ", at_, "; not a SentencePiece model");
+    uint32_t u = 0;
+    for (int i = 0; i < 4; ++i) u |= static_cast<uint32_t>(static_cast<uint8_t>(d_[at_ + i])) << (8 * i);
+    at_ += 4;
+    float f;
+    static_assert(sizeof f == sizeof u, "float is 32 bits");
+    std::memcpy(&f, &u, sizeof f);
+    return f;
   }
   // The [begin, end) of a length-delimited field's payload; moves past it.
   std::pair<size_t, size_t> bytes() {
@@ -62,8 +73,6 @@ std::string piece_or_null(const SpmModel& m, int id) {
   return id >= 0 && id < m.size() ? json_quote(m.pieces[id]) : std::string("null");
 }
 
-constexpr int kUnknown = 2, kControl = 3, kByte = 6;
-
 }  // namespace
 
 SpmModel read_spm_model(const std::string& path) {
@@ -77,12 +86,15 @@ SpmModel read_spm_model(const std::string& path) {
       const auto [b, e] = top.bytes();
       Wire p(data, b, e, path);
       std::string piece;
-      int type = 1;
+      int type = kSpmNormal;
+      float score = 0;
       while (!p.done()) {
         const uint64_t k = p.varint();
         if (k == ((1 << 3) | 2)) {
           const auto [pb, pe] = p.bytes();
           piece = data.substr(pb, pe - pb);
+        } else if (k == ((2 << 3) | 5)) {
+          score = p.fixed32_float();
         } else if (k == ((3 << 3) | 0)) {
           type = static_cast<int>(p.varint());
         } else {
@@ -91,6 +103,7 @@ SpmModel read_spm_model(const std::string& path) {
       }
       m.pieces.push_back(piece);
       m.types.push_back(type);
+      m.scores.push_back(score);
     } else if (field == 2 && wt == 2) {
       const auto [b, e] = top.bytes();
       Wire t(data, b, e, path);
@@ -100,8 +113,31 @@ SpmModel read_spm_model(const std::string& path) {
         if ((k & 7) == 0 && f >= 40 && f <= 43) {
           const int v = static_cast<int32_t>(static_cast<uint32_t>(t.varint()));  // int32 as two's complement
           (f == 40 ? m.unk_id : f == 41 ? m.bos_id : f == 42 ? m.eos_id : m.pad_id) = v;
+        } else if ((k & 7) == 0 && f == 3) {
+          m.model_type = static_cast<int>(t.varint());
+        } else if ((k & 7) == 0 && f == 24) {
+          m.treat_whitespace_as_suffix = t.varint() != 0;
+        } else if ((k & 7) == 0 && f == 35) {
+          m.byte_fallback = t.varint() != 0;
         } else {
           t.skip(static_cast<uint32_t>(k & 7));
+        }
+      }
+    } else if (field == 3 && wt == 2) {
+      const auto [b, e] = top.bytes();
+      Wire n(data, b, e, path);
+      SpmNormalizerSpec& ns = m.normalizer;
+      while (!n.done()) {
+        const uint64_t k = n.varint();
+        const uint32_t f = static_cast<uint32_t>(k >> 3);
+        if ((k & 7) == 2 && (f == 1 || f == 2)) {
+          const auto [sb, se] = n.bytes();
+          (f == 1 ? ns.name : ns.precompiled_charsmap) = data.substr(sb, se - sb);
+        } else if ((k & 7) == 0 && f >= 3 && f <= 5) {
+          (f == 3 ? ns.add_dummy_prefix : f == 4 ? ns.remove_extra_whitespaces : ns.escape_whitespaces) =
+              n.varint() != 0;
+        } else {
+          n.skip(static_cast<uint32_t>(k & 7));
         }
       }
     } else {
@@ -121,9 +157,9 @@ std::string decode(const SpmModel& m, const std::vector<int64_t>& ids) {
     const int type = m.types[id];
     const std::string& piece = m.pieces[id];
     unsigned byte = 0;
-    if (type == kControl) continue;
-    if (type == kUnknown) text += " \xE2\x81\x87 ";
-    else if (type == kByte && std::sscanf(piece.c_str(), "<0x%2X>", &byte) == 1) text += static_cast<char>(byte);
+    if (type == kSpmControl) continue;
+    if (type == kSpmUnknown) text += " \xE2\x81\x87 ";
+    else if (type == kSpmByte && std::sscanf(piece.c_str(), "<0x%2X>", &byte) == 1) text += static_cast<char>(byte);
     else text += piece;
   }
   std::string out;
@@ -144,11 +180,31 @@ std::vector<std::pair<std::string, std::string>> tokenizer_files(const SpmModel&
                                                                  int64_t max_positions) {
   const std::string bos = piece_or_null(m, m.bos_id), eos = piece_or_null(m, m.eos_id),
                     unk = piece_or_null(m, m.unk_id), pad = piece_or_null(m, m.pad_id);
+  // Which transformers class encodes text to SentencePiece's ids (+ bos), as measured with transformers
+  // 5.17 on every line of botchan.txt and wagahaiwa_nekodearu.txt (bench/hf/check_logits.py --corpus):
+  // - transformers 5's LlamaTokenizer is a `tokenizers` BPE built from the .model's vocabulary with a
+  //   Metaspace pre-tokenizer: no charsmap, no whitespace rules, BPE merges even for a unigram model
+  //   (most texts differ for the demo's unigram model). For a BPE model without normalization rules
+  //   (InternLM's) it is the best there is: add_prefix_space must follow the model's add_dummy_prefix
+  //   (InternLM's is false; the default prepends a U+2581 SentencePiece does not), then 99.5% of the
+  //   texts are equal (its rank-ordered merges differ on some punctuation runs such as ",--").
+  //   SentencePieceBackend cannot take InternLM's model: sentencepiece 0.2 refuses to load a model
+  //   with a "\0" piece. transformers 4's slow LlamaTokenizer with legacy: true calls sentencepiece
+  //   itself and is exact with sentencepiece < 0.2.
+  // - Any other model (unigram, NFKC rules, extra-whitespace removal): SentencePieceBackend, transformers
+  //   5's wrapper of the sentencepiece library (legacy: true keeps the model's normalizer as it is), with
+  //   special_tokens_pattern "bos" for the leading bos: every line equal for the demo's model and the
+  //   NFKC unigram one. transformers 4 has no such class: load the folder there with
+  //   LlamaTokenizer.from_pretrained(dir, legacy=True) (docs/HF.md).
+  const SpmNormalizerSpec& ns = m.normalizer;
+  const bool plain_bpe = m.model_type == kSpmBpe && ns.precompiled_charsmap.empty() && !ns.remove_extra_whitespaces &&
+                         ns.escape_whitespaces && !m.treat_whitespace_as_suffix;
   std::ostringstream cfg;
-  // legacy: plain SentencePiece encoding (as loom-tokenize); bos added, eos not (a prompt goes on).
   cfg << "{\n"
-      << "  \"tokenizer_class\": \"LlamaTokenizer\",\n"
-      << "  \"bos_token\": " << bos << ",\n"
+      << "  \"tokenizer_class\": \"" << (plain_bpe ? "LlamaTokenizer" : "SentencePieceBackend") << "\",\n";
+  if (plain_bpe) cfg << "  \"add_prefix_space\": " << (ns.add_dummy_prefix ? "true" : "false") << ",\n";
+  else cfg << "  \"special_tokens_pattern\": \"" << (m.bos_id >= 0 ? "bos" : "none") << "\",\n";
+  cfg << "  \"bos_token\": " << bos << ",\n"
       << "  \"eos_token\": " << eos << ",\n"
       << "  \"unk_token\": " << unk << ",\n"
       << "  \"pad_token\": " << pad << ",\n"

@@ -4,13 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "generate.h"
+#include "hf_export.h"
 #include "kv_cache.h"
 #include "loom/error.h"
 #include "model.h"
+#include "test_util.h"
 
 using namespace loom;
 using Catch::Matchers::StartsWith;
@@ -193,4 +198,71 @@ TEST_CASE("hf generate samples reproducibly from a seed") {
   o.use_cache = true;
   o.seed = 8;
   CHECK(generate(*m, prompt, o).tokens != a.tokens);
+}
+
+namespace {
+
+// Captures std::cout for the lifetime of the object (run_generate prints its results there).
+class CoutCapture {
+ public:
+  CoutCapture() : old_(std::cout.rdbuf(buf_.rdbuf())) {}
+  ~CoutCapture() { std::cout.rdbuf(old_); }
+  CoutCapture(const CoutCapture&) = delete;
+  CoutCapture& operator=(const CoutCapture&) = delete;
+  std::string text() const { return buf_.str(); }
+
+ private:
+  std::ostringstream buf_;
+  std::streambuf* old_;
+};
+
+// The value after "key: " on its own line of out, "" if absent.
+std::string line_value(const std::string& out, const std::string& key) {
+  std::istringstream is(out);
+  for (std::string line; std::getline(is, line);)
+    if (line.rfind(key + ": ", 0) == 0) return line.substr(key.size() + 2);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("hf generate --prompt encodes the text with the folder's tokenizer, bos first", "[spm]") {
+  // A small random model exported with the demo's tokenizer (vocab 2000).
+  ModelOptions mo;
+  mo.hidden_size = 32;
+  mo.num_layers = 1;
+  mo.num_attention_heads = 4;
+  mo.num_kv_attention_heads = 4;
+  mo.vocab_size = 2000;
+  torch::manual_seed(3);
+  InternLM m(mo);
+  std::map<std::string, torch::Tensor> state;
+  for (auto& p : m->named_parameters()) state[p.key()] = p.value().detach().clone();
+  test::TempDir tmp("hf_gen_prompt");
+  hf::ExportOptions eo;
+  eo.output_dir = tmp / "hf";
+  eo.tokenizer = test::source_dir() + "/data_samples/spm_2k.model";
+  hf::export_hf(state, mo, eo);
+
+  std::string out;
+  {
+    CoutCapture cap;
+    CHECK(run_generate({"--hf", eo.output_dir, "--prompt", "It was a fine day, and the", "--max-new-tokens", "4"}) ==
+          0);
+    out = cap.text();
+  }
+  INFO(out);
+  // Python sentencepiece 0.1.97: [bos_id()] + encode("It was a fine day, and the") with spm_2k.model.
+  CHECK(line_value(out, "prompt ids") == "1,879,318,296,427,401,280,557,289,323,272,306,275");
+  const std::string ids = line_value(out, "ids");
+  CHECK(std::count(ids.begin(), ids.end(), ',') == 3);  // 4 new tokens (eos unlikely from 2000 random logits)
+  CHECK(line_value(out, "text").rfind("It was a fine day, and the", 0) == 0);
+
+  // Exactly one of the two prompt forms; ids must fit the model.
+  CHECK_THROWS_WITH(run_generate({"--hf", eo.output_dir, "--prompt", "x", "--prompt-ids", "1,2"}),
+                    Catch::Matchers::Contains("pass exactly one of --prompt TEXT and --prompt-ids 1,2,3"));
+  CHECK_THROWS_WITH(run_generate({"--hf", eo.output_dir}),
+                    Catch::Matchers::Contains("pass exactly one of --prompt TEXT and --prompt-ids 1,2,3"));
+  CHECK_THROWS_WITH(run_generate({"--hf", eo.output_dir, "--prompt-ids", "1,2000"}),
+                    Catch::Matchers::Contains("prompt token id 2000 is outside the model's vocabulary of 2000"));
 }
