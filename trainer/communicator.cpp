@@ -63,7 +63,9 @@ Communicator::Communicator(const LaunchInfo& li, const CommOptions& opts, const 
       opts_(opts) {
   LOOM_CHECK(opts.backend == "auto" || opts.backend == "gloo" || opts.backend == "nccl",
              "parallel.backend='", opts.backend, "': expected auto, gloo or nccl");
-  if (world_ == 1) return;
+  // One rank needs no process group, unless a backend is named: then the whole path runs (a
+  // one-GPU check of NCCL end to end).
+  if (world_ == 1 && opts.backend == "auto") return;
   std::string backend = opts.backend;
   if (backend == "auto") backend = device.is_cuda() ? "nccl" : "gloo";
 #ifndef LOOM_CUDA
@@ -109,6 +111,7 @@ Communicator::Communicator(const LaunchInfo& li, const CommOptions& opts, const 
               "NCCL_DEBUG=INFO explains NCCL's choice.");
   }
   backend_name_ = backend;
+  distributed_ = true;
 }
 
 Communicator::~Communicator() = default;
@@ -152,7 +155,7 @@ void Communicator::check_tensor(const char* collective, const torch::Tensor& t) 
   } while (0)
 
 void Communicator::broadcast(const torch::Tensor& t, int root) {
-  if (world_ == 1) return;
+  if (!distributed_) return;
   check_tensor("broadcast", t);
   std::vector<at::Tensor> ts{t};
   c10d::BroadcastOptions o;
@@ -161,7 +164,7 @@ void Communicator::broadcast(const torch::Tensor& t, int root) {
 }
 
 void Communicator::all_reduce(const torch::Tensor& t, ReduceOp op) {
-  if (world_ == 1) return;
+  if (!distributed_) return;
   check_tensor("all_reduce", t);
   std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions o;
@@ -172,7 +175,7 @@ void Communicator::all_reduce(const torch::Tensor& t, ReduceOp op) {
 void Communicator::reduce_scatter(const torch::Tensor& output, const torch::Tensor& input) {
   LOOM_ASSERT(input.numel() == output.numel() * world_, "reduce_scatter: input ", input.numel(),
               " != world ", world_, " x output ", output.numel());
-  if (world_ == 1) {
+  if (!distributed_) {
     output.copy_(input);
     return;
   }
@@ -194,7 +197,7 @@ void Communicator::reduce_scatter(const torch::Tensor& output, const torch::Tens
 void Communicator::all_gather(const torch::Tensor& output, const torch::Tensor& input) {
   LOOM_ASSERT(output.numel() == input.numel() * world_, "all_gather: output ", output.numel(),
               " != world ", world_, " x input ", input.numel());
-  if (world_ == 1) {
+  if (!distributed_) {
     output.copy_(input.view_as(output));
     return;
   }
@@ -208,12 +211,12 @@ void Communicator::all_gather(const torch::Tensor& output, const torch::Tensor& 
 }
 
 void Communicator::barrier() {
-  if (world_ == 1) return;
+  if (!distributed_) return;
   LOOM_COLLECTIVE("barrier", nullptr, impl_->pg->barrier());
 }
 
 double Communicator::all_reduce_scalar(double x, ReduceOp op) {
-  if (world_ == 1) return x;
+  if (!distributed_) return x;
   torch::Tensor t = torch::full({1}, x, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
   all_reduce(t, op);
   return t.item<double>();
@@ -221,7 +224,7 @@ double Communicator::all_reduce_scalar(double x, ReduceOp op) {
 
 Communicator::Pending Communicator::all_reduce_async(const torch::Tensor& t) {
   Pending p;
-  if (world_ == 1) return p;
+  if (!distributed_) return p;
   check_tensor("all_reduce", t);
   p.impl_ = std::make_unique<Pending::Impl>();
   p.impl_->tensor = t;
@@ -243,7 +246,7 @@ void Communicator::wait(Pending& p) {
 }
 
 void Communicator::store_set(const std::string& key, const std::string& value) {
-  if (world_ == 1) {
+  if (!distributed_) {
     local_store_[key] = value;
     return;
   }
@@ -255,7 +258,7 @@ void Communicator::store_set(const std::string& key, const std::string& value) {
 }
 
 std::string Communicator::store_get(const std::string& key) {
-  if (world_ == 1) {
+  if (!distributed_) {
     auto it = local_store_.find(key);
     LOOM_ASSERT(it != local_store_.end(), "store key '", key, "' was never set");
     return it->second;
@@ -269,7 +272,7 @@ std::string Communicator::store_get(const std::string& key) {
 }
 
 void Communicator::report_failure(const std::string& what) noexcept {
-  if (world_ == 1 || !impl_->store) return;
+  if (!distributed_ || !impl_->store) return;
   try {
     std::string msg = loom::str("rank ", rank_, " (host ", host_, ") at step ", step_, ": ", first_line(what));
     std::vector<uint8_t> v(msg.begin(), msg.end());

@@ -7,7 +7,8 @@
 // its size, the first failure another rank reported through the store (if any), and the hints that
 // fix most hangs (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME, MASTER_ADDR/MASTER_PORT).
 //
-// With world == 1 nothing is created: collectives are the identity and the store is a local map.
+// With world == 1 and backend auto nothing is created: collectives are the identity and the store is
+// a local map. A named backend (gloo, nccl) creates the process group even for one rank.
 #pragma once
 
 #include <chrono>
@@ -40,6 +41,8 @@ class Communicator {
 
   int rank() const { return rank_; }
   int world() const { return world_; }
+  // Whether a process group exists (world > 1, or one rank with a named backend).
+  bool distributed() const { return distributed_; }
   const std::string& host() const { return host_; }
   const std::string& backend_name() const { return backend_name_; }
   const torch::Device& device() const { return device_; }
@@ -95,6 +98,7 @@ class Communicator {
   torch::Device device_{torch::kCPU};
   CommOptions opts_;
   int64_t step_ = -1;
+  bool distributed_ = false;
   std::map<std::string, std::string> local_store_;  // world == 1
 };
 

@@ -85,6 +85,33 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("parallel.timeout_s", po::value(&c.parallel.timeout_s)->default_value(600.0), "a collective waiting longer "
         "fails the job with a report")
     ("parallel.backend", po::value(&c.parallel.backend)->default_value("auto"), "auto (nccl on CUDA, else gloo), gloo or nccl")
+    ("monitor.alert_webhook", po::value(&c.monitor.alerts.webhook)->default_value(""), "http:// URL that receives "
+        "each alert as a JSON POST (\"\" = off)")
+    ("monitor.alert_command", po::value(&c.monitor.alerts.command)->default_value(""), "shell command run with each "
+        "alert's JSON on stdin (\"\" = off)")
+    ("monitor.alert_timeout_s", po::value(&c.monitor.alerts.timeout_s)->default_value(5.0), "bound of one delivery")
+    ("monitor.hang_timeout", po::value(&c.monitor.hang_timeout)->default_value(0.0), "seconds without a finished "
+        "step before the watchdog reports every thread's phase and exits 4 (0 = off)")
+    ("monitor.spike_ratio", po::value(&c.monitor.spike.ratio)->default_value(0.0), "a loss above this x the median "
+        "of the last spike_window losses is a spike (0 = off)")
+    ("monitor.spike_window", po::value(&c.monitor.spike.window)->default_value(50), "losses in the spike reference")
+    ("monitor.skip_spike_batches", po::value(&c.monitor.spike.exclude_spikes)->default_value(false), "skip the "
+        "update of a spike step (its index is logged for data.skip_batches)")
+    ("monitor.diag_every", po::value(&c.monitor.diag_every)->default_value(0), "steps between per-rank step-time "
+        "reports (0 = off)")
+    ("monitor.diag_outlier_ratio", po::value(&c.monitor.diag_outlier_ratio)->default_value(1.5), "a rank slower "
+        "than this x the median is flagged")
+    ("monitor.startup_probe", po::value(&c.monitor.startup_probe)->default_value(true), "time a matmul (and an "
+        "all-reduce) on every rank at start and flag slow ranks")
+    ("ckpt.stop_file", po::value(&c.monitor.stop_file)->default_value(""), "InternLM's stop file: -N saves at step "
+        "N, +N saves and quits at step N")
+    ("ckpt.async_save", po::value(&c.monitor.async_save)->default_value(false), "write checkpoints from a background "
+        "thread (training blocks only for the copy)")
+    ("debug.hang_at_step", po::value(&c.monitor.hang_at_step)->default_value(-1), "TEST ONLY: step N's forward never ends")
+    ("debug.spike_at_step", po::value(&c.monitor.spike_at_step)->default_value(-1), "TEST ONLY: step N's loss looks 100x larger")
+    ("debug.kill_at_step", po::value(&c.monitor.kill_at_step)->default_value(-1), "TEST ONLY: SIGKILL during step N")
+    ("debug.kill_in_save", po::value(&c.monitor.kill_in_save)->default_value(-1), "TEST ONLY: SIGKILL inside the "
+        "save of step N (after its model file)")
     ("debug.inject_nan_step", po::value(&l.inject_nan_step)->default_value(-1), "TEST ONLY: make step N's gradients NaN")
     ("debug.stop_at_step", po::value(&l.stop_at_step)->default_value(-1), "TEST ONLY: stop as on SIGTERM once N steps are done");
   // clang-format on
@@ -104,6 +131,13 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   m.validate();
   d.validate();
   c.parallel.validate();
+  LOOM_CHECK(c.monitor.hang_timeout >= 0, "monitor.hang_timeout must be >= 0, got ", c.monitor.hang_timeout);
+  LOOM_CHECK(c.monitor.spike.ratio == 0 || c.monitor.spike.ratio > 1, "monitor.spike_ratio must be 0 (off) or > 1, got ",
+             c.monitor.spike.ratio);
+  LOOM_CHECK(c.monitor.spike.window >= 1, "monitor.spike_window must be >= 1, got ", c.monitor.spike.window);
+  LOOM_CHECK(c.monitor.diag_every >= 0, "monitor.diag_every must be >= 0, got ", c.monitor.diag_every);
+  LOOM_CHECK(c.monitor.diag_outlier_ratio > 1, "monitor.diag_outlier_ratio must be > 1, got ",
+             c.monitor.diag_outlier_ratio);
   LrSchedule check(lr);  // validates the lr_scheduler.* keys
   c.resolved_ini = p.resolved_ini();
   return c;

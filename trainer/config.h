@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "alerts.h"
 #include "checkpoint.h"
 #include "data_parallel.h"
 #include "dataset.h"
 #include "lr_schedule.h"
 #include "model.h"
 #include "optimizer.h"
+#include "spike_detector.h"
 
 namespace loom {
 
@@ -39,6 +41,22 @@ struct LoopOptions {
   int64_t stop_at_step = -1;       // debug.stop_at_step: TEST ONLY, acts as a SIGTERM once step N is done
 };
 
+// Monitoring and fault tolerance (docs/MONITOR.md).
+struct MonitorOptions {
+  AlertOptions alerts;             // monitor.alert_webhook, monitor.alert_command, monitor.alert_timeout_s
+  double hang_timeout = 0;         // monitor.hang_timeout: seconds without a finished step (0 = off)
+  SpikeOptions spike;              // monitor.spike_ratio, monitor.spike_window, monitor.skip_spike_batches
+  int64_t diag_every = 0;          // monitor.diag_every: steps between per-rank step-time reports (0 = off)
+  double diag_outlier_ratio = 1.5; // monitor.diag_outlier_ratio
+  bool startup_probe = true;       // monitor.startup_probe: matmul (+ all-reduce) probe at start
+  std::string stop_file;           // ckpt.stop_file: InternLM's stop file ("" = off)
+  bool async_save = false;         // ckpt.async_save: write checkpoints from a background thread
+  int64_t hang_at_step = -1;       // debug.hang_at_step: TEST ONLY, that step's forward never ends
+  int64_t spike_at_step = -1;      // debug.spike_at_step: TEST ONLY, that step's loss looks 100x larger
+  int64_t kill_at_step = -1;       // debug.kill_at_step: TEST ONLY, SIGKILL in that step's forward
+  int64_t kill_in_save = -1;       // debug.kill_in_save: TEST ONLY, SIGKILL inside the save of step N
+};
+
 struct TrainConfig {
   ModelOptions model;
   DataOptions data;
@@ -47,6 +65,7 @@ struct TrainConfig {
   CheckpointOptions ckpt;
   LoopOptions loop;
   ParallelOptions parallel;
+  MonitorOptions monitor;
   std::string resolved_ini;  // every key's final value, printed at start and saved with checkpoints
 };
 

@@ -36,7 +36,7 @@ DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::Na
     zero_ = std::make_unique<Zero1Optimizer>(comm_, params, decay, ao, static_cast<int>(p.zero1));
   } else {
     opt_ = std::make_unique<Optimizer>(named_, o);
-    if (comm_.world() > 1)
+    if (comm_.distributed())
       sync_ = std::make_unique<GradSync>(comm_, params, GradSyncOptions{static_cast<int64_t>(p.bucket_mb * (1 << 20))});
   }
 }
@@ -44,7 +44,7 @@ DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::Na
 DataParallelUpdate::~DataParallelUpdate() = default;
 
 void DataParallelUpdate::broadcast_parameters() {
-  if (comm_.world() == 1) return;
+  if (!comm_.distributed()) return;
   std::vector<torch::Tensor> params;
   for (const auto& kv : named_) params.push_back(kv.second);
   loom::broadcast_parameters(comm_, params);

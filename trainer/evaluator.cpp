@@ -23,7 +23,7 @@ std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, co
       tokens += r.tokens.item<int64_t>();
       correct += r.correct.item<int64_t>();
     }
-    if (comm && comm->world() > 1) {
+    if (comm && comm->distributed()) {
       torch::Tensor v = torch::tensor({loss_sum, static_cast<double>(tokens), static_cast<double>(correct)},
                                       torch::kFloat64)
                             .to(comm->device());

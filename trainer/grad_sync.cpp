@@ -12,7 +12,7 @@ struct GradSync::Hook {
 };
 
 void broadcast_parameters(Communicator& comm, const std::vector<torch::Tensor>& params) {
-  if (comm.world() == 1) return;
+  if (!comm.distributed()) return;
   torch::NoGradGuard no_grad;
   for (const torch::Tensor& p : params) {
     // c10d wants plain contiguous tensors: broadcast the data, not the autograd leaf.
@@ -34,7 +34,7 @@ GradSync::GradSync(Communicator& comm, std::vector<torch::Tensor> params, GradSy
   bucket_of_.assign(n, 0);
   slot_of_.assign(n, 0);
   seen_.assign(n, false);
-  if (comm_.world() == 1) return;  // nothing to reduce
+  if (!comm_.distributed()) return;  // nothing to reduce
 
   // Reverse registration order: the head's gradients are ready first.
   int64_t bytes = 0;
@@ -86,7 +86,7 @@ GradSync::~GradSync() {
 
 void GradSync::prepare(bool last) {
   std::lock_guard<std::mutex> lock(mu_);
-  armed_ = last && comm_.world() > 1;
+  armed_ = last && comm_.distributed();
   if (armed_) launched_in_hooks_ = 0;
 }
 
@@ -126,7 +126,7 @@ void GradSync::launch_ready_prefix() {
 }
 
 void GradSync::finish() {
-  if (comm_.world() == 1) return;
+  if (!comm_.distributed()) return;
   std::lock_guard<std::mutex> lock(mu_);
   LOOM_ASSERT(armed_, "GradSync::finish() without prepare(true) before the last backward");
   torch::NoGradGuard no_grad;

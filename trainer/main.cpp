@@ -3,6 +3,8 @@
 //   1  bad input or environment (loom::Error: config, data, checkpoint)
 //   2  internal error (a bug in loom)
 //   3  other failure (LibTorch error, out of memory)
+//   4  hang: no step finished within monitor.hang_timeout (watchdog.h ends the process)
+//   137 (SIGKILL) only from the TEST ONLY debug.kill_* switches
 // Subcommands: `loom-train export-hf ...` (docs/HF.md), `loom-train generate ...`; anything else is
 // a training run.
 #include <exception>

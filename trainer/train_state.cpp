@@ -37,6 +37,7 @@ std::string TrainState::to_json() const {
   os << "{\n  \"version\": " << kTrainStateVersion << ",\n  \"step\": " << step << ",\n  \"updates\": " << updates
      << ",\n  \"consumed_samples\": " << sampler.consumed_samples << ",\n  \"consumed_tokens\": " << consumed_tokens
      << ",\n  \"inf_nan_skips\": " << inf_nan_skips << ",\n  \"skipped_batches\": " << skipped_batches
+     << ",\n  \"spike_skips\": " << spike_skips << ",\n  \"spike\": " << spike_json
      << ",\n  \"sampler\": {\"seed\": " << sampler.seed << ", \"epoch\": " << sampler.epoch
      << ", \"consumed_samples\": " << sampler.consumed_samples << "},\n  \"world_size\": " << world_size
      << ",\n  \"rng\": {\"cpu\": \"" << cpu_rng_state_hex << "\"},\n  \"loom_version\": \"" << LOOM_VERSION_STRING
@@ -64,6 +65,10 @@ TrainState TrainState::from_json(const std::string& json, const std::string& whe
   s.consumed_tokens = u64(root, "consumed_tokens");
   s.inf_nan_skips = static_cast<int64_t>(u64(root, "inf_nan_skips"));
   s.skipped_batches = static_cast<int64_t>(u64(root, "skipped_batches"));
+  uint64_t spike_skips = 0;
+  if (!root["spike_skips"].get(spike_skips)) s.spike_skips = static_cast<int64_t>(spike_skips);
+  simdjson::dom::object spike;
+  if (!root["spike"].get(spike)) s.spike_json = simdjson::minify(spike);
   simdjson::dom::element sampler;
   LOOM_CHECK(!root["sampler"].get(sampler), where, ": missing key 'sampler'");
   s.sampler.seed = u64(sampler, "seed");

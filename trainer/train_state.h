@@ -17,12 +17,15 @@ struct TrainState {
   uint64_t consumed_tokens = 0;     // real (non-padding) tokens over all ranks
   int64_t inf_nan_skips = 0;        // updates skipped for inf/NaN gradients (InternLM's inf_nan_skip_batches)
   int64_t skipped_batches = 0;      // steps skipped by data.skip_batches
+  int64_t spike_skips = 0;          // updates skipped as loss spikes (monitor.skip_spike_batches)
+  std::string spike_json = "{}";    // the spike detector's state (spike_detector.h), a JSON object
   SamplerState sampler;             // consumed_samples is the global data position
   int64_t world_size = 1;           // at save time (informative: a resume may change it)
   std::string cpu_rng_state_hex;    // torch's default CPU generator state bytes
 
   std::string to_json() const;
   // Throws loom::Error naming `where` for malformed JSON, a missing key or an unknown version.
+  // spike_skips and spike (added within version 1) may be absent: zero and an empty detector.
   static TrainState from_json(const std::string& json, const std::string& where);
 };
 

@@ -3,12 +3,18 @@
 #include <cmath>
 #include <sstream>
 
+#include <csignal>
+#include <thread>
+
+#include "alerts.h"
+#include "async_checkpoint.h"
 #include "chunked_loss.h"
 #include "communicator.h"
 #include "data_parallel.h"
 #include "evaluator.h"
 #include "flash_attention.h"
 #include "flops.h"
+#include "health_check.h"
 #include "hf_import.h"
 #include "launch.h"
 #include "loader.h"
@@ -20,10 +26,13 @@
 #include "model_state.h"
 #include "monitor.h"
 #include "profiling.h"
+#include "spike_detector.h"
+#include "stop_file.h"
 #include "stop_signal.h"
 #include "tensorboard.h"
 #include "torch_compat.h"
 #include "train_state.h"
+#include "watchdog.h"
 
 #ifdef LOOM_CUDA_KERNELS
 #include "cuda/batch_transfer.h"
@@ -77,14 +86,18 @@ cuda::MemoryBreakdown memory_breakdown(InternLM& model, const DataParallelUpdate
 
 class Loop {
  public:
-  Loop(const TrainConfig& c, Communicator& comm)
+  Loop(const TrainConfig& c, Communicator& comm, Alerts& alerts, Watchdog* watchdog)
       : c_(c),
         comm_(comm),
+        alerts_(alerts),
+        watchdog_(watchdog),
         device_(c.loop.device),
         data_(c.data),
         loader_(data_, c.data, comm.rank(), comm.world()),
         schedule_(c.lr),
-        ckpt_(c.ckpt) {}
+        ckpt_(c.ckpt),
+        spike_(c.monitor.spike),
+        stop_file_(c.monitor.stop_file, comm.rank() == 0) {}
 
   TrainSummary run();
 
@@ -95,6 +108,14 @@ class Loop {
   void log_step(const StepTotals& t, const OptimizerStepResult& r, double lr);
   void validate();
   std::string save();
+  void probe();
+  void set_phase(const char* phase) {
+    if (watchdog_) watchdog_->set_phase(phase);
+  }
+  // Alerts that speak for the job come from rank 0 only (each rank alerts its own exceptions).
+  void alert(AlertLevel level, const std::string& title, const std::string& body) {
+    if (lead_) alerts_.send(level, title, body);
+  }
   Batch to_device(const Batch& host);
   void profile_memory();
   void report_out_of_memory(const c10::OutOfMemoryError& e);
@@ -102,6 +123,8 @@ class Loop {
 
   const TrainConfig& c_;
   Communicator& comm_;
+  Alerts& alerts_;
+  Watchdog* watchdog_;  // null: monitor.hang_timeout = 0
   bool lead_ = comm_.rank() == 0;  // writes the logs, TensorBoard and the shared checkpoint files
   torch::Device device_;
   TrainData data_;
@@ -111,6 +134,9 @@ class Loop {
   std::unique_ptr<DataParallelUpdate> update_;
   LrSchedule schedule_;
   Checkpointer ckpt_;
+  std::unique_ptr<AsyncCheckpointer> async_;  // rank 0, ckpt.async_save with a replicated optimizer
+  SpikeDetector spike_;
+  StopFile stop_file_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<TensorBoardWriter> tb_;
   TrainState state_;
@@ -168,6 +194,7 @@ void Loop::start() {
                " disagrees with state.json updates ", state_.updates);
     loader_.restore(state_.sampler);
     set_rng_hex(state_.cpu_rng_state_hex, resume_dir + "/state.json");
+    spike_.from_json(state_.spike_json);
     keep_logs_through = state_.step;
     saved_step_ = state_.step;
     log::info("resumed from ", resume_dir, ": step ", state_.step, ", ", state_.updates, " updates, ",
@@ -183,6 +210,12 @@ void Loop::start() {
   // The same start on every rank whatever happened above (seeds, a file read by one rank only...).
   update_->broadcast_parameters();
   state_.sampler = loader_.state();
+  if (c_.monitor.async_save && c_.loop.save_ckpt) {
+    if (update_->sharded())
+      log::warn("ckpt.async_save: the ZeRO-1 shards are written by their ranks, so checkpoints stay synchronous");
+    else if (lead_)
+      async_ = std::make_unique<AsyncCheckpointer>(ckpt_, &alerts_);
+  }
   if (!lead_) return;
   metrics_ = std::make_unique<MetricsLog>(c_.loop.run_dir + "/metrics.jsonl", keep_logs_through);
   if (c_.loop.tensorboard)
@@ -194,7 +227,7 @@ StepSums Loop::forward_backward(std::vector<Batch>& micro) {
   for (const Batch& b : micro) s.loss_tokens += b.num_loss_tokens;  // counted on the host
   // Every token of the global batch weighs the same: divide each micro-batch's sum by the total
   // over all ranks (gradients are then summed over ranks, data_parallel.h).
-  if (comm_.world() > 1) s.loss_tokens = static_cast<int64_t>(comm_.all_reduce_scalar(static_cast<double>(s.loss_tokens)));
+  if (comm_.distributed()) s.loss_tokens = static_cast<int64_t>(comm_.all_reduce_scalar(static_cast<double>(s.loss_tokens)));
   const double denom = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
   const int64_t num_datasets = static_cast<int64_t>(data_.datasets().size());
   for (size_t m = 0; m < micro.size(); ++m) {
@@ -228,7 +261,7 @@ StepTotals Loop::reduce(const StepSums& s, bool stop_here) {
   for (const torch::Tensor* t : {&s.ds_loss, &s.ds_tokens, &s.ds_correct})
     parts.push_back(computed ? t->to(torch::kCPU, torch::kFloat64).reshape(nd) : torch::zeros({nd}, f64));
   torch::Tensor all = torch::cat(parts);
-  if (comm_.world() > 1) {
+  if (comm_.distributed()) {
     torch::Tensor on_comm = all.to(comm_.device());
     comm_.all_reduce(on_comm);
     all = on_comm.cpu();
@@ -300,6 +333,7 @@ void Loop::log_step(const StepTotals& t, const OptimizerStepResult& r, double lr
 
 void Loop::validate() {
   if (!valid_) return;
+  Watchdog::LongPhase phase(watchdog_, "validation", 0);  // its length scales with the valid set
   MetricFields f = {{"step", static_cast<double>(state_.step)}};
   const std::vector<EvalResult> results = evaluate(model_, *valid_, device_, &comm_);
   if (!lead_) return;
@@ -357,23 +391,52 @@ void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
 }
 
 std::string Loop::save() {
+  Watchdog::LongPhase phase(watchdog_, "checkpoint", std::max(600.0, 10 * c_.monitor.hang_timeout));
+  state_.updates = update_->updates();
+  state_.world_size = comm_.world();
+  state_.spike_json = spike_.to_json();
+  if (c_.monitor.async_save && !update_->sharded()) {
+    // Rank 0 copies the state to host memory and a background thread writes it; the others go on.
+    saved_step_ = state_.step;
+    const std::string dir = ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
+    if (!async_) return dir;
+    const auto t0 = std::chrono::steady_clock::now();
+    const AsyncSaveResult previous = async_->wait();  // a failed one was logged and alerted by the writer
+    if (previous.ok()) log::info("checkpoint ", previous.path, " written (step ", previous.step, ")");
+    CheckpointContents cc;
+    cc.model = named_state(*model_);
+    cc.optimizer = update_->replicated_state();
+    state_.cpu_rng_state_hex = rng_hex();
+    cc.state_json = state_.to_json();
+    cc.config_ini = c_.resolved_ini;
+    async_->save(state_.step, std::move(cc));
+    const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log::info("checkpoint of step ", state_.step, ": training blocked ", blocked,
+              " s (previous write + copy); writing ", dir, " in the background");
+    return dir;
+  }
   // Every rank takes part: shard ranks write their optimizer shard into step_N.tmp/, rank 0 the
   // rest, then publishes the folder (the checkpoint folder is shared by all ranks, docs/DISTRIBUTED.md).
   const std::string key = "ckpt/" + std::to_string(saves_++) + "/";
   std::string tmp;
   if (lead_) tmp = ckpt_.begin(state_.step);
-  if (comm_.world() > 1) {
+  if (comm_.distributed()) {
     if (lead_) comm_.store_set(key + "tmp", tmp);
     tmp = comm_.store_get(key + "tmp");
   }
   std::vector<CheckpointFile> shards;
   if (const auto mine = update_->save_shard(tmp)) {
     shards.push_back(*mine);
-    if (comm_.world() > 1)
+    if (comm_.distributed())
       comm_.store_set(key + std::to_string(comm_.rank()), mine->name + " " + std::to_string(mine->bytes) + " " +
                                                              std::to_string(mine->xxh64));
   }
   std::string dir;
+  if (lead_ && state_.step == c_.monitor.kill_in_save) {
+    safetensors::write(tmp + "/model.safetensors", named_state(*model_));  // a half-written checkpoint
+    log::warn("debug.kill_in_save: SIGKILL inside the save of step ", state_.step);
+    std::raise(SIGKILL);
+  }
   if (lead_) {
     for (int r = 1; r < update_->shards(); ++r) {  // ranks 1..S-1 hold the other distinct shards
       std::istringstream in(comm_.store_get(key + std::to_string(r)));
@@ -385,8 +448,6 @@ std::string Loop::save() {
     CheckpointContents cc;
     cc.model = named_state(*model_);
     cc.optimizer = update_->replicated_state();
-    state_.updates = update_->updates();
-    state_.world_size = comm_.world();
     state_.cpu_rng_state_hex = rng_hex();
     cc.state_json = state_.to_json();
     cc.config_ini = c_.resolved_ini;
@@ -398,22 +459,47 @@ std::string Loop::save() {
   return lead_ ? dir : ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
 }
 
+void Loop::probe() {
+  if (!c_.monitor.startup_probe) return;
+  Watchdog::LongPhase phase(watchdog_, "start-up probe", 0);
+  ProbeOptions o;
+  o.matmul_n = device_.is_cuda() ? 4096 : 256;
+  o.outlier_ratio = c_.monitor.diag_outlier_ratio;
+  const ProbeResult p = startup_probe(&comm_, device_, o);
+  log::info("start-up probe: ", p.matmul_tflops, " TFLOP/s fp32 matmul on this rank; ",
+            describe(p.matmul, "matmul time", o.outlier_ratio));
+  if (!p.allreduce.per_rank.empty()) log::info("start-up probe: ", describe(p.allreduce, "all-reduce time", o.outlier_ratio));
+  if (!p.matmul.outliers.empty() || !p.allreduce.outliers.empty())
+    alert(AlertLevel::kWarn, "slow ranks at start-up",
+          describe(p.matmul, "matmul time", o.outlier_ratio) + "; " + describe(p.allreduce, "all-reduce time", o.outlier_ratio));
+}
+
 TrainSummary Loop::run() {
-  start();
+  {
+    Watchdog::LongPhase phase(watchdog_, "start-up", 0);
+    start();
+  }
+  probe();
+  alert(AlertLevel::kInfo, "training started",
+        "run " + c_.loop.run_dir + " at step " + std::to_string(state_.step) + " of " +
+            std::to_string(c_.loop.total_steps) + ", " + std::to_string(comm_.world()) + " rank(s)");
   StopSignal stop;
   Profiler profiler(c_.loop.profiling, c_.loop.run_dir + "/profile_trace.json");
   const int64_t first = state_.step;
   bool stop_agreed = false;  // a signal reached some rank: every rank stops after the same step
+  bool quit_by_file = false;
   for (; state_.step < c_.loop.total_steps;) {
-    if (stop_agreed || state_.step == c_.loop.stop_at_step) {
-      log::warn(stop.requested() ? "signal " + std::to_string(stop.signal_number())
-                : stop_agreed    ? std::string("another rank's stop request")
-                                 : std::string("debug.stop_at_step"),
+    if (stop_agreed || quit_by_file || state_.step == c_.loop.stop_at_step) {
+      log::warn(quit_by_file     ? std::string("ckpt.stop_file")
+                : stop.requested() ? "signal " + std::to_string(stop.signal_number())
+                : stop_agreed      ? std::string("another rank's stop request")
+                                   : std::string("debug.stop_at_step"),
                 " received: saving at step ", state_.step, " and stopping");
       summary_.stopped_by_signal = true;
       break;
     }
     comm_.set_step(state_.step);
+    alerts_.set_step(state_.step);
     profiler.on_step_begin(state_.step - first);
     data_t_.reset(), fwd_t_.reset(), opt_t_.reset(), step_t_.reset();
 #ifdef LOOM_CUDA_KERNELS
@@ -421,6 +507,7 @@ TrainSummary Loop::run() {
 #endif
     step_t_.start();
     const int64_t step = state_.step;  // 0-based index of this step (skip_batches counts these)
+    set_phase("data");
     data_t_.start();
     std::vector<Batch> micro;
     int64_t real_tokens = 0;  // counted on the host copy: no device read-back
@@ -438,9 +525,11 @@ TrainSummary Loop::run() {
     if (skip_batch) {
       // InternLM's BatchSkipper: the data is consumed, nothing is computed or updated.
       ++state_.skipped_batches;
-      sums.real_tokens = real_tokens;
       log::warn("step ", step, ": skipped by data.skip_batches (data consumed, no update)");
     } else {
+      set_phase("forward_backward");
+      if (step == c_.monitor.kill_at_step) std::raise(SIGKILL);
+      while (step == c_.monitor.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));
       fwd_t_.start();
       try {
         sums = forward_backward(micro);
@@ -448,45 +537,93 @@ TrainSummary Loop::run() {
         report_out_of_memory(e);
         throw;
       }
-      sums.real_tokens = real_tokens;
       fwd_t_.stop();
       if (step == c_.loop.inject_nan_step) {
         torch::NoGradGuard g;
         for (auto& p : model_->parameters())
           if (p.grad().defined()) p.mutable_grad().fill_(std::nan(""));
       }
-      opt_t_.start();
-      r = update_->step(lr);
-      update_->zero_grad();
-      opt_t_.stop();
-      if (r.skipped) {
-        ++state_.inf_nan_skips;
-        log::warn("step ", step, ": gradient norm is ", r.grad_norm, ", update skipped (", state_.inf_nan_skips,
-                  " so far); the LR schedule does not advance");
-      }
     }
+    sums.real_tokens = real_tokens;
+    // The step's figures over all ranks, before the update: a spike can still cancel it.
+    set_phase("reduce");
     const StepTotals totals = reduce(sums, stop.requested());
     stop_agreed = totals.stop;
+    bool spike_skip = false;
+    if (!skip_batch && spike_.enabled()) {
+      double loss = totals.loss_sum / std::max(totals.loss_tokens, 1.0);
+      if (step == c_.monitor.spike_at_step) loss *= 100;
+      const SpikeVerdict v = spike_.observe(step, loss);
+      if (v.is_spike) {
+        spike_skip = c_.monitor.spike.exclude_spikes;
+        if (spike_skip) ++state_.spike_skips;
+        const std::string what = "step " + std::to_string(step) + " (0-based; data.skip_batches index): loss " +
+                                 std::to_string(loss) + " is " + std::to_string(v.ratio) + "x the median " +
+                                 std::to_string(v.reference) + " of the last " +
+                                 std::to_string(c_.monitor.spike.window) + " losses" +
+                                 (spike_skip ? "; update skipped" : "");
+        log::warn("loss spike: ", what);
+        alert(AlertLevel::kWarn, "loss spike", what);
+      }
+    }
+    if (!skip_batch) {
+      set_phase("optimizer");
+      opt_t_.start();
+      if (spike_skip) {
+        r.skipped = true;  // grad_norm stays 0: not computed
+      } else {
+        r = update_->step(lr);
+        if (r.skipped) {
+          ++state_.inf_nan_skips;
+          const std::string what = "step " + std::to_string(step) + ": gradient norm is " + std::to_string(r.grad_norm) +
+                                   ", update skipped (" + std::to_string(state_.inf_nan_skips) +
+                                   " so far); the LR schedule does not advance";
+          log::warn(what);
+          alert(AlertLevel::kWarn, "update skipped (inf/NaN gradients)", what);
+        }
+      }
+      update_->zero_grad();
+      opt_t_.stop();
+    }
     ++state_.step;
     state_.updates = update_->updates();
     state_.sampler = loader_.state();
     state_.consumed_tokens += static_cast<uint64_t>(totals.real_tokens);
     step_t_.stop();
+    if (watchdog_) watchdog_->heartbeat(state_.step);
+    set_phase("between steps");
     if (c_.loop.profile_memory && state_.step == first + 2) profile_memory();
     if (!skip_batch) log_step(totals, r, lr);
     ++summary_.steps_done;
+    if (c_.monitor.diag_every > 0 && state_.step % c_.monitor.diag_every == 0) {
+      const RankTimeStats st = step_time_report(&comm_, step_t_.seconds(), c_.monitor.diag_outlier_ratio);
+      log::info("health: ", describe(st, "step time", c_.monitor.diag_outlier_ratio));
+      if (!st.outliers.empty()) alert(AlertLevel::kWarn, "slow ranks", describe(st, "step time", c_.monitor.diag_outlier_ratio));
+    }
     if (c_.loop.valid_every > 0 && state_.step % c_.loop.valid_every == 0 && state_.step != c_.loop.total_steps)
       validate();
-    if (c_.loop.save_ckpt && c_.loop.checkpoint_every > 0 && state_.step % c_.loop.checkpoint_every == 0)
-      summary_.last_checkpoint = save();
+    const StopDecision by_file = stop_file_.check(state_.step, &comm_);
+    quit_by_file = by_file.quit;
+    const bool periodic = c_.loop.checkpoint_every > 0 && state_.step % c_.loop.checkpoint_every == 0;
+    if (c_.loop.save_ckpt && (periodic || (by_file.save && !by_file.quit))) summary_.last_checkpoint = save();
   }
   profiler.finish();
   if (state_.step == c_.loop.total_steps && !summary_.stopped_by_signal) validate();
   if (c_.loop.save_ckpt && saved_step_ != state_.step) summary_.last_checkpoint = save();
+  if (async_) {  // the process must not end mid-write
+    const AsyncSaveResult last = async_->wait();
+    if (last.ok()) log::info("checkpoint ", last.path, " written (step ", last.step, ")");
+    LOOM_CHECK(last.error.empty(), "the last checkpoint (step ", last.step, ") failed: ", last.error);
+  }
   summary_.final_step = state_.step;
-  log::info("done: step ", state_.step, "/", c_.loop.total_steps, ", ", summary_.steps_done, " steps this run, ",
-            state_.consumed_tokens, " tokens consumed, ", state_.inf_nan_skips, " inf/nan skips, last loss ",
-            summary_.last_loss);
+  const std::string done = "step " + std::to_string(state_.step) + "/" + std::to_string(c_.loop.total_steps) + ", " +
+                           std::to_string(summary_.steps_done) + " steps this run, " +
+                           std::to_string(state_.consumed_tokens) + " tokens consumed, " +
+                           std::to_string(state_.inf_nan_skips) + " inf/nan skips, " +
+                           std::to_string(state_.spike_skips) + " spike skips, last loss " +
+                           std::to_string(summary_.last_loss);
+  log::info("done: ", done);
+  alert(AlertLevel::kInfo, summary_.stopped_by_signal ? "training stopped" : "training finished", done);
   return summary_;
 }
 
@@ -502,7 +639,17 @@ TrainSummary train(const TrainConfig& config_in) {
   CommOptions co;
   co.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
   co.backend = config.parallel.backend;
-  Communicator comm(li, co, torch::Device(config.loop.device));
+  Alerts alerts(config.monitor.alerts, li.rank, li.host);  // first: a failed rendezvous is alerted too
+  std::unique_ptr<Communicator> comm_owner;
+  try {
+    comm_owner = std::make_unique<Communicator>(li, co, torch::Device(config.loop.device));
+  } catch (const std::exception& e) {
+    alerts.send_exception(e.what());
+    alerts.flush(config.monitor.alerts.timeout_s);
+    throw;
+  }
+  Communicator& comm = *comm_owner;
+  std::unique_ptr<Watchdog> watchdog;
   try {
     if (config.loop.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
     const std::vector<RankRow> table =
@@ -513,10 +660,16 @@ TrainSummary train(const TrainConfig& config_in) {
     log::info("loom-train configuration:\n", config.resolved_ini);
     if (li.rank == 0) sys::make_dirs(config.loop.run_dir);
     comm.barrier();
-    Loop loop(config, comm);
+    if (config.monitor.hang_timeout > 0) {
+      watchdog = std::make_unique<Watchdog>(config.monitor.hang_timeout, &alerts);
+      watchdog->set_on_hang([&comm](const std::string& report) { comm.report_failure("hang watchdog: " + report); });
+    }
+    Loop loop(config, comm, alerts, watchdog.get());
     return loop.run();
   } catch (const std::exception& e) {
     comm.report_failure(e.what());  // the other ranks' reports name this cause
+    alerts.send_exception(e.what());
+    alerts.flush(config.monitor.alerts.timeout_s);
     throw;
   }
 }

@@ -14,14 +14,12 @@ build=${4:-build}
 train=$build/trainer/loom-train
 prompt=${LOOM_HF_PROMPT:-"It was a fine day, and the"}
 new=${LOOM_HF_NEW_TOKENS:-32}
-# loom-train takes prompts as ids (docs/HF.md says why): bos + SentencePiece's encoding.
-ids=$(/usr/bin/python3 -c "import sys, sentencepiece as s; p = s.SentencePieceProcessor(model_file=sys.argv[1]); print(','.join(map(str, [p.bos_id()] + p.encode(sys.argv[2]))))" "$tokenizer" "$prompt")
 
 mkdir -p "$out"
 "$train" export-hf --checkpoint "$ckpt" --output "$out/hf" --tokenizer "$tokenizer"
-"$train" generate --checkpoint "$ckpt" --tokenizer "$tokenizer" --prompt-ids "$ids" \
+"$train" generate --checkpoint "$ckpt" --tokenizer "$tokenizer" --prompt "$prompt" \
   --max-new-tokens "$new" --dump-logits "$out/dump_checkpoint.safetensors"
-"$train" generate --hf "$out/hf" --prompt-ids "$ids" --max-new-tokens "$new" \
+"$train" generate --hf "$out/hf" --prompt "$prompt" --max-new-tokens "$new" \
   --dump-logits "$out/dump.safetensors"
 cmp "$out/dump_checkpoint.safetensors" "$out/dump.safetensors"
 echo "fixture in $out: $(du -sh "$out" | cut -f1); the dumps from the checkpoint and from its export are identical"

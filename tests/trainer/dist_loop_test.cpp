@@ -1,0 +1,203 @@
+// loom-train itself as 1, 2 and 3 processes on loopback (Gloo), launched as torchrun would: the same
+// global batch gives the same losses, validation and weights at any W, replicated or ZeRO-1, with
+// micro_num 1 or 2; a checkpoint saved at W=2 (ZeRO-1) resumes at W=1 and at W=3 (replicated) at
+// the same sample with the losses of the uninterrupted run; only rank 0 writes the logs; a killed
+// rank takes the job down with a report. The data and model are loop_fixture.h's.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "loom/sys.h"
+#include "loop_fixture.h"
+#include "safetensors.h"
+#include "test_util.h"
+
+namespace {
+
+using loom::test::quote;
+using loom::test::read_all;
+using loom::test::TempDir;
+
+int free_port() {
+  auto r = loom::test::run(quote(loom::test::python()) +
+                           " -c 'import socket;s=socket.socket();s.bind((\"127.0.0.1\",0));print(s.getsockname()[1])'");
+  REQUIRE(r.exit_code == 0);
+  return std::stoi(r.output);
+}
+
+struct Rank {
+  int exit_code = -1;
+  std::string log;
+};
+
+// Runs loom-train as `world` ranks with torchrun's variables; rank `kill_rank` (if any) SIGKILLs
+// itself in step 3 (debug.kill_at_step).
+std::vector<Rank> launch(int world, const std::vector<std::string>& args, const TempDir& dir, const std::string& tag,
+                         int kill_rank = -1) {
+  const int port = free_port();
+  std::string cmd;
+  for (const auto& a : args) cmd += " " + quote(a);
+  std::ostringstream sh;
+  for (int r = 0; r < world; ++r) {
+    const std::string p = dir / (tag + "." + std::to_string(r));
+    const std::string fault = r == kill_rank ? " --debug.kill_at_step=3" : "";
+    sh << "( RANK=" << r << " WORLD_SIZE=" << world << " LOCAL_RANK=" << r << " LOCAL_WORLD_SIZE=" << world
+       << " MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port << " timeout -s KILL 240 " << quote(LOOM_TRAIN_BIN) << cmd
+       << fault << " > " << quote(p + ".log") << " 2>&1; echo $? > " << quote(p + ".rc")
+       << " ) &\n";
+  }
+  sh << "wait\n";
+  loom::test::write_all(dir / (tag + ".sh"), sh.str());
+  loom::test::run("bash " + quote(dir / (tag + ".sh")));
+  std::vector<Rank> out(world);
+  for (int r = 0; r < world; ++r) {
+    const std::string p = dir / (tag + "." + std::to_string(r));
+    out[r].exit_code = std::stoi(read_all(p + ".rc"));
+    out[r].log = read_all(p + ".log");
+  }
+  return out;
+}
+
+void require_success(const std::vector<Rank>& rs) {
+  for (size_t r = 0; r < rs.size(); ++r) {
+    INFO("rank " << r << " of " << rs.size() << " log:\n" << rs[r].log);
+    REQUIRE(rs[r].exit_code == 0);
+  }
+}
+
+// step -> value of key, from metrics.jsonl lines that have it.
+std::map<int64_t, double> metric(const std::string& path, const std::string& key) {
+  std::map<int64_t, double> m;
+  std::istringstream in(read_all(path));
+  for (std::string line; std::getline(in, line);) {
+    const std::string k = "\"" + key + "\": ";
+    const size_t at = line.find(k);
+    if (at == std::string::npos) continue;
+    const int64_t step = std::stoll(line.substr(line.find("\"step\": ") + 8));
+    m[step] = std::stod(line.substr(at + k.size()));
+  }
+  return m;
+}
+
+void require_close(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want, double rel) {
+  REQUIRE(got.size() == want.size());
+  for (const auto& [step, v] : want) {
+    INFO("step " << step);
+    REQUIRE(got.count(step));
+    REQUIRE(std::abs(got.at(step) - v) <= rel * std::abs(v));
+  }
+}
+
+void require_same_weights(const std::string& a, const std::string& b, double atol) {
+  loom::safetensors::Reader ra(a), rb(b);
+  REQUIRE(ra.names() == rb.names());
+  for (const auto& name : ra.names()) {
+    INFO(name);
+    REQUIRE((ra.get(name) - rb.get(name)).abs().max().item<double>() <= atol);
+  }
+}
+
+// The global batch is 12 packs at every W: micro_bsz * micro_num * W = 12.
+std::vector<std::string> args(const std::string& data, const std::string& run, int world, int micro_num,
+                              std::vector<std::string> extra = {}) {
+  extra.push_back("--data.micro_num=" + std::to_string(micro_num));
+  extra.push_back("--data.micro_bsz=" + std::to_string(12 / (world * micro_num)));
+  extra.push_back("--model.dropout=0");  // dropout masks follow the rank, not the sample
+  extra.push_back("--parallel.timeout_s=30");
+  extra.push_back("--ckpt.checkpoint_every=3");
+  extra.push_back("--data.valid_every=3");
+  extra.push_back("--ckpt.keep=0");
+  return loom::test::loop_args(data, run, std::move(extra));
+}
+
+}  // namespace
+
+TEST_CASE("dist loop: 2 and 3 ranks train like 1, replicated and ZeRO-1, micro_num 1 and 2", "[dist-loop]") {
+  TempDir dir("dist_loop");
+  loom::test::write_loop_data(dir / "data");
+  const std::string data = dir / "data";
+  require_success(launch(1, args(data, dir / "w1", 1, 2), dir, "w1"));
+  const auto loss = metric(dir / "w1/metrics.jsonl", "loss");
+  const auto val = metric(dir / "w1/metrics.jsonl", "val/alpha_loss");
+  REQUIRE(loss.size() == 6);
+  REQUIRE(val.size() == 2);  // steps 3 and 6
+
+  struct Case {
+    int world, micro_num;
+    const char* zero1;
+  };
+  for (const Case& c : {Case{2, 2, "1"}, Case{3, 1, "1"}, Case{2, 1, "-1"}, Case{3, 2, "-1"}, Case{1, 1, "-1"}}) {
+    const std::string tag = "w" + std::to_string(c.world) + "m" + std::to_string(c.micro_num) + "z" + c.zero1;
+    {  // one launch per case (a SECTION would re-run the reference for each)
+      INFO(tag);
+      const auto ranks =
+          launch(c.world, args(data, dir / tag, c.world, c.micro_num, {std::string("--parallel.zero1=") + c.zero1}),
+                 dir, tag);
+      require_success(ranks);
+      require_close(metric(dir / (tag + "/metrics.jsonl"), "loss"), loss, 1e-5);
+      require_close(metric(dir / (tag + "/metrics.jsonl"), "val/alpha_loss"), val, 1e-5);
+      // The same consumed samples and tokens as one rank.
+      REQUIRE(metric(dir / (tag + "/metrics.jsonl"), "num_consumed_tokens") ==
+              metric(dir / "w1/metrics.jsonl", "num_consumed_tokens"));
+      require_same_weights(dir / (tag + "/checkpoints/step_6/model.safetensors"),
+                           dir / "w1/checkpoints/step_6/model.safetensors", 2e-5);
+      // Shards: one per rank with ZeRO-1 over every rank, none otherwise.
+      const auto shards = loom::zero1_shard_files(dir / (tag + "/checkpoints/step_6"));
+      REQUIRE(shards.size() == (std::string(c.zero1) == "-1" ? static_cast<size_t>(c.world) : 0u));
+      // Rank 0 speaks for the job: the others print no metrics lines.
+      REQUIRE(ranks[0].log.find("metrics step=6") != std::string::npos);
+      for (int r = 1; r < c.world; ++r) REQUIRE(ranks[r].log.find("metrics step=") == std::string::npos);
+      if (c.world > 1) REQUIRE(ranks[0].log.find("rank table") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("dist loop: saved at W=2 with ZeRO-1, resumed at W=1 (ZeRO-1) and W=3 (replicated)", "[dist-loop]") {
+  TempDir dir("dist_loop_resume");
+  loom::test::write_loop_data(dir / "data");
+  const std::string data = dir / "data";
+  require_success(launch(1, args(data, dir / "ref", 1, 2), dir, "ref"));
+  const auto loss = metric(dir / "ref/metrics.jsonl", "loss");
+
+  // W=2 stops after step 3 (as on SIGTERM: every rank at the same step) and saves.
+  require_success(launch(2, args(data, dir / "w2", 2, 2, {"--parallel.zero1=-1", "--debug.stop_at_step=3"}), dir, "w2"));
+  const std::string ckpt = dir / "w2/checkpoints/step_3";
+  REQUIRE(loom::zero1_shard_files(ckpt).size() == 2);
+  REQUIRE(read_all(ckpt + "/state.json").find("\"world_size\": 2") != std::string::npos);
+
+  for (const auto& [world, zero1] : std::vector<std::pair<int, std::string>>{{1, "-1"}, {3, "1"}}) {
+    const std::string tag = "resume_w" + std::to_string(world);
+    {
+      INFO(tag);
+      require_success(launch(world, args(data, dir / tag, world, 2, {"--parallel.zero1=" + zero1, "--resume=" + ckpt}),
+                             dir, tag));
+      const auto got = metric(dir / (tag + "/metrics.jsonl"), "loss");
+      REQUIRE(got.size() == 3);  // steps 4..6 only
+      std::map<int64_t, double> want(loss.find(4), loss.end());
+      require_close(got, want, 1e-5);
+      require_same_weights(dir / (tag + "/checkpoints/step_6/model.safetensors"),
+                           dir / "ref/checkpoints/step_6/model.safetensors", 2e-5);
+    }
+  }
+}
+
+TEST_CASE("dist loop: a killed rank takes the job down with a report", "[dist-loop]") {
+  TempDir dir("dist_loop_kill");
+  loom::test::write_loop_data(dir / "data");
+  // Rank 1 kills itself in step 3; rank 0 then waits in that step's collective (timeout 30 s).
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ranks = launch(2, args(dir / "data", dir / "run", 2, 1, {"--data.total_steps=1000"}), dir, "kill",
+                            /*kill_rank=*/1);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO("rank 0 log:\n" << ranks[0].log);
+  REQUIRE(ranks[1].exit_code == 137);
+  REQUIRE(ranks[0].exit_code != 0);
+  REQUIRE(ranks[0].exit_code == 1);  // it went down by itself, with a loom::Error
+  REQUIRE(seconds < 60);               // a closed socket is noticed at once, at worst after the 30 s timeout
+  REQUIRE(ranks[0].log.find("rank 0 of 2") != std::string::npos);
+  REQUIRE(ranks[0].log.find("at step 3") != std::string::npos);
+  REQUIRE(ranks[0].log.find("NCCL_SOCKET_IFNAME") != std::string::npos);
+}
