@@ -6,6 +6,12 @@
 #include "loom/error.h"
 #include "torch_compat.h"
 
+#ifdef LOOM_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+
+#include "cuda/kernels.h"
+#endif
+
 namespace loom {
 
 bool adamw_is_fused(const torch::Device& device) { return LOOM_TORCH2 && device.is_cuda(); }
@@ -44,35 +50,91 @@ void adamw_step_same_dtype(const std::vector<torch::Tensor>& params, const std::
   at::_foreach_addcdiv_(params, exp_avg, denom, -o.lr / bc1);
 }
 
+#ifdef LOOM_CUDA_KERNELS
+// Whether tensor i takes loom's bf16-gradient kernel.
+bool takes_kernel(size_t i, const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                  const std::vector<torch::Tensor>& m, const std::vector<torch::Tensor>& v,
+                  const std::vector<torch::Tensor>& low, const torch::Tensor& step, const torch::Tensor& found_inf) {
+  const torch::Tensor& p = params[i];
+  const auto fp32_like = [&](const torch::Tensor& t) {
+    return t.scalar_type() == torch::kFloat32 && t.device() == p.device() && t.is_contiguous() && t.numel() == p.numel();
+  };
+  const bool low_ok = low.empty() || (low[i].scalar_type() == torch::kBFloat16 && low[i].device() == p.device() &&
+                                      low[i].is_contiguous() && low[i].numel() == p.numel());
+  return p.is_cuda() && fp32_like(p) && fp32_like(m[i]) && fp32_like(v[i]) &&
+         grads[i].scalar_type() == torch::kBFloat16 && grads[i].device() == p.device() && grads[i].is_contiguous() &&
+         grads[i].numel() == p.numel() && low_ok && step.scalar_type() == torch::kFloat32 && step.device() == p.device() &&
+         (!found_inf.defined() || (found_inf.scalar_type() == torch::kFloat32 && found_inf.device() == p.device()));
+}
+#endif
+
 }  // namespace
 
 void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                 const std::vector<torch::Tensor>& exp_avg, const std::vector<torch::Tensor>& exp_avg_sq,
-                const torch::Tensor& step, const AdamWStepOptions& o, const torch::Tensor& found_inf) {
+                const torch::Tensor& step, const AdamWStepOptions& o, const torch::Tensor& found_inf,
+                const std::vector<torch::Tensor>& low_precision) {
   LOOM_ASSERT(grads.size() == params.size() && exp_avg.size() == params.size() && exp_avg_sq.size() == params.size(),
               "adamw_step: ", params.size(), " params but ", grads.size(), " grads, ", exp_avg.size(), " exp_avg, ",
               exp_avg_sq.size(), " exp_avg_sq");
+  LOOM_ASSERT(low_precision.empty() || low_precision.size() == params.size(), "adamw_step: ", params.size(),
+              " params but ", low_precision.size(), " low-precision copies");
   if (params.empty()) return;
   torch::NoGradGuard no_grad;
+  std::vector<size_t> rest;  // tensors for the ATen / reference path
+#ifdef LOOM_CUDA_KERNELS
+  std::vector<cuda::AdamWTensor> kernel;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!takes_kernel(i, params, grads, exp_avg, exp_avg_sq, low_precision, step, found_inf)) {
+      rest.push_back(i);
+      continue;
+    }
+    kernel.push_back(cuda::AdamWTensor{params[i].data_ptr<float>(), exp_avg[i].data_ptr<float>(),
+                                       exp_avg_sq[i].data_ptr<float>(), grads[i].data_ptr(),
+                                       low_precision.empty() ? nullptr : low_precision[i].data_ptr(), params[i].numel()});
+  }
+  if (!kernel.empty()) {
+    const char* error = cuda::adamw_bf16_grads(
+        kernel.data(), static_cast<int64_t>(kernel.size()), static_cast<float>(o.lr), static_cast<float>(o.beta1),
+        static_cast<float>(o.beta2), static_cast<float>(o.eps), static_cast<float>(o.weight_decay),
+        static_cast<float>(o.grad_scale), step.data_ptr<float>(),
+        found_inf.defined() ? found_inf.data_ptr<float>() : nullptr,
+        at::cuda::getCurrentCUDAStream(params.front().device().index()).stream());
+    LOOM_CHECK(error == nullptr, "CUDA kernel adamw_bf16_grads failed to launch: ", error);
+  }
+#else
+  for (size_t i = 0; i < params.size(); ++i) rest.push_back(i);
+#endif
   // Buckets of consecutive tensors; a grad of another dtype is cast inside its bucket only.
   size_t begin = 0;
-  while (begin < params.size()) {
+  while (begin < rest.size()) {
     size_t end = begin;
     int64_t cast_bytes = 0;
-    std::vector<torch::Tensor> g;
-    while (end < params.size() && (end == begin || cast_bytes < kCastBucketBytes)) {
-      const bool cast = grads[end].scalar_type() != params[end].scalar_type();
-      g.push_back(cast ? grads[end].to(params[end].scalar_type()) : grads[end]);
-      if (cast) cast_bytes += params[end].numel() * static_cast<int64_t>(params[end].element_size());
+    std::vector<torch::Tensor> p, g, m, v;
+    while (end < rest.size() && (end == begin || cast_bytes < kCastBucketBytes)) {
+      const size_t i = rest[end];
+      const bool cast = grads[i].scalar_type() != params[i].scalar_type();
+      torch::Tensor gi = cast ? grads[i].to(params[i].scalar_type()) : grads[i];
+      if (o.grad_scale != 1.0) gi = cast ? gi.mul_(o.grad_scale) : gi.mul(o.grad_scale);  // grads stay as given
+      g.push_back(gi);
+      p.push_back(params[i]), m.push_back(exp_avg[i]), v.push_back(exp_avg_sq[i]);
+      if (cast) cast_bytes += params[i].numel() * static_cast<int64_t>(params[i].element_size());
       ++end;
     }
-    const auto slice = [&](const std::vector<torch::Tensor>& v) {
-      return std::vector<torch::Tensor>(v.begin() + static_cast<std::ptrdiff_t>(begin),
-                                        v.begin() + static_cast<std::ptrdiff_t>(end));
-    };
-    adamw_step_same_dtype(slice(params), g, slice(exp_avg), slice(exp_avg_sq), step, o, found_inf);
+    adamw_step_same_dtype(p, g, m, v, step, o, found_inf);
+    if (!low_precision.empty())
+      for (size_t k = begin; k < end; ++k) low_precision[rest[k]].copy_(params[rest[k]]);
     begin = end;
   }
+}
+
+torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (const auto& g : grads)
+    if (g.defined()) norms.push_back(at::linalg_vector_norm(g, 2, /*dim=*/{}, false, torch::kFloat32));
+  if (norms.empty()) return torch::zeros({}, torch::kFloat32);
+  return at::linalg_vector_norm(torch::stack(norms), 2, /*dim=*/{}, false, torch::kFloat32);
 }
 
 }  // namespace loom

@@ -107,9 +107,66 @@ class RotaryFn : public torch::autograd::Function<RotaryFn> {
     const int64_t token_stride = strided ? x_in.stride(-3) : heads * D;
     torch::Tensor y = torch::empty(x_in.sizes(), x_in.options());
     check_launch(cuda::rotary(to_cuda(x), x.data_ptr(), token_stride, cos.data_ptr<float>(), sin.data_ptr<float>(),
-                              y.data_ptr(), tokens, heads, D, inverse, stream()),
+                              y.data_ptr(), heads * D, tokens, heads, D, inverse, stream()),
                  "rotary");
     return y;
+  }
+};
+
+// q and k rotated and v out of a contiguous fused QKV projection [..., (H + 2K) D]; the backward
+// writes all three gradients into one tensor of qkv's shape (no zero-filled tensor per slice).
+class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& qkv, const torch::Tensor& cos,
+                               const torch::Tensor& sin, int64_t H, int64_t K) {
+    const int64_t W = qkv.size(-1), D = W / (H + 2 * K), tokens = qkv.numel() / W;
+    std::vector<int64_t> qs(qkv.sizes().begin(), qkv.sizes().end() - 1), ks = qs;
+    qs.push_back(H), qs.push_back(D);
+    ks.push_back(K), ks.push_back(D);
+    torch::Tensor q = torch::empty(qs, qkv.options()), k = torch::empty(ks, qkv.options());
+    char* base = static_cast<char*>(qkv.data_ptr());
+    const int64_t es = qkv.element_size();
+    check_launch(cuda::rotary(to_cuda(qkv), base, W, cos.data_ptr<float>(), sin.data_ptr<float>(), q.data_ptr(), H * D,
+                              tokens, H, D, false, stream()),
+                 "rotary");
+    check_launch(cuda::rotary(to_cuda(qkv), base + H * D * es, W, cos.data_ptr<float>(), sin.data_ptr<float>(),
+                              k.data_ptr(), K * D, tokens, K, D, false, stream()),
+                 "rotary");
+    torch::Tensor v = qkv.narrow(-1, (H + K) * D, K * D).reshape(ks).contiguous();
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["H"] = H;
+    ctx->saved_data["K"] = K;
+    ctx->saved_data["sizes"] = qkv.sizes().vec();
+    return {q, k, v};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const int64_t H = ctx->saved_data["H"].toInt(), K = ctx->saved_data["K"].toInt();
+    const std::vector<int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
+    const int64_t W = sizes.back(), D = W / (H + 2 * K);
+    const torch::Tensor& any = grads[0].defined() ? grads[0] : grads[1].defined() ? grads[1] : grads[2];
+    torch::Tensor dqkv = torch::empty(sizes, any.options());
+    const int64_t tokens = dqkv.numel() / W, es = dqkv.element_size();
+    char* base = static_cast<char*>(dqkv.data_ptr());
+    const auto rotate_back = [&](const torch::Tensor& g, int64_t offset, int64_t heads) {
+      if (!g.defined()) {
+        dqkv.narrow(-1, offset, heads * D).zero_();
+        return;
+      }
+      const torch::Tensor gc = g.contiguous();
+      check_launch(cuda::rotary(to_cuda(gc), gc.data_ptr(), heads * D, s[0].data_ptr<float>(), s[1].data_ptr<float>(),
+                                base + offset * es, W, tokens, heads, D, true, stream()),
+                   "rotary");
+    };
+    rotate_back(grads[0], 0, H);
+    rotate_back(grads[1], H * D, K);
+    torch::Tensor dv = dqkv.narrow(-1, (H + K) * D, K * D);
+    if (grads[2].defined()) {
+      dv.copy_(grads[2].reshape(dv.sizes()));
+    } else {
+      dv.zero_();
+    }
+    return {dqkv, {}, {}, {}, {}};
   }
 };
 
@@ -161,6 +218,33 @@ torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
   }
 #endif
   return rotary_reference(x, cos, sin);
+}
+
+bool fused_qkv_rotary_applies(const torch::Tensor& qkv) {
+#ifdef LOOM_CUDA_KERNELS
+  return qkv.is_cuda() && kernel_dtype(qkv) && qkv.is_contiguous() && qkv.dim() >= 2 && qkv.numel() > 0;
+#else
+  (void)qkv;
+  return false;
+#endif
+}
+
+std::vector<torch::Tensor> fused_qkv_rotary(const torch::Tensor& qkv, int64_t H, int64_t K, const torch::Tensor& cos,
+                                            const torch::Tensor& sin) {
+  LOOM_CHECK(H > 0 && K > 0 && qkv.dim() >= 2 && qkv.size(-1) % (H + 2 * K) == 0 &&
+                 (qkv.size(-1) / (H + 2 * K)) % 2 == 0,
+             "fused QKV needs qkv [..., (H + 2K) D] with even D, got ", qkv.sizes(), " for H = ", H, ", K = ", K);
+  const int64_t D = qkv.size(-1) / (H + 2 * K);
+  LOOM_CHECK(cos.size(-1) == D / 2 && sin.sizes() == cos.sizes() && cos.numel() * 2 * (H + 2 * K) == qkv.numel(),
+             "fused QKV needs cos/sin [..., D/2] with qkv's leading dims, got ", cos.sizes(), ", ", sin.sizes(),
+             " for qkv ", qkv.sizes());
+  LOOM_ASSERT(fused_qkv_rotary_applies(qkv), "fused_qkv_rotary on ", qkv.sizes(), " ", qkv.scalar_type(), " ",
+              qkv.device());
+#ifdef LOOM_CUDA_KERNELS
+  return QkvRotaryFn::apply(qkv, cos.to(torch::kFloat32).contiguous(), sin.to(torch::kFloat32).contiguous(), H, K);
+#else
+  return {};
+#endif
 }
 
 torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b) {

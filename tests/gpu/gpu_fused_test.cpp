@@ -92,14 +92,60 @@ TEST_CASE("fused SwiGLU equals silu of a times b forward and backward") {
     INFO("dtype " << dtype);
     torch::manual_seed(74);
     const auto opt = torch::TensorOptions().device(cuda()).dtype(dtype);
-    const torch::Tensor a = torch::randn({257, 5632}, opt) * 2, bb = torch::randn({257, 5632}, opt);
-    const torch::Tensor up = torch::randn({257, 5632}, opt);
-    auto fused = [](const std::vector<torch::Tensor>& in) { return loom::fused_swiglu(in[0], in[1]); };
-    auto ref = [](const std::vector<torch::Tensor>& in) { return torch::silu(in[0]) * in[1]; };
-    const auto got = grads_of(fused, {a, bb}, up, false);
-    const auto want = grads_of(ref, {a, bb}, up, true);
-    CHECK(rel_err(got[0], want[0]) < tol(dtype));
-    CHECK(rel_err(got[1], want[1]) < tol(dtype));
-    CHECK(rel_err(got[2], want[2]) < tol(dtype));
+    // [257, 5632]: bf16 takes the 16-byte kernel; [3, 37] (111 elements) the element-wise one.
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{257, 5632}, std::vector<int64_t>{3, 37}}) {
+      INFO("shape " << shape[0] << " x " << shape[1]);
+      const torch::Tensor a = torch::randn(shape, opt) * 2, bb = torch::randn(shape, opt);
+      const torch::Tensor up = torch::randn(shape, opt);
+      auto fused = [](const std::vector<torch::Tensor>& in) { return loom::fused_swiglu(in[0], in[1]); };
+      auto ref = [](const std::vector<torch::Tensor>& in) { return torch::silu(in[0]) * in[1]; };
+      const auto got = grads_of(fused, {a, bb}, up, false);
+      const auto want = grads_of(ref, {a, bb}, up, true);
+      CHECK(rel_err(got[0], want[0]) < tol(dtype));
+      CHECK(rel_err(got[1], want[1]) < tol(dtype));
+      CHECK(rel_err(got[2], want[2]) < tol(dtype));
+    }
+  }
+}
+
+TEST_CASE("fused QKV rotary equals narrow, rotary and contiguous forward and backward") {
+  const int64_t B = 2, T = 100, H = 8, K = 2;
+  const loom::Batch b = loom::test::make_packed_batch({{60, 40}, {100}}, T, 1000, 75).to(cuda());
+  // D = 128: bf16 takes the 16-byte rotary kernel; D = 12 (half 6) the element-wise one.
+  for (int64_t D : {128, 12}) {
+    const loom::PackedContext ctx = loom::make_packed_context(b, D, 10000.0);
+    const torch::Tensor cos = ctx.cos.squeeze(2).narrow(-1, 0, D / 2), sin = ctx.sin.squeeze(2).narrow(-1, 0, D / 2);
+    for (auto dtype : {torch::kBFloat16, torch::kFloat32}) {
+      for (bool use_v : {true, false}) {
+        INFO("D " << D << " dtype " << dtype << " v used " << use_v);
+        torch::manual_seed(76);
+        const auto opt = torch::TensorOptions().device(cuda()).dtype(dtype);
+        const torch::Tensor x = torch::randn({B, T, (H + 2 * K) * D}, opt);
+        const torch::Tensor uq = torch::randn({B, T, H, D}, opt), uk = torch::randn({B, T, K, D}, opt);
+        const torch::Tensor uv = torch::randn({B, T, K, D}, opt);
+        const auto loss = [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+          torch::Tensor l = (q.to(torch::kFloat32) * uq.to(torch::kFloat32)).sum() +
+                            (k.to(torch::kFloat32) * uk.to(torch::kFloat32)).sum();
+          return use_v ? l + (v.to(torch::kFloat32) * uv.to(torch::kFloat32)).sum() : l;
+        };
+        REQUIRE(loom::fused_qkv_rotary_applies(x));
+        const torch::Tensor qkv = x.clone().requires_grad_(true);
+        const std::vector<torch::Tensor> r = loom::fused_qkv_rotary(qkv, H, K, cos, sin);
+        loss(r[0], r[1], r[2]).backward();
+        const torch::Tensor qkv32 = x.to(torch::kFloat32).requires_grad_(true);
+        const torch::Tensor q = loom::rotary_reference(qkv32.narrow(-1, 0, H * D).view({B, T, H, D}), cos, sin);
+        const torch::Tensor k = loom::rotary_reference(qkv32.narrow(-1, H * D, K * D).view({B, T, K, D}), cos, sin);
+        const torch::Tensor v = qkv32.narrow(-1, (H + K) * D, K * D).view({B, T, K, D});
+        loss(q, k, v).backward();
+        CHECK((r[0].is_contiguous() && r[1].is_contiguous() && r[2].is_contiguous()));
+        CHECK(r[0].sizes() == q.sizes());
+        CHECK(r[1].sizes() == k.sizes());
+        CHECK(rel_err(r[0], q) < tol(dtype));
+        CHECK(rel_err(r[1], k) < tol(dtype));
+        CHECK(torch::equal(r[2], x.narrow(-1, (H + K) * D, K * D).view({B, T, K, D})));
+        CHECK(rel_err(qkv.grad(), qkv32.grad()) < tol(dtype));
+        if (!use_v) CHECK(qkv.grad().narrow(-1, (H + K) * D, K * D).abs().sum().item<double>() == 0.0);
+      }
+    }
   }
 }

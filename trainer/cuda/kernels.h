@@ -24,10 +24,28 @@ const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const v
 // Rotary embedding, rotate-half layout: for i < D/2, with c = cos[t, i], s = sin[t, i]:
 //   y[t, h, i] = x[t, h, i] c - x[t, h, i + D/2] s,  y[t, h, i + D/2] = x[t, h, i + D/2] c + x[t, h, i] s.
 // x [tokens, heads, D] (dtype) with token t at x + t * x_token_stride (heads contiguous inside,
-// so q and k can be read straight out of the fused QKV projection), y [tokens, heads, D]
-// contiguous, cos/sin [tokens, D/2] fp32. inverse = true rotates by -angle (the backward). D even.
+// so q and k can be read straight out of the fused QKV projection), y likewise with
+// y_token_stride (heads * D: contiguous; the backward writes into the fused QKV gradient),
+// cos/sin [tokens, D/2] fp32. inverse = true rotates by -angle (the backward). D even.
 const char* rotary(Dtype dtype, const void* x, int64_t x_token_stride, const float* cos, const float* sin, void* y,
-                   int64_t tokens, int64_t heads, int64_t D, bool inverse, void* stream);
+                   int64_t y_token_stride, int64_t tokens, int64_t heads, int64_t D, bool inverse, void* stream);
+
+// AdamW (ATen's fused AdamW math, fp32) over fp32 weights p and moments m, v with bf16 gradients
+// g, read as they are and multiplied by grad_scale; out (optional, bf16) receives the updated
+// weight rounded to bf16. step and found_inf are fp32 scalars on the device (found_inf optional:
+// non-zero skips the update). Up to kAdamWMaxTensors tensors per launch.
+inline constexpr int kAdamWMaxTensors = 32;
+struct AdamWTensor {
+  float* p;
+  float* m;
+  float* v;
+  const void* g;
+  void* out;
+  int64_t n;
+};
+const char* adamw_bf16_grads(const AdamWTensor* tensors, int64_t count, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, float grad_scale, const float* step, const float* found_inf,
+                             void* stream);
 
 // SwiGLU gate: y = silu(a) * b over n elements; backward da = dy * b * silu'(a), db = dy * silu(a).
 const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, int64_t n, void* stream);

@@ -1,5 +1,8 @@
 // Fused SwiGLU gate silu(a) * b and its backward: one pass each, in place of silu, product and
 // (backward) sigmoid, silu and three products, each a full pass over [tokens, F].
+#include <cstdint>
+#include <initializer_list>
+
 #include "common.cuh"
 
 namespace loom::cuda {
@@ -30,10 +33,72 @@ __global__ void swiglu_bwd(const T* __restrict__ dy, const T* __restrict__ a, co
   }
 }
 
+// bf16, 8 elements per thread: 16-byte loads and stores (the scalar kernels reached a third of
+// the memory bandwidth on [8192, 5632]).
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, int64_t i, float (&f)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p + i);
+  const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) f[k] = __bfloat162float(h[k]);
+}
+__device__ __forceinline__ void store8(__nv_bfloat16* p, int64_t i, const float (&f)[8]) {
+  uint4 raw;
+  __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) h[k] = __float2bfloat16(f[k]);
+  *reinterpret_cast<uint4*>(p + i) = raw;
+}
+
+__global__ void swiglu_fwd_vec8(const __nv_bfloat16* __restrict__ a, const __nv_bfloat16* __restrict__ b,
+                                __nv_bfloat16* __restrict__ y, int64_t n8) {
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < n8;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float av[8], bv[8], yv[8];
+    load8(a, j * 8, av);
+    load8(b, j * 8, bv);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) yv[k] = av[k] / (1.0f + __expf(-av[k])) * bv[k];
+    store8(y, j * 8, yv);
+  }
+}
+
+__global__ void swiglu_bwd_vec8(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __restrict__ a,
+                                const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ da,
+                                __nv_bfloat16* __restrict__ db, int64_t n8) {
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < n8;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float gv[8], av[8], bv[8], dav[8], dbv[8];
+    load8(dy, j * 8, gv);
+    load8(a, j * 8, av);
+    load8(b, j * 8, bv);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float sig = 1.0f / (1.0f + __expf(-av[k]));
+      dav[k] = gv[k] * bv[k] * sig * (1.0f + av[k] * (1.0f - sig));
+      dbv[k] = gv[k] * av[k] * sig;
+    }
+    store8(da, j * 8, dav);
+    store8(db, j * 8, dbv);
+  }
+}
+
+bool vec8(Dtype dtype, int64_t n, std::initializer_list<const void*> ptrs) {
+  if (dtype != Dtype::kBFloat16 || n % 8 != 0) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 }  // namespace
 
 const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, int64_t n, void* stream) {
   if (n == 0) return nullptr;
+  if (vec8(dtype, n, {a, b, y})) {
+    swiglu_fwd_vec8<<<detail::grid_for(n / 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b), static_cast<__nv_bfloat16*>(y),
+        n / 8);
+    return detail::launch_error();
+  }
   LOOM_CUDA_DISPATCH(dtype, swiglu_fwd<T><<<detail::grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
                                 static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n));
   return detail::launch_error();
@@ -42,6 +107,12 @@ const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, i
 const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const void* b, void* da, void* db,
                             int64_t n, void* stream) {
   if (n == 0) return nullptr;
+  if (vec8(dtype, n, {dy, a, b, da, db})) {
+    swiglu_bwd_vec8<<<detail::grid_for(n / 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const __nv_bfloat16*>(dy), static_cast<const __nv_bfloat16*>(a),
+        static_cast<const __nv_bfloat16*>(b), static_cast<__nv_bfloat16*>(da), static_cast<__nv_bfloat16*>(db), n / 8);
+    return detail::launch_error();
+  }
   LOOM_CUDA_DISPATCH(dtype, swiglu_bwd<T><<<detail::grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
                                 static_cast<const T*>(dy), static_cast<const T*>(a), static_cast<const T*>(b),
                                 static_cast<T*>(da), static_cast<T*>(db), n));
