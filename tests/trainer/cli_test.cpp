@@ -225,6 +225,16 @@ TEST_CASE("loom-train --profiling: a chrome trace of exactly steps 2-4 with the 
   std::istringstream out_s(py_check(dir, "trace_s", kPyTrace, dir / "s/profile_trace.json"));
   std::getline(out_s, names);
   CHECK(names == "ProfilerStep#2");
+
+  // The trace cannot be written (a folder holds its name): one warning, the run goes on.
+  loom::sys::make_dirs(dir / "w/profile_trace.json");
+  auto w = train(loom::test::loop_args(dir / "data", dir / "w", {"--data.total_steps=5", "--profiling"}));
+  INFO(w.output);
+  CHECK(w.exit_code == 0);
+  const size_t warn = w.output.find("WARN profiler: no trace written");
+  CHECK(warn != std::string::npos);
+  CHECK(w.output.find("WARN profiler", warn + 1) == std::string::npos);
+  CHECK(loom::sys::exists(dir / "w/checkpoints/step_5/model.safetensors"));
 }
 
 TEST_CASE("loom-train --resume with a corrupt checkpoint exits 1 naming the file", "[cli]") {
