@@ -37,4 +37,11 @@ print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=4096,
                       peak_reserved_gib=round(max(r.get("peak_reserved_mb", 0) for r in rows) / 1024, 2),
                       final_loss=round(rows[-1]["loss"], 4))))
 PY
+# --profiling (in LOOM_TRAIN_EXTRA): the trace is too big to bring back whole; a summary is not.
+if [ -f "$WORK/run/profile_trace.json" ]; then
+  python3 bench/gpu/trace_summary.py "$WORK/run/profile_trace.json" > "$OUT/trace_${PRESET}.txt" 2>&1 || true
+  gzip -c "$WORK/run/profile_trace.json" > "$OUT/trace_${PRESET}.json.gz" || true
+  [ "$(stat -c %s "$OUT/trace_${PRESET}.json.gz" 2>/dev/null || echo 0)" -lt 16000000 ] || rm -f "$OUT/trace_${PRESET}.json.gz"
+fi
+[ -f "$WORK/run/memory_profile.json" ] && { echo "memory_profile.json:"; cat "$WORK/run/memory_profile.json"; } >> "$OUT/loom_${PRESET}.log"
 rm -rf "$WORK"

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Summarises a Kineto chrome trace of loom-train --profiling (run_dir/profile_trace.json) into a
+page of text small enough to bring back from the GPU machine: where a step's GPU time goes.
+
+- per recorded step (ProfilerStep#i): wall span, GPU busy time (union of kernels, memcpy, memset
+  over all streams) and idle time, per stream;
+- GPU time by category (GEMM, attention, loss, optimizer, norm/rotary/SwiGLU, elementwise,
+  reductions, copies, communication, other) and the top kernels by total time;
+- GPU time by the CPU op that launched it (innermost aten:: op or loom range);
+- the largest idle gaps on the busiest stream, with the kernels around them and what the host was
+  doing meanwhile (the CUDA runtime calls overlapping the gap: syncs, D2H copies);
+- host syncs: cudaStreamSynchronize / cudaDeviceSynchronize / cudaEventSynchronize / synchronous
+  cudaMemcpy and aten::_local_scalar_dense (item()), with their time and enclosing loom range.
+
+usage: trace_summary.py TRACE.json [--top 40]
+"""
+import argparse
+import bisect
+import collections
+import json
+import re
+import sys
+
+CATS = [
+    ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
+    ("loss", re.compile(r"cross_entropy|xent|log_softmax|nll", re.I)),
+    ("optimizer", re.compile(r"adam|multi_tensor|foreach", re.I)),
+    ("gemm", re.compile(r"gemm|sm90_xmma|cutlass|nvjet|cublas|wgmma|splitK|matmul|Kernel2", re.I)),
+    ("loom_fused", re.compile(r"rmsnorm|rotary|swiglu|loom", re.I)),
+    ("reduce", re.compile(r"reduce|norm|sum|Reduce", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|copy|fill|cat|index", re.I)),
+    ("comm", re.compile(r"nccl", re.I)),
+]
+SYNC_CALLS = re.compile(r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|^cudaMemcpy$|"
+                        r"cudaStreamWaitEvent|cudaMemcpyAsync")
+
+
+def category(ev):
+    if ev.get("cat") == "gpu_memcpy":
+        return "memcpy"
+    if ev.get("cat") == "gpu_memset":
+        return "memset"
+    name = ev["name"]
+    for c, rx in CATS:
+        if rx.search(name):
+            return c
+    return "other"
+
+
+def union_len(intervals):
+    total, end = 0.0, -1e30
+    for s, e in sorted(intervals):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+def short(name, n=110):
+    return name if len(name) <= n else name[: n - 3] + "..."
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--top", type=int, default=40)
+    a = ap.parse_args()
+    with open(a.trace) as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    xs = [e for e in events if e.get("ph") == "X" and "dur" in e]
+    gpu = [e for e in xs if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    runtime = [e for e in xs if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    cpu_ops = [e for e in xs if e.get("cat") in ("cpu_op", "user_annotation")]
+    # Kineto may record a step's range more than once (nested): keep the longest per name.
+    by_name = {}
+    for e in xs:
+        if e["name"].startswith("ProfilerStep#") and (e["name"] not in by_name or e["dur"] > by_name[e["name"]]["dur"]):
+            by_name[e["name"]] = e
+    steps = sorted(by_name.values(), key=lambda e: e["ts"])
+    print(f"trace: {len(xs)} complete events, {len(gpu)} GPU, {len(runtime)} runtime, {len(cpu_ops)} CPU ops, "
+          f"{len(steps)} ProfilerStep ranges")
+    if not gpu:
+        print("no GPU events: was the trace recorded with CUDA activities?")
+    for e in gpu:
+        e["_end"] = e["ts"] + e["dur"]
+        e["_cat"] = category(e)
+
+    # Per step: wall, GPU busy (any stream), per stream busy.
+    by_stream = collections.defaultdict(list)
+    for e in gpu:
+        by_stream[e.get("args", {}).get("stream", e.get("tid"))].append(e)
+    print("\n== steps (host ProfilerStep range; GPU busy = union of GPU events starting inside it)")
+    gpu_sorted = sorted(gpu, key=lambda e: e["ts"])
+    starts = [e["ts"] for e in gpu_sorted]
+    windows = []
+    for i, s in enumerate(steps):
+        # A step's GPU work runs later than its host range: window = this step's start .. next start.
+        t0 = s["ts"]
+        t1 = steps[i + 1]["ts"] if i + 1 < len(steps) else max(e["_end"] for e in gpu) if gpu else s["ts"] + s["dur"]
+        windows.append((t0, t1))
+        lo, hi = bisect.bisect_left(starts, t0), bisect.bisect_left(starts, t1)
+        evs = gpu_sorted[lo:hi]
+        busy = union_len([(e["ts"], e["_end"]) for e in evs])
+        per = collections.Counter()
+        for e in evs:
+            per[e.get("args", {}).get("stream", "?")] += e["dur"]
+        print(f"{s['name']}: host range {s['dur'] / 1e3:.2f} ms, window {(t1 - t0) / 1e3:.2f} ms, GPU busy "
+              f"{busy / 1e3:.2f} ms ({100 * busy / max(t1 - t0, 1e-9):.1f}%), {len(evs)} GPU events; per stream "
+              + ", ".join(f"{k}: {v / 1e3:.2f} ms" for k, v in per.most_common()))
+    span = (windows[0][0], windows[-1][1]) if windows else (min(starts), max(e["_end"] for e in gpu))
+    nsteps = max(len(steps), 1)
+    in_span = [e for e in gpu if span[0] <= e["ts"] < span[1]]
+    total_gpu = sum(e["dur"] for e in in_span)
+
+    print(f"\n== GPU time by category, per step (over {nsteps} steps; sum of event durations "
+          f"{total_gpu / 1e3 / nsteps:.2f} ms/step)")
+    cat = collections.Counter()
+    catn = collections.Counter()
+    for e in in_span:
+        cat[e["_cat"]] += e["dur"]
+        catn[e["_cat"]] += 1
+    for c, d in cat.most_common():
+        print(f"  {c:12s} {d / 1e3 / nsteps:8.2f} ms  {100 * d / total_gpu:5.1f}%  {catn[c] / nsteps:7.0f} launches")
+
+    print(f"\n== top {a.top} kernels by total time per step")
+    k = collections.Counter()
+    kn = collections.Counter()
+    kc = {}
+    for e in in_span:
+        k[e["name"]] += e["dur"]
+        kn[e["name"]] += 1
+        kc[e["name"]] = e["_cat"]
+    for name, d in k.most_common(a.top):
+        print(f"  {d / 1e3 / nsteps:8.2f} ms {100 * d / total_gpu:5.1f}% n={kn[name] / nsteps:5.0f} "
+              f"avg {d / kn[name]:8.1f} us [{kc[name]}] {short(name)}")
+
+    # Launch -> CPU op: correlation id of a kernel = its runtime launch; the innermost CPU op
+    # (same thread) containing the launch names it; the outermost user_annotation (loom range) too.
+    corr_rt = {}
+    for r in runtime:
+        c = r.get("args", {}).get("correlation")
+        if c is not None:
+            corr_rt[c] = r
+    by_tid = collections.defaultdict(list)
+    for o in cpu_ops:
+        by_tid[o["tid"]].append(o)
+    for v in by_tid.values():
+        v.sort(key=lambda o: (o["ts"], -o["dur"]))
+    tid_starts = {t: [o["ts"] for o in v] for t, v in by_tid.items()}
+
+    def enclosing(tid, ts):
+        """innermost cpu_op and outermost non-step annotation around ts on thread tid."""
+        v = by_tid.get(tid)
+        if not v:
+            return None, None
+        i = bisect.bisect_right(tid_starts[tid], ts)
+        inner, outer = None, None
+        # Scan back a bounded number of ops for containers (ops nest, so containers start earlier).
+        for j in range(i - 1, max(-1, i - 4000), -1):
+            o = v[j]
+            if o["ts"] <= ts <= o["ts"] + o["dur"]:
+                if o.get("cat") == "cpu_op" and inner is None:
+                    inner = o["name"]
+                if o.get("cat") == "user_annotation" and not o["name"].startswith("ProfilerStep#"):
+                    outer = o["name"]
+        return inner, outer
+
+    op_time = collections.Counter()
+    range_time = collections.Counter()
+    op_n = collections.Counter()
+    for e in in_span:
+        r = corr_rt.get(e.get("args", {}).get("correlation"))
+        if r is None:
+            op_time["(no launch found)"] += e["dur"]
+            continue
+        inner, outer = enclosing(r["tid"], r["ts"])
+        op_time[inner or "(no cpu op)"] += e["dur"]
+        op_n[inner or "(no cpu op)"] += 1
+        range_time[outer or "(no loom range)"] += e["dur"]
+    print("\n== GPU time by loom range (outermost user annotation around the launch), per step")
+    for name, d in range_time.most_common():
+        print(f"  {d / 1e3 / nsteps:8.2f} ms {100 * d / total_gpu:5.1f}%  {name}")
+    print(f"\n== GPU time by launching CPU op (innermost), top {a.top}, per step")
+    for name, d in op_time.most_common(a.top):
+        print(f"  {d / 1e3 / nsteps:8.2f} ms {100 * d / total_gpu:5.1f}% n={op_n[name] / nsteps:5.0f}  {short(name)}")
+
+    # Idle gaps on the busiest stream.
+    main_stream = max(by_stream, key=lambda s: sum(e["dur"] for e in by_stream[s])) if by_stream else None
+    if main_stream is not None:
+        ms = sorted((e for e in by_stream[main_stream] if span[0] <= e["ts"] < span[1]), key=lambda e: e["ts"])
+        gaps = []
+        end, prev = None, None
+        for e in ms:
+            if end is not None and e["ts"] > end:
+                gaps.append((e["ts"] - end, end, prev, e))
+            if end is None or e["_end"] > end:
+                end, prev = e["_end"], e
+        total_gap = sum(g[0] for g in gaps)
+        small = sum(g[0] for g in gaps if g[0] < 20)
+        print(f"\n== idle on the busiest stream ({main_stream}): {total_gap / 1e3 / nsteps:.2f} ms/step in "
+              f"{len(gaps) / nsteps:.0f} gaps/step; gaps < 20 us: {small / 1e3 / nsteps:.2f} ms/step")
+        rt_sorted = sorted(runtime, key=lambda r: r["ts"])
+        rt_starts = [r["ts"] for r in rt_sorted]
+        for g, t0, before, after in sorted(gaps, key=lambda g: -g[0])[:15]:
+            lo = bisect.bisect_left(rt_starts, t0 - 50000)
+            host = collections.Counter()
+            for r in rt_sorted[lo:]:
+                if r["ts"] > t0 + g:
+                    break
+                ov = min(r["ts"] + r["dur"], t0 + g) - max(r["ts"], t0)
+                if ov > 0:
+                    host[r["name"]] += ov
+            ra = corr_rt.get(after.get("args", {}).get("correlation"))
+            inner, outer = enclosing(ra["tid"], ra["ts"]) if ra else (None, None)
+            print(f"  {g / 1e3:7.3f} ms after [{short(before['name'], 60)}] before [{short(after['name'], 60)}] "
+                  f"(launched by {inner} in {outer}); host meanwhile: "
+                  + (", ".join(f"{n} {d / 1e3:.2f} ms" for n, d in host.most_common(3)) or "launch latency"))
+
+    print("\n== host syncs and read-backs, per step")
+    sy = collections.Counter()
+    syn = collections.Counter()
+    for r in runtime:
+        if span[0] <= r["ts"] < span[1] and SYNC_CALLS.search(r["name"]):
+            sy[r["name"]] += r["dur"]
+            syn[r["name"]] += 1
+    for o in cpu_ops:
+        if span[0] <= o["ts"] < span[1] and o["name"] in ("aten::_local_scalar_dense", "aten::item",
+                                                          "aten::nonzero", "aten::to", "aten::copy_"):
+            if o["name"] in ("aten::to", "aten::copy_"):
+                continue
+            sy[o["name"]] += o["dur"]
+            syn[o["name"]] += 1
+    for name, d in sy.most_common():
+        print(f"  {name:32s} {syn[name] / nsteps:6.1f} calls {d / 1e3 / nsteps:8.2f} ms")
+    items = [o for o in cpu_ops if o["name"] == "aten::_local_scalar_dense" and span[0] <= o["ts"] < span[1]]
+    where = collections.Counter()
+    for o in items:
+        _, outer = enclosing(o["tid"], o["ts"])
+        where[outer or "(no loom range)"] += o["dur"]
+    for name, d in where.most_common():
+        print(f"    item() inside {name}: {d / 1e3 / nsteps:.2f} ms/step")
+
+    print("\n== loom ranges on the host, per step (ms)")
+    rng = collections.Counter()
+    rngn = collections.Counter()
+    for o in cpu_ops:
+        if o.get("cat") == "user_annotation" and not o["name"].startswith("ProfilerStep#"):
+            rng[o["name"]] += o["dur"]
+            rngn[o["name"]] += 1
+    for name, d in rng.most_common():
+        print(f"  {name:32s} {d / 1e3 / nsteps:8.2f} ms  n={rngn[name] / nsteps:.0f}")
+    launches = sum(1 for r in runtime if "Launch" in r["name"] and span[0] <= r["ts"] < span[1])
+    print(f"\nkernel launches per step: {launches / nsteps:.0f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
