@@ -509,6 +509,7 @@ TrainSummary Loop::run() {
     const int64_t step = state_.step;  // 0-based index of this step (skip_batches counts these)
     set_phase("data");
     data_t_.start();
+    ProfileRange data_range("data");
     std::vector<Batch> micro;
     int64_t real_tokens = 0;  // counted on the host copy: no device read-back
     for (int64_t m = 0; m < c_.data.micro_num; ++m) {
@@ -516,6 +517,7 @@ TrainSummary Loop::run() {
       real_tokens += host.segments.ge(0).sum().item<int64_t>();
       micro.push_back(to_device(host));
     }
+    data_range.end();
     data_t_.stop();
 
     const bool skip_batch = loader_.should_skip(step);
@@ -531,12 +533,14 @@ TrainSummary Loop::run() {
       if (step == c_.monitor.kill_at_step) std::raise(SIGKILL);
       while (step == c_.monitor.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));
       fwd_t_.start();
+      ProfileRange fb_range("forward_backward");
       try {
         sums = forward_backward(micro);
       } catch (const c10::OutOfMemoryError& e) {
         report_out_of_memory(e);
         throw;
       }
+      fb_range.end();
       fwd_t_.stop();
       if (step == c_.loop.inject_nan_step) {
         torch::NoGradGuard g;
@@ -569,6 +573,7 @@ TrainSummary Loop::run() {
     if (!skip_batch) {
       set_phase("optimizer");
       opt_t_.start();
+      ProfileRange opt_range("optimizer");
       if (spike_skip) {
         r.skipped = true;  // grad_norm stays 0: not computed
       } else {
@@ -583,6 +588,7 @@ TrainSummary Loop::run() {
         }
       }
       update_->zero_grad();
+      opt_range.end();
       opt_t_.stop();
     }
     ++state_.step;
@@ -593,7 +599,10 @@ TrainSummary Loop::run() {
     if (watchdog_) watchdog_->heartbeat(state_.step);
     set_phase("between steps");
     if (c_.loop.profile_memory && state_.step == first + 2) profile_memory();
-    if (!skip_batch) log_step(totals, r, lr);
+    if (!skip_batch) {
+      ProfileRange log_range("log");
+      log_step(totals, r, lr);
+    }
     ++summary_.steps_done;
     if (c_.monitor.diag_every > 0 && state_.step % c_.monitor.diag_every == 0) {
       const RankTimeStats st = step_time_report(&comm_, step_t_.seconds(), c_.monitor.diag_outlier_ratio);

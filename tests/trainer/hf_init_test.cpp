@@ -1,0 +1,75 @@
+// --init-from-hf on the loom-train binary (issue 8): a checkpoint exported with export-hf starts a
+// run exactly as --init-from the checkpoint itself does (fp32 export is bitwise), and a folder whose
+// architecture differs from model.* is refused, naming the difference.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "loop_fixture.h"
+#include "test_util.h"
+
+namespace {
+
+using loom::test::quote;
+using loom::test::read_all;
+
+loom::test::RunResult train(const std::string& data, const std::string& run_dir, std::vector<std::string> extra) {
+  std::vector<std::string> all = {"--model.vocab_size=2000", "--model.dropout=0", "--monitor.startup_probe=false",
+                                  "--data.total_steps=3"};
+  all.insert(all.end(), extra.begin(), extra.end());
+  std::string cmd = quote(LOOM_TRAIN_BIN);
+  for (const auto& a : loom::test::loop_args(data, run_dir, all)) cmd += " " + quote(a);
+  return loom::test::run(cmd + " 2>&1");
+}
+
+// The loss digits of each training line of metrics.jsonl.
+std::vector<std::string> losses(const std::string& run_dir) {
+  std::vector<std::string> out;
+  std::istringstream in(read_all(run_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find("\"loss\": ");
+    if (at != std::string::npos) out.push_back(line.substr(at + 8, line.find_first_of(",}", at + 8) - at - 8));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("hf init: --init-from-hf of an export equals --init-from of its checkpoint", "[hf]") {
+  loom::test::TempDir dir("hf_init");
+  loom::test::write_loop_data(dir / "data");
+  auto a = train(dir / "data", dir / "a", {"--data.total_steps=2"});
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  const std::string ckpt = dir / "a/checkpoints/step_2";
+  auto e = loom::test::run(quote(LOOM_TRAIN_BIN) + " export-hf --checkpoint " + quote(ckpt) + " --output " +
+                           quote(dir / "hf") + " --tokenizer " +
+                           quote(loom::test::source_dir() + "/data_samples/spm_2k.model") + " 2>&1");
+  INFO(e.output);
+  REQUIRE(e.exit_code == 0);
+
+  auto b = train(dir / "data", dir / "b", {"--init-from=" + ckpt});
+  auto c = train(dir / "data", dir / "c", {"--init-from-hf=" + dir / "hf"});
+  INFO(b.output << c.output);
+  REQUIRE(b.exit_code == 0);
+  REQUIRE(c.exit_code == 0);
+  REQUIRE(c.output.find("initialised the weights from the Hugging Face folder") != std::string::npos);
+  REQUIRE(losses(dir / "b").size() == 3);
+  REQUIRE(losses(dir / "c") == losses(dir / "b"));
+  REQUIRE(read_all(dir / "c/checkpoints/step_3/model.safetensors") ==
+          read_all(dir / "b/checkpoints/step_3/model.safetensors"));
+  // A fresh run starts elsewhere: the weights did come from the folder.
+  auto fresh = train(dir / "data", dir / "fresh", {});
+  REQUIRE(fresh.exit_code == 0);
+  REQUIRE(losses(dir / "fresh").front() != losses(dir / "c").front());
+
+  // Another architecture is refused before training, naming the key.
+  auto bad = train(dir / "data", dir / "bad", {"--init-from-hf=" + dir / "hf", "--model.hidden_size=64"});
+  INFO(bad.output);
+  REQUIRE(bad.exit_code == 1);
+  REQUIRE(bad.output.find("hidden_size") != std::string::npos);
+  // And it excludes --init-from.
+  auto both = train(dir / "data", dir / "both", {"--init-from-hf=" + dir / "hf", "--init-from=" + ckpt});
+  REQUIRE(both.exit_code == 1);
+  REQUIRE(both.output.find("exclude each other") != std::string::npos);
+}
