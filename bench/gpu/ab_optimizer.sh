@@ -10,7 +10,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: bench/gpu/ab_optimizer.sh OUT_DIR}
 P=bench/gpu/optimizer_fast.patch
-git apply "$P" 2>/dev/null || patch -p1 < "$P" || { echo "ab: $P does not apply"; exit 1; }
+if git apply -R --check "$P" 2>/dev/null; then
+  echo "ab: $P is already in this tree: nothing to compare (bench/gpu/run.sh's rows include it)"
+  exit 0
+fi
+git apply "$P" 2>/dev/null || patch -p1 --forward < "$P" || { echo "ab: $P does not apply"; exit 1; }
 T0=$(date +%s)
 LOOM_TARGETS=loom-train bash scripts/device/build.sh > "$OUT/build_patched.log" 2>&1
 echo "ab: patched build rc=$? in $(( $(date +%s) - T0 )) s"
