@@ -51,6 +51,7 @@ PackedContext make_packed_context(const Batch& batch, int64_t head_dim, double r
     const torch::Tensor causal = torch::ones({T, T}, bopt).tril();
     const torch::Tensor diag = torch::eye(T, bopt);
     ctx.mask = ((same & real & causal) | diag).unsqueeze(1).unsqueeze(1);  // [B, 1, 1, T, T]
+    ctx.bias = mask_to_bias(ctx.mask);  // once per batch, shared by every layer
   }
   ctx.cu_seqlens = batch.cu_seqlens;
   ctx.max_seqlen = batch.max_seqlen;
@@ -67,26 +68,38 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const PackedContext& ctx) {
   return (xf * ctx.cos + rotate_half(xf) * ctx.sin).to(x.scalar_type());
 }
 
-torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& mask) {
+torch::Tensor mask_to_bias(const torch::Tensor& mask) {
+  return torch::zeros(mask.sizes(), mask.options().dtype(torch::kFloat32))
+      .masked_fill_(mask.logical_not(), -std::numeric_limits<float>::infinity());
+}
+
+torch::Tensor biased_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& bias) {
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), K = k.size(2);
   LOOM_ASSERT(H % K == 0, "query heads ", H, " not a multiple of kv heads ", K);
   const int64_t G = H / K;
   // Group the query heads by their kv head and broadcast k/v over the group: no repeated copies.
-  const torch::Tensor qg = q.view({B, T, K, G, D}).permute({0, 2, 3, 1, 4});  // [B, K, G, T, D]
-  const torch::Tensor kg = k.permute({0, 2, 1, 3}).unsqueeze(2);              // [B, K, 1, T, D]
+  // The scale goes on q (T/D times fewer elements than the scores) and the mask is added in place:
+  // no masked_fill and no scaling pass over [B, H, T, T], forward or backward.
+  const torch::Tensor qg = (q * (1.0 / std::sqrt(double(D)))).view({B, T, K, G, D}).permute({0, 2, 3, 1, 4});
+  const torch::Tensor kg = k.permute({0, 2, 1, 3}).unsqueeze(2);  // [B, K, 1, T, D]
   const torch::Tensor vg = v.permute({0, 2, 1, 3}).unsqueeze(2);
-  torch::Tensor scores = torch::matmul(qg, kg.transpose(-1, -2)).to(torch::kFloat32) * (1.0 / std::sqrt(double(D)));
-  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+  torch::Tensor scores = torch::matmul(qg, kg.transpose(-1, -2)).to(torch::kFloat32);  // [B, K, G, T, T]
+  scores.add_(bias);
   const torch::Tensor probs = torch::softmax(scores, -1).to(v.scalar_type());
   const torch::Tensor out = torch::matmul(probs, vg);  // [B, K, G, T, D]
   return out.permute({0, 3, 1, 2, 4}).reshape({B, T, H, D});
 }
 
+torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& mask) {
+  return biased_attention(q, k, v, mask_to_bias(mask));
+}
+
 torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const PackedContext& ctx) {
   const VarlenAttentionFn& varlen = varlen_kernel();
-  if (!varlen) return masked_attention(q, k, v, ctx.mask);
+  if (!varlen) return biased_attention(q, k, v, ctx.bias);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), K = k.size(2);
   LOOM_CHECK(ctx.cu_seqlens.defined(), "the varlen attention kernel needs Batch::cu_seqlens");
   torch::Tensor out = varlen(q.reshape({B * T, H, D}), k.reshape({B * T, K, D}), v.reshape({B * T, K, D}),

@@ -22,6 +22,7 @@ namespace loom {
 struct PackedContext {
   torch::Tensor cos, sin;     // [B, T, 1, D] rotary tables for Batch::positions (fp32)
   torch::Tensor mask;         // [B, 1, 1, T, T] bool: true where query i may attend key j
+  torch::Tensor bias;         // the same as fp32: 0 where allowed, -inf elsewhere (added to the scores)
   torch::Tensor cu_seqlens;   // [S+1] int32, as Batch::cu_seqlens
   int64_t max_seqlen = 0;
 };
@@ -42,6 +43,10 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
 // The math path alone (what packed_attention runs when no varlen kernel is registered).
 torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& mask);
+// The same with the mask as an additive fp32 bias (mask_to_bias), built once per batch.
+torch::Tensor biased_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& bias);
+torch::Tensor mask_to_bias(const torch::Tensor& mask);
 
 // A varlen kernel: q [B*T, H, D], k/v [B*T, K, D] (rows of the micro-batch concatenated),
 // cu_seqlens [S+1] int32, max_seqlen, softmax scale, causal within each segment -> [B*T, H, D].

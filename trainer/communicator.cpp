@@ -98,6 +98,7 @@ Communicator::Communicator(const LaunchInfo& li, const CommOptions& opts, const 
       impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, rank_, world_, go);
     } else {
 #ifdef LOOM_CUDA
+      LOOM_CHECK(device.has_index(), "parallel.backend=nccl needs an indexed CUDA device, got ", device.str());
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(device.index()));
       auto no = c10d::ProcessGroupNCCL::Options::create();
       no->timeout = opts.timeout;

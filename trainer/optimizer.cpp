@@ -45,6 +45,12 @@ void Optimizer::zero_grad() {
 
 double Optimizer::grad_norm() const {
   torch::NoGradGuard no_grad;
+  if (!slots_.empty() && slots_.front().master.is_cuda()) {
+    // CUDA: one fp32-accumulating reduction per gradient, no fp32 copies, one read-back.
+    std::vector<torch::Tensor> grads;
+    for (const auto& s : slots_) grads.push_back(s.param.grad());
+    return global_grad_norm(grads).item<double>();
+  }
   torch::Tensor sq;
   for (const auto& s : slots_) {
     const auto& g = s.param.grad();
@@ -55,8 +61,10 @@ double Optimizer::grad_norm() const {
   return sq.defined() ? std::sqrt(sq.item<double>()) : 0.0;
 }
 
-void Optimizer::update_group(const std::vector<size_t>& group, double lr, double weight_decay) {
-  std::vector<torch::Tensor> params, grads, m, v;
+void Optimizer::update_group(const std::vector<size_t>& group, double lr, double weight_decay, double grad_scale) {
+  // CUDA: the update writes the model's low-precision weights itself (adamw_step's low_precision).
+  const bool cuda = !slots_.empty() && slots_.front().master.is_cuda();
+  std::vector<torch::Tensor> params, grads, m, v, low;
   for (size_t i : group) {
     Slot& s = slots_[i];
     const auto& g = s.param.grad();
@@ -65,6 +73,7 @@ void Optimizer::update_group(const std::vector<size_t>& group, double lr, double
     grads.push_back(g);  // adamw_step casts bf16 gradients to fp32 bucket by bucket (bounded memory)
     m.push_back(s.exp_avg);
     v.push_back(s.exp_avg_sq);
+    if (cuda) low.push_back(s.param);
   }
   AdamWStepOptions ao;
   ao.lr = lr;
@@ -72,10 +81,11 @@ void Optimizer::update_group(const std::vector<size_t>& group, double lr, double
   ao.beta2 = o_.beta2;
   ao.eps = o_.eps;
   ao.weight_decay = weight_decay;
+  ao.grad_scale = grad_scale;
   const torch::Tensor step = torch::full({}, static_cast<double>(updates_), torch::TensorOptions()
                                                                             .dtype(torch::kFloat32)
                                                                             .device(slots_.front().master.device()));
-  adamw_step(params, grads, m, v, step, ao);
+  adamw_step(params, grads, m, v, step, ao, torch::Tensor(), low);
 }
 
 OptimizerStepResult Optimizer::step(double lr) {
@@ -86,18 +96,28 @@ OptimizerStepResult Optimizer::step(double lr) {
     return r;
   }
   torch::NoGradGuard no_grad;
+  if (slots_.empty()) return r;
+  // CUDA: the clip coefficient scales the gradients inside the update (no pass of its own) and the
+  // update writes the model's weights; elsewhere as before (CPU results bitwise unchanged).
+  const bool cuda = slots_.front().master.is_cuda();
+  double grad_scale = 1.0;
   if (o_.clip_grad_norm > 0) {
     const double coef = o_.clip_grad_norm / (r.grad_norm + 1e-6);
-    if (coef < 1.0)
-      for (auto& s : slots_)
-        if (s.param.grad().defined()) s.param.mutable_grad().mul_(coef);
+    if (coef < 1.0) {
+      if (cuda) {
+        grad_scale = coef;
+      } else {
+        for (auto& s : slots_)
+          if (s.param.grad().defined()) s.param.mutable_grad().mul_(coef);
+      }
+    }
   }
-  if (slots_.empty()) return r;
   ++updates_;
-  update_group(decay_, lr, o_.weight_decay);
-  update_group(no_decay_, lr, 0.0);
-  for (auto& s : slots_)
-    if (!s.master.is_same(s.param)) s.param.copy_(s.master);
+  update_group(decay_, lr, o_.weight_decay, grad_scale);
+  update_group(no_decay_, lr, 0.0, grad_scale);
+  if (!cuda)
+    for (auto& s : slots_)
+      if (!s.master.is_same(s.param)) s.param.copy_(s.master);
   return r;
 }
 

@@ -67,7 +67,7 @@ class Optimizer {
     torch::Tensor master;  // fp32 copy, or param itself when param is fp32
     torch::Tensor exp_avg, exp_avg_sq;
   };
-  void update_group(const std::vector<size_t>& group, double lr, double weight_decay);
+  void update_group(const std::vector<size_t>& group, double lr, double weight_decay, double grad_scale);
   void load_state_from(const std::function<torch::Tensor(const std::string&)>& get, const std::string& where);
 
   OptimizerOptions o_;

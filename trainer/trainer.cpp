@@ -644,7 +644,7 @@ TrainSummary train(const TrainConfig& config_in) {
   log::set_rank(li.rank);
   if (li.rank != 0) log::set_level(log::Level::kWarn);  // rank 0 speaks for the job; others on trouble
   // One device per rank: a bare "cuda" means this rank's local GPU.
-  if (config.loop.device == "cuda" && li.local_world > 1) config.loop.device = "cuda:" + std::to_string(li.local_rank);
+  if (config.loop.device == "cuda") config.loop.device = "cuda:" + std::to_string(li.local_rank);
   CommOptions co;
   co.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
   co.backend = config.parallel.backend;
