@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include <torch/cuda.h>
+
 #include "alerts.h"
 #include "loom/error.h"
 #include "loom/log.h"
@@ -18,13 +20,23 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in) {
   safetensors::NamedTensors out;
   out.reserve(in.size());
+  int64_t cuda_device = -1;
   for (const auto& [name, t] : in) {
-    // A CPU tensor is cloned (its storage would otherwise be shared with the live parameter); a
-    // device tensor's .to(kCPU) is already a fresh, synchronous copy.
-    torch::Tensor host = t.device().is_cpu() ? t.detach().clone(torch::MemoryFormat::Contiguous)
-                                             : t.detach().to(torch::kCPU, /*non_blocking=*/false).contiguous();
+    torch::Tensor host;
+    if (t.device().is_cpu()) {
+      // Cloned: its storage would otherwise be shared with the live parameter.
+      host = t.detach().clone(torch::MemoryFormat::Contiguous);
+    } else if (t.is_cuda()) {
+      // Into pinned memory, asynchronously: the copies overlap each other; one synchronisation below.
+      host = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+      host.copy_(t.detach(), /*non_blocking=*/true);
+      cuda_device = t.device().index();
+    } else {
+      host = t.detach().to(torch::kCPU, /*non_blocking=*/false).contiguous();
+    }
     out.emplace_back(name, std::move(host));
   }
+  if (cuda_device >= 0) torch::cuda::synchronize(cuda_device);
   return out;
 }
 

@@ -5,8 +5,8 @@
 //
 //   save(step, contents)  waits for the previous write (a second save never overlaps the first),
 //                         copies every tensor (CPU tensors are cloned, so later in-place optimizer
-//                         updates cannot change what is written; device tensors are copied to the
-//                         host), starts the write and returns the seconds training was blocked.
+//                         updates cannot change what is written; CUDA tensors are copied into
+//                         pinned host memory, all at once, one synchronisation), starts the write and returns the seconds training was blocked.
 //   wait()                blocks until the write in flight (if any) ends and returns its result.
 //
 // The end of training (and the destructor) must wait(): the process must not exit mid-write. A
