@@ -109,6 +109,7 @@ class Loop {
   void validate();
   std::string save();
   void probe();
+  CheckpointContents contents();  // what rank 0 writes (everything but the ZeRO-1 shards)
   void set_phase(const char* phase) {
     if (watchdog_) watchdog_->set_phase(phase);
   }
@@ -403,13 +404,7 @@ std::string Loop::save() {
     const auto t0 = std::chrono::steady_clock::now();
     const AsyncSaveResult previous = async_->wait();  // a failed one was logged and alerted by the writer
     if (previous.ok()) log::info("checkpoint ", previous.path, " written (step ", previous.step, ")");
-    CheckpointContents cc;
-    cc.model = named_state(*model_);
-    cc.optimizer = update_->replicated_state();
-    state_.cpu_rng_state_hex = rng_hex();
-    cc.state_json = state_.to_json();
-    cc.config_ini = c_.resolved_ini;
-    async_->save(state_.step, std::move(cc));
+    async_->save(state_.step, contents());
     const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     log::info("checkpoint of step ", state_.step, ": training blocked ", blocked,
               " s (previous write + copy); writing ", dir, " in the background");
@@ -445,18 +440,22 @@ std::string Loop::save() {
       LOOM_ASSERT(!in.fail(), "rank ", r, " published a malformed shard entry");
       shards.push_back(f);
     }
-    CheckpointContents cc;
-    cc.model = named_state(*model_);
-    cc.optimizer = update_->replicated_state();
-    state_.cpu_rng_state_hex = rng_hex();
-    cc.state_json = state_.to_json();
-    cc.config_ini = c_.resolved_ini;
-    dir = ckpt_.commit(state_.step, cc, shards);
+    dir = ckpt_.commit(state_.step, contents(), shards);
     log::info("checkpoint ", dir, " written (step ", state_.step, ")");
   }
   comm_.barrier();  // nobody runs ahead into a step (or a next save) before the checkpoint is published
   saved_step_ = state_.step;
   return lead_ ? dir : ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
+}
+
+CheckpointContents Loop::contents() {
+  CheckpointContents cc;
+  cc.model = named_state(*model_);
+  cc.optimizer = update_->replicated_state();
+  state_.cpu_rng_state_hex = rng_hex();
+  cc.state_json = state_.to_json();
+  cc.config_ini = c_.resolved_ini;
+  return cc;
 }
 
 void Loop::probe() {

@@ -26,23 +26,8 @@ std::string cli(const std::vector<std::string>& args) {
 
 loom::test::RunResult train(const std::vector<std::string>& args) { return loom::test::run(cli(args) + " 2>&1"); }
 
-// metrics.jsonl lines that carry a training loss (validation lines have no "loss" key).
-std::vector<std::string> train_lines(const std::string& path) {
-  std::vector<std::string> out;
-  std::istringstream in(read_all(path));
-  for (std::string line; std::getline(in, line);)
-    if (line.find("\"loss\": ") != std::string::npos) out.push_back(line);
-  return out;
-}
-
-// The value text of key in a JSON line as written (exact digits).
-std::string field(const std::string& line, const std::string& key) {
-  const std::string k = "\"" + key + "\": ";
-  const size_t at = line.find(k);
-  if (at == std::string::npos) return "<no " + key + ">";
-  const size_t end = line.find_first_of(",}", at + k.size());
-  return line.substr(at + k.size(), end - at - k.size());
-}
+using loom::test::train_lines;
+std::string field(const std::string& line, const std::string& key) { return loom::test::json_field(line, key); }
 
 // Runs a Python check (Debian's python3, json module only) on one path argument; returns its stdout.
 std::string py_check(const TempDir& dir, const std::string& name, const std::string& code, const std::string& arg) {

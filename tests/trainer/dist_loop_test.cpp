@@ -71,14 +71,7 @@ void require_success(const std::vector<Rank>& rs) {
 // step -> value of key, from metrics.jsonl lines that have it.
 std::map<int64_t, double> metric(const std::string& path, const std::string& key) {
   std::map<int64_t, double> m;
-  std::istringstream in(read_all(path));
-  for (std::string line; std::getline(in, line);) {
-    const std::string k = "\"" + key + "\": ";
-    const size_t at = line.find(k);
-    if (at == std::string::npos) continue;
-    const int64_t step = std::stoll(line.substr(line.find("\"step\": ") + 8));
-    m[step] = std::stod(line.substr(at + k.size()));
-  }
+  for (const auto& [step, text] : loom::test::metric_text(path, key)) m[step] = std::stod(text);
   return m;
 }
 

@@ -36,29 +36,13 @@ Run train(const std::string& data, const std::string& run_dir, const std::vector
   return {r.exit_code, r.output};
 }
 
-// "step loss" text of each training line of metrics.jsonl (the loss digits exactly as written).
 std::map<int64_t, std::string> losses(const std::string& run_dir) {
-  std::map<int64_t, std::string> m;
-  std::istringstream in(read_all(run_dir + "/metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) {
-    const size_t at = line.find("\"loss\": ");
-    if (at == std::string::npos) continue;
-    const int64_t step = std::stoll(line.substr(line.find("\"step\": ") + 8));
-    m[step] = line.substr(at + 8, line.find_first_of(",}", at + 8) - at - 8);
-  }
-  return m;
+  return loom::test::metric_text(run_dir + "/metrics.jsonl", "loss");
 }
 
 std::string field(const std::string& run_dir, int64_t step, const std::string& key) {
-  std::istringstream in(read_all(run_dir + "/metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("\"step\": " + std::to_string(step) + ",") == std::string::npos) continue;
-    const size_t at = line.find("\"" + key + "\": ");
-    if (at == std::string::npos) continue;
-    const size_t from = at + key.size() + 4;
-    return line.substr(from, line.find_first_of(",}", from) - from);
-  }
-  return "";
+  const auto m = loom::test::metric_text(run_dir + "/metrics.jsonl", key);
+  return m.count(step) ? m.at(step) : "";
 }
 
 std::string latest(const std::string& run_dir) { return read_all(run_dir + "/checkpoints/latest"); }

@@ -22,14 +22,10 @@ loom::test::RunResult train(const std::string& data, const std::string& run_dir,
   return loom::test::run(cmd + " 2>&1");
 }
 
-// The loss digits of each training line of metrics.jsonl.
+// The loss digits of each training line of metrics.jsonl, in step order.
 std::vector<std::string> losses(const std::string& run_dir) {
   std::vector<std::string> out;
-  std::istringstream in(read_all(run_dir + "/metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) {
-    const size_t at = line.find("\"loss\": ");
-    if (at != std::string::npos) out.push_back(line.substr(at + 8, line.find_first_of(",}", at + 8) - at - 8));
-  }
+  for (const auto& kv : loom::test::metric_text(run_dir + "/metrics.jsonl", "loss")) out.push_back(kv.second);
   return out;
 }
 

@@ -3,12 +3,16 @@
 // option parser.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "config.h"
 #include "loom/packed_format.h"
 #include "loom/sys.h"
+#include "test_util.h"
 
 namespace loom::test {
 
@@ -68,6 +72,34 @@ inline TrainConfig loop_config(const std::string& data_root, const std::string& 
                                std::vector<std::string> extra = {}) {
   auto c = parse_train_config(loop_args(data_root, run_dir, std::move(extra)));
   return *c;
+}
+
+// metrics.jsonl readers. The value text of key in one JSON line as written (exact digits), or
+// "<no KEY>" when the line lacks it.
+inline std::string json_field(const std::string& line, const std::string& key) {
+  const std::string k = "\"" + key + "\": ";
+  const size_t at = line.find(k);
+  if (at == std::string::npos) return "<no " + key + ">";
+  const size_t end = line.find_first_of(",}", at + k.size());
+  return line.substr(at + k.size(), end - at - k.size());
+}
+
+// The lines that carry a training loss (validation lines have no "loss" key).
+inline std::vector<std::string> train_lines(const std::string& metrics_path) {
+  std::vector<std::string> out;
+  std::istringstream in(read_all(metrics_path));
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"loss\": ") != std::string::npos) out.push_back(line);
+  return out;
+}
+
+// step -> the value text of key, over the lines that have it.
+inline std::map<int64_t, std::string> metric_text(const std::string& metrics_path, const std::string& key) {
+  std::map<int64_t, std::string> m;
+  std::istringstream in(read_all(metrics_path));
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"" + key + "\": ") != std::string::npos) m[std::stoll(json_field(line, "step"))] = json_field(line, key);
+  return m;
 }
 
 }  // namespace loom::test

@@ -16,23 +16,8 @@ using namespace loom;
 
 namespace {
 
-// metrics.jsonl lines that carry a training loss (validation lines have no "loss" key).
-std::vector<std::string> train_lines(const std::string& path) {
-  std::vector<std::string> out;
-  std::istringstream in(test::read_all(path));
-  for (std::string line; std::getline(in, line);)
-    if (line.find("\"loss\": ") != std::string::npos) out.push_back(line);
-  return out;
-}
-
-// The value text of key in a JSON line (as written: exact digits).
-std::string field(const std::string& line, const std::string& key) {
-  const std::string k = "\"" + key + "\": ";
-  const size_t at = line.find(k);
-  REQUIRE(at != std::string::npos);
-  const size_t end = line.find_first_of(",}", at + k.size());
-  return line.substr(at + k.size(), end - at - k.size());
-}
+using loom::test::train_lines;
+std::string field(const std::string& line, const std::string& key) { return loom::test::json_field(line, key); }
 
 TrainState read_state(const std::string& dir) {
   return TrainState::from_json(test::read_all(dir + "/state.json"), dir);
