@@ -7,6 +7,8 @@
 //   F MLP hidden     V vocab size         S segments in a micro-batch
 #pragma once
 
+#include <vector>
+
 #include <torch/torch.h>
 
 namespace loom {
@@ -38,5 +40,21 @@ struct Batch {
     return b;
   }
 };
+
+// ids as one document in a batch of one row, without labels: the forward pass of generation's
+// reference path and of tests.
+inline Batch single_document(const std::vector<int64_t>& ids) {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  Batch b;
+  b.tokens = torch::tensor(ids, i64).view({1, T});
+  b.positions = torch::arange(T, i64).view({1, T});
+  b.segments = torch::zeros({1, T}, torch::TensorOptions().dtype(torch::kInt32));
+  b.labels = torch::full({1, T}, kIgnoreIndex, i64);
+  b.cu_seqlens = torch::tensor({0, static_cast<int32_t>(T)}, torch::TensorOptions().dtype(torch::kInt32));
+  b.max_seqlen = T;
+  b.dataset_ids = torch::zeros({1}, i64);
+  return b;
+}
 
 }  // namespace loom

@@ -56,17 +56,7 @@ namespace {
 
 // The whole sequence as one document: the training forward, for the no-cache reference path.
 torch::Tensor full_forward(InternLMImpl& model, const std::vector<int64_t>& ids, const torch::Device& dev) {
-  const int64_t T = static_cast<int64_t>(ids.size());
-  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  Batch b;
-  b.tokens = torch::tensor(ids, i64).view({1, T}).to(dev);
-  b.positions = torch::arange(T, i64).view({1, T}).to(dev);
-  b.segments = torch::zeros({1, T}, torch::TensorOptions().dtype(torch::kInt32)).to(dev);
-  b.labels = torch::full({1, T}, kIgnoreIndex, i64).to(dev);
-  b.cu_seqlens = torch::tensor({0, static_cast<int32_t>(T)}, torch::TensorOptions().dtype(torch::kInt32)).to(dev);
-  b.max_seqlen = T;
-  b.dataset_ids = torch::zeros({1}, i64).to(dev);
-  return model.forward(b)[0];  // [T, V]
+  return model.forward(single_document(ids).to(dev))[0];  // [T, V]
 }
 
 }  // namespace

@@ -85,16 +85,8 @@ TEST_CASE("hf forward_cached one token at a time equals the forward over the who
   CHECK(cache.length() == T);
   const torch::Tensor got = torch::cat(parts, 0);
 
-  Batch b;
-  b.tokens = torch::tensor(ids, i64).view({1, T});
-  b.positions = torch::arange(T, i64).view({1, T});
-  b.segments = torch::zeros({1, T}, torch::TensorOptions().dtype(torch::kInt32));
-  b.labels = torch::full({1, T}, kIgnoreIndex, i64);
-  b.cu_seqlens = torch::tensor({0, static_cast<int32_t>(T)}, torch::TensorOptions().dtype(torch::kInt32));
-  b.max_seqlen = T;
-  b.dataset_ids = torch::zeros({1}, i64);
   torch::NoGradGuard ng;
-  const torch::Tensor want = m->forward(b)[0];
+  const torch::Tensor want = m->forward(single_document(ids))[0];
   CHECK((got - want).abs().max().item<double>() < 1e-4);
 
   CHECK_THROWS_WITH(forward_cached(*m, torch::full({1, 1}, int64_t{3}, i64), cache),

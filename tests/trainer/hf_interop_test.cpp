@@ -61,19 +61,6 @@ std::map<std::string, torch::Tensor> state_of(InternLM& m) {
 
 std::string spm_1k() { return test::shared_dir() + "/corpora/spm_test_unigram_1k.model"; }
 
-Batch one_sequence(const std::vector<int64_t>& ids) {
-  const int64_t T = static_cast<int64_t>(ids.size());
-  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  Batch b;
-  b.tokens = torch::tensor(ids, i64).view({1, T});
-  b.positions = torch::arange(T, i64).view({1, T});
-  b.segments = torch::zeros({1, T}, torch::TensorOptions().dtype(torch::kInt32));
-  b.labels = torch::full({1, T}, kIgnoreIndex, i64);
-  b.cu_seqlens = torch::tensor({0, static_cast<int32_t>(T)}, torch::TensorOptions().dtype(torch::kInt32));
-  b.max_seqlen = T;
-  b.dataset_ids = torch::zeros({1}, i64);
-  return b;
-}
 
 const std::vector<int64_t> kIds = {1, 17, 999, 250, 3, 3, 640, 42, 7, 512, 88, 2};
 
@@ -282,7 +269,7 @@ TEST_CASE("hf export then import round trips bitwise") {
     m->eval();
     m2->eval();
     torch::NoGradGuard ng;
-    const Batch b = one_sequence(kIds);
+    const Batch b = single_document(kIds);
     CHECK(torch::equal(m->forward(b), m2->forward(b)));
   }
 }
@@ -430,7 +417,7 @@ TEST_CASE("hf export computes what an independent float64 LLaMA forward of its f
     const torch::Tensor ref = torch::from_blob(const_cast<char*>(raw.data()), {T, 1000}, torch::kFloat64).clone();
     m->eval();
     torch::NoGradGuard ng;
-    const torch::Tensor got = m->forward(one_sequence(kIds))[0].to(torch::kFloat64);
+    const torch::Tensor got = m->forward(single_document(kIds))[0].to(torch::kFloat64);
     const double diff = (got - ref).abs().max().item<double>();
     const double scale = ref.abs().max().item<double>();
     INFO("qkv_bias " << qkv << " out_bias " << out << " tied " << tied << " kv " << kv << ": max |diff| " << diff
