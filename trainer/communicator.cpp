@@ -42,6 +42,10 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<compat::CommBackend> pg;
+#ifdef LOOM_CUDA
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;  // pg when the backend is NCCL (shut down explicitly)
+#endif
+  bool failed = false;  // a collective failed: abort NCCL instead of a graceful shutdown that may wait
 };
 
 struct Communicator::Pending::Impl {
@@ -102,7 +106,10 @@ Communicator::Communicator(const LaunchInfo& li, const CommOptions& opts, const 
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(device.index()));
       auto no = c10d::ProcessGroupNCCL::Options::create();
       no->timeout = opts.timeout;
-      impl_->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, rank_, world_, no);
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, rank_, world_, no);
+      // Bound to its GPU, c10d neither guesses the device from the rank nor warns that it does.
+      impl_->nccl->setBoundDeviceId(device);
+      impl_->pg = impl_->nccl;
 #endif
     }
   } catch (const std::exception& e) {
@@ -115,9 +122,26 @@ Communicator::Communicator(const LaunchInfo& li, const CommOptions& opts, const 
   distributed_ = true;
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+#ifdef LOOM_CUDA
+  // c10d warns about leaked resources unless the communicators are destroyed before exit. After a
+  // failure a graceful shutdown could wait on a dead peer, so then they are aborted.
+  if (impl_ && impl_->nccl) {
+    try {
+      if (impl_->failed) {
+        impl_->nccl->abort();
+      } else {
+        impl_->nccl->shutdown();
+      }
+    } catch (const std::exception& e) {
+      log::warn("NCCL ", impl_->failed ? "abort" : "shutdown", " at exit failed: ", first_line(e.what()));
+    }
+  }
+#endif
+}
 
 void Communicator::fail(const char* collective, const torch::Tensor* t, const std::string& cause) {
+  impl_->failed = true;
   std::string peer;
   // Another rank may have said why it went down (best effort: the store may be gone with rank 0).
   try {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # GPU-side checks for other issues, run on the GPU machine after scripts/device/build.sh:
 #   issue 5: loom-train's NCCL path end to end with one rank (a named backend makes a single rank
-#     create the process group): configs/demo.ini's shape on CUDA, 20 steps with replicated AdamW
-#     (parallel.zero1=-1 = shards over every rank = 1 here) and with zero1=1, each resumed from its
-#     checkpoint (--resume auto) to 30 steps. Data: bench/gpu/make_packed.py (random ids, vocab 2000).
+#     create the process group): configs/demo.ini's shape on CUDA, a 30-step run stopped after step
+#     20 (debug.stop_at_step, as SIGTERM) with replicated AdamW (parallel.zero1=-1 = shards over
+#     every rank = 1 here) and with zero1=1, each resumed from its checkpoint (--resume auto) to 30
+#     steps; steps 21-30 are compared with an uninterrupted 30-step run's.
 #   issue 8: bench/hf/check_logits.py as docs/HF.md describes: on the carried bench/hf/fixture (if
 #     present) and on an export of the zero1=-1 run's checkpoint.
 # Data: bench/gpu/make_packed.py (random ids), validation every 10 steps, checkpoints every 10.
@@ -36,9 +37,20 @@ train() {  # run_dir zero1 total_steps [extra...]
 {
   for z in -1 1; do
     d="$W/run_z$z"
-    train "$d" "$z" 20
+    train "$d" "$z" 30 --debug.stop_at_step=20  # stops as on SIGTERM: saves step_20
     train "$d" "$z" 30 --resume auto
     ls "$d/checkpoints" 2>&1
+    train "$W/straight_z$z" "$z" 30
+    echo "== steps 21-30: resumed run vs uninterrupted run (zero1=$z)"
+    python3 - "$d/metrics.jsonl" "$W/straight_z$z/metrics.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r and r["step"] > 20}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+for s in sorted(b):
+    print("step %d resumed %.9f uninterrupted %.9f %s" % (s, a.get(s, float("nan")), b[s], "equal" if a.get(s) == b[s] else "DIFFERENT"))
+print("resume exact:", a == b and len(b) > 0)
+PY
   done
 } > "$OUT/issue5.log" 2>&1
 
