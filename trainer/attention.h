@@ -2,11 +2,12 @@
 // earlier tokens of its own document (Batch::segments); position ids restart in every document
 // (Batch::positions) and feed rotary embeddings.
 //
-// Two kernels compute the same thing:
-//   - the math path (any device, used on CPU): softmax(q k^T / sqrt(D) + mask) v with a
+// Two kinds of kernel compute the same thing:
+//   - the math path (any device and dtype): softmax(q k^T / sqrt(D) + mask) v with a
 //     block-diagonal causal mask [B, 1, 1, T, T] built from Batch::segments;
-//   - a varlen kernel (flash-attn's varlen forward on GPU), registered at start with
-//     set_varlen_attention(); it sees the flattened tokens and Batch::cu_seqlens.
+//   - a varlen kernel, registered at start with set_varlen_attention() (flash_attention.h's
+//     select_attention: FlashAttention-2 on GPU, cpu_attention.h's segment kernel on CPU fp32);
+//     it sees the flattened tokens and Batch::cu_seqlens, and no mask is built.
 // Shapes follow trainer/batch.h: B T C H K D.
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "flash_attention.h"
 #include "loom/error.h"
 #include "loom/options.h"
 
@@ -30,6 +31,7 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("job.run_dir", po::value(&l.run_dir)->default_value(""), "output folder: metrics.jsonl, tensorboard/, "
         "checkpoints/ (default runs/run_YYYYMMDD_HHMMSS from rank 0's launch time, UTC)")
     ("job.device", po::value(&l.device)->default_value("cpu"), "cpu, cuda or cuda:N")
+    ("job.attention", po::value(&l.attention)->default_value("auto"), "attention kernel: auto, flash, segments or masked")
     ("job.seed", po::value(&l.seed)->default_value(1024), "seed of the model initialisation and dropout")
     ("job.threads", po::value(&l.threads)->default_value(0), "torch intra-op threads (0 = LibTorch's default)")
     ("job.log_every", po::value(&l.log_every)->default_value(1), "steps between metrics lines")
@@ -126,6 +128,7 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   LOOM_CHECK(l.label_smoothing >= 0 && l.label_smoothing < 1, "loss.label_smoothing must be in [0, 1), got ",
              l.label_smoothing);
   LOOM_CHECK(l.peak_tflops > 0, "job.peak_tflops must be > 0, got ", l.peak_tflops);
+  parse_attention_kernel(l.attention);  // rejects unknown names now, not after the data is read
   LOOM_CHECK(l.resume.empty() + l.init_from.empty() + l.init_from_hf.empty() >= 2,
              "--resume, --init-from and --init-from-hf exclude each other");
   m.validate();

@@ -28,6 +28,7 @@ struct LoopOptions {
   double label_smoothing = 0.0;    // loss.label_smoothing
   std::string run_dir;             // job.run_dir: metrics.jsonl, tensorboard/, checkpoints/
   std::string device = "cpu";      // job.device: cpu, cuda, cuda:N
+  std::string attention = "auto";  // job.attention: auto, flash, segments or masked (flash_attention.h)
   uint64_t seed = 1024;            // job.seed: model initialisation (torch's default generator)
   int64_t threads = 0;             // job.threads: torch intra-op threads (0 = LibTorch's default)
   double peak_tflops = 1.0;        // job.peak_tflops: per-device peak for MFU (dtype of the run)

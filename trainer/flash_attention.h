@@ -4,7 +4,8 @@
 // every segment is causal on its own, so attention never crosses a document and no mask exists.
 //
 // Where the kernel is absent (LibTorch 1.13, CPU, fp32 activations, a head dim it lacks) the model
-// keeps attention.h's masked path; select_attention() logs one line saying which kernel runs.
+// runs cpu_attention.h's segment kernel (CPU fp32) or attention.h's masked path (anything else);
+// select_attention() logs one line saying which kernel runs.
 // Shapes: Tok = B*T flattened tokens, H query heads, K kv heads (GQA: H a multiple of K), D head dim.
 #pragma once
 
@@ -16,9 +17,15 @@ namespace loom {
 
 enum class AttentionKernel {
   kFlashVarlen,  // FlashAttention-2 varlen, CUDA, bf16/fp16
+  kCpuSegments,  // cpu_attention.h: per document and query block, CPU, fp32
   kMasked,       // attention.h's math path with the block-diagonal causal mask
 };
 const char* attention_kernel_name(AttentionKernel kernel);
+
+// job.attention: "auto" (the fastest kernel that runs here), or one kernel by name: "flash",
+// "segments", "masked". Unknown names throw loom::Error.
+enum class AttentionChoice { kAuto, kFlash, kSegments, kMasked };
+AttentionChoice parse_attention_kernel(const std::string& name);
 
 // q [Tok, H, D], k/v [Tok, K, D] bf16/fp16 on CUDA, cu_seqlens [S+1] int32 on the same device
 // (segment s = tokens [cu[s], cu[s+1])), max_seqlen = longest segment, scale = softmax scale.
@@ -32,9 +39,11 @@ torch::Tensor flash_varlen_attention(const torch::Tensor& q, const torch::Tensor
 bool flash_attention_supported(const torch::Device& device, torch::Dtype dtype, int64_t head_dim,
                                std::string* why = nullptr);
 
-// Chooses the attention kernel for a run and installs it (attention.h's set_varlen_attention):
-// flash varlen where supported, else the masked path. Logs which one runs and why. Call once,
-// before training.
-AttentionKernel select_attention(const torch::Device& device, torch::Dtype dtype, int64_t head_dim);
+// Chooses the attention kernel for a run and installs it (attention.h's set_varlen_attention).
+// kAuto: flash varlen where supported, else segment attention on CPU fp32, else the masked path.
+// A named kernel that cannot run here is an error that says why. Logs which one runs and why. Call
+// once, before training.
+AttentionKernel select_attention(const torch::Device& device, torch::Dtype dtype, int64_t head_dim,
+                                 AttentionChoice choice = AttentionChoice::kAuto);
 
 }  // namespace loom

@@ -171,7 +171,7 @@ void Loop::start() {
     transfer_ = std::make_unique<cuda::BatchTransfer>(cuda_index());
 #endif
   }
-  select_attention(device_, c_.model.dtype, c_.model.head_dim());
+  select_attention(device_, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.loop.attention));
   update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer, c_.parallel);
   flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
   log::info("model: ", model_->num_parameters(), " parameters, ", update_->num_decay(), " tensors with weight decay, ",

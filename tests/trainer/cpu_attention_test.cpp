@@ -1,0 +1,181 @@
+// cpu_attention.h's segment attention against an independent float64 reference (plain LibTorch
+// ops, one segment at a time, kv heads repeated as HF's repeat_kv), forward and gradients, on
+// segments shorter and longer than a query block; determinism; bad input.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "attention.h"
+#include "cpu_attention.h"
+#include "flash_attention.h"
+#include "loom/error.h"
+
+namespace {
+
+torch::Tensor cu_of(const std::vector<int32_t>& lengths) {
+  std::vector<int32_t> cu{0};
+  for (int32_t n : lengths) cu.push_back(cu.back() + n);
+  return torch::tensor(cu, torch::TensorOptions().dtype(torch::kInt32));
+}
+
+// softmax(q k^T * scale + causal) v per segment in float64, k and v repeated over each group of
+// H/K query heads.
+torch::Tensor reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const std::vector<int32_t>& lengths, double scale) {
+  const int64_t G = q.size(1) / k.size(1);
+  std::vector<torch::Tensor> parts;
+  int64_t lo = 0;
+  for (int32_t n : lengths) {
+    const torch::Tensor qs = q.narrow(0, lo, n).transpose(0, 1);                                  // [H, n, D]
+    const torch::Tensor ks = k.narrow(0, lo, n).repeat_interleave(G, 1).transpose(0, 1);          // [H, n, D]
+    const torch::Tensor vs = v.narrow(0, lo, n).repeat_interleave(G, 1).transpose(0, 1);
+    const torch::Tensor future = torch::ones({n, n}, torch::kBool).triu(1);
+    const torch::Tensor scores = torch::matmul(qs, ks.transpose(1, 2)).mul(scale).masked_fill(future, -INFINITY);
+    parts.push_back(torch::matmul(torch::softmax(scores, -1), vs).transpose(0, 1));  // [n, H, D]
+    lo += n;
+  }
+  return torch::cat(parts, 0);
+}
+
+// Largest difference relative to b's largest magnitude, floored at 1: a one-token segment's dq and
+// dk are exactly zero in float64 and rounding-sized in float32.
+double rel_error(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor a64 = a.detach().to(torch::kFloat64), b64 = b.detach().to(torch::kFloat64);
+  return (a64 - b64).abs().max().item<double>() / std::max(b64.abs().max().item<double>(), 1.0);
+}
+
+struct Grads {
+  torch::Tensor out, dq, dk, dv;
+};
+
+// Output and input gradients for a fixed upstream gradient `dout`, in the inputs' dtype.
+template <typename Fn>
+Grads run(Fn fn, const torch::Tensor& q0, const torch::Tensor& k0, const torch::Tensor& v0, const torch::Tensor& dout,
+          torch::Dtype dtype) {
+  const auto leaf = [&](const torch::Tensor& t) { return t.detach().to(dtype).clone().requires_grad_(true); };
+  torch::Tensor q = leaf(q0), k = leaf(k0), v = leaf(v0);
+  torch::Tensor out = fn(q, k, v);
+  (out * dout.to(dtype)).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+}  // namespace
+
+TEST_CASE("segment attention equals per-document causal attention in float64, forward and backward",
+          "[model][attention]") {
+  struct Shape {
+    int64_t H, K, D;
+    std::vector<int32_t> lengths;
+  };
+  // Segments shorter than, equal to and longer than a query block (64), down to one token; GQA.
+  const std::vector<Shape> shapes = {
+      {4, 4, 8, {9, 7, 16}},
+      {4, 2, 6, {150, 1, 64, 2, 39}},
+      {8, 1, 4, {65, 128, 3}},
+      {2, 2, 16, {1}},
+  };
+  for (const Shape& s : shapes) {
+    int64_t tok = 0;
+    for (int32_t n : s.lengths) tok += n;
+    INFO("H " << s.H << " K " << s.K << " D " << s.D << " tokens " << tok << " segments " << s.lengths.size());
+    torch::manual_seed(5 + tok);
+    // Scaled up so attention is far from uniform and a wrong mask shows.
+    const torch::Tensor q = torch::randn({tok, s.H, s.D}, torch::kFloat64) * 2;
+    const torch::Tensor k = torch::randn({tok, s.K, s.D}, torch::kFloat64) * 2;
+    const torch::Tensor v = torch::randn({tok, s.K, s.D}, torch::kFloat64);
+    const torch::Tensor dout = torch::randn({tok, s.H, s.D}, torch::kFloat64);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.D));
+    const torch::Tensor cu = cu_of(s.lengths);
+    int32_t longest = 0;
+    for (int32_t n : s.lengths) longest = std::max(longest, n);
+
+    const Grads ref = run([&](auto& a, auto& b, auto& c) { return reference(a, b, c, s.lengths, scale); }, q, k, v,
+                          dout, torch::kFloat64);
+    const Grads got = run([&](auto& a, auto& b, auto& c) { return loom::cpu_segment_attention(a, b, c, cu, longest, scale); },
+                          q, k, v, dout, torch::kFloat32);
+    REQUIRE(got.out.sizes() == q.sizes());
+    REQUIRE(got.dk.sizes() == k.sizes());
+    // fp32 against fp64: 1e-5 relative leaves a wide margin over rounding (~1e-6 observed), while
+    // a key from another document or the future changes results by far more than 1e-2.
+    CHECK(rel_error(got.out, ref.out) < 1e-5);
+    CHECK(rel_error(got.dq, ref.dq) < 1e-5);
+    CHECK(rel_error(got.dk, ref.dk) < 1e-5);
+    CHECK(rel_error(got.dv, ref.dv) < 1e-5);
+
+    // The comparison can fail: one segment fewer (two documents merged) is far off.
+    if (s.lengths.size() > 1) {
+      std::vector<int32_t> merged(s.lengths.begin() + 1, s.lengths.end());
+      merged[0] += s.lengths[0];
+      const torch::Tensor wrong =
+          loom::cpu_segment_attention(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), cu_of(merged),
+                                      longest, scale);
+      CHECK(rel_error(wrong, ref.out) > 1e-2);
+    }
+  }
+}
+
+TEST_CASE("segment attention is deterministic and reads strided q, k, v views", "[model][attention]") {
+  torch::manual_seed(8);
+  const int64_t tok = 200, H = 4, K = 2, D = 8;
+  // q, k and v as views of one fused projection, as the model passes them.
+  const torch::Tensor qkv = torch::randn({tok, (H + 2 * K) * D});
+  const torch::Tensor q = qkv.narrow(1, 0, H * D).view({tok, H, D});
+  const torch::Tensor k = qkv.narrow(1, H * D, K * D).view({tok, K, D});
+  const torch::Tensor v = qkv.narrow(1, (H + K) * D, K * D).view({tok, K, D});
+  const torch::Tensor cu = cu_of({70, 100, 30});
+  const torch::Tensor dout = torch::randn({tok, H, D});
+  const auto fn = [&](auto& a, auto& b, auto& c) { return loom::cpu_segment_attention(a, b, c, cu, 100, 0.3); };
+  const Grads a = run(fn, q, k, v, dout, torch::kFloat32);
+  const Grads b = run(fn, q, k, v, dout, torch::kFloat32);
+  CHECK(torch::equal(a.out, b.out));
+  CHECK(torch::equal(a.dq, b.dq));
+  CHECK(torch::equal(a.dk, b.dk));
+  CHECK(torch::equal(a.dv, b.dv));
+  // The same values as contiguous tensors give the same bits.
+  const auto fn_views = [&](auto& qq, auto& kk, auto& vv) {
+    const torch::Tensor fused = torch::cat({qq.flatten(1), kk.flatten(1), vv.flatten(1)}, 1);
+    return loom::cpu_segment_attention(fused.narrow(1, 0, H * D).view({tok, H, D}),
+                                       fused.narrow(1, H * D, K * D).view({tok, K, D}),
+                                       fused.narrow(1, (H + K) * D, K * D).view({tok, K, D}), cu, 100, 0.3);
+  };
+  const Grads c = run(fn_views, q.contiguous(), k.contiguous(), v.contiguous(), dout, torch::kFloat32);
+  CHECK(torch::equal(a.out, c.out));
+  CHECK(torch::equal(a.dq, c.dq));
+}
+
+TEST_CASE("segment attention rejects what it cannot compute", "[model][attention]") {
+  const torch::Tensor q = torch::randn({10, 4, 8}), k = torch::randn({10, 2, 8});
+  const auto message = [&](const torch::Tensor& qq, const torch::Tensor& kk, const torch::Tensor& cu) {
+    try {
+      loom::cpu_segment_attention(qq, kk, kk, cu, 10, 1.0);
+    } catch (const loom::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(message(q, k, cu_of({4, 5})), Catch::Contains("cu_seqlens must run from 0 to the 10 tokens"));
+  CHECK_THAT(message(q, k, cu_of({4, 6}).to(torch::kInt64)), Catch::Contains("int32"));
+  CHECK_THAT(message(q, torch::randn({10, 3, 8}), cu_of({10})), Catch::Contains("H a multiple of K"));
+  CHECK_THAT(message(q.to(torch::kBFloat16), k.to(torch::kBFloat16), cu_of({10})),
+             Catch::Contains("CPU float32"));
+}
+
+TEST_CASE("select_attention takes segment attention on CPU float32 only, or what job.attention names",
+          "[model][attention]") {
+  using loom::AttentionChoice;
+  using loom::AttentionKernel;
+  CHECK(loom::select_attention(torch::kCPU, torch::kFloat32, 8) == AttentionKernel::kCpuSegments);
+  CHECK(loom::select_attention(torch::kCPU, torch::kBFloat16, 8) == AttentionKernel::kMasked);
+  CHECK(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kMasked) == AttentionKernel::kMasked);
+  CHECK(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kSegments) ==
+        AttentionKernel::kCpuSegments);
+  CHECK_THROWS_WITH(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kFlash),
+                    Catch::Contains("job.attention=flash cannot run here: "));
+  CHECK_THROWS_WITH(loom::select_attention(torch::kCPU, torch::kBFloat16, 8, AttentionChoice::kSegments),
+                    Catch::Contains("job.attention=segments runs on CPU float32"));
+  loom::set_varlen_attention(nullptr);
+  CHECK(loom::parse_attention_kernel("auto") == AttentionChoice::kAuto);
+  CHECK(loom::parse_attention_kernel("masked") == AttentionChoice::kMasked);
+  CHECK_THROWS_WITH(loom::parse_attention_kernel("sdpa"), Catch::Contains("expected auto, flash, segments or masked"));
+}
