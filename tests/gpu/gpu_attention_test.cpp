@@ -91,6 +91,7 @@ TEST_CASE("select_attention takes flash for bf16 on CUDA and the masked path for
   std::string why;
   CHECK_FALSE(loom::flash_attention_supported(cuda(), torch::kFloat32, 128, &why));
   CHECK(why == "activations are Float, flash attention takes bf16 or fp16");
+  CHECK(loom::select_attention(cuda(), torch::kFloat32, 128) == loom::AttentionKernel::kMasked);
   CHECK(loom::select_attention(torch::kCPU, torch::kBFloat16, 128) == loom::AttentionKernel::kMasked);
   CHECK_FALSE(loom::flash_attention_supported(torch::kCPU, torch::kBFloat16, 128, &why));
   CHECK(why == "the device is cpu, not CUDA");
