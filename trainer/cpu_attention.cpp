@@ -10,6 +10,7 @@
 
 namespace loom {
 namespace {
+#ifdef LOOM_HAVE_BLAS
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -50,7 +51,6 @@ BlockPlan plan_blocks(const torch::Tensor& cu_seqlens, int64_t tokens, int64_t K
   return plan;
 }
 
-#ifdef LOOM_HAVE_BLAS
 // BLAS's Fortran sgemm (trainer/CMakeLists.txt links the libblas.so.3 that LibTorch itself uses).
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
                        const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
