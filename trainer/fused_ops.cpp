@@ -1,5 +1,6 @@
 #include "fused_ops.h"
 
+#include "cpu_kernels.h"
 #include "loom/error.h"
 
 #ifdef LOOM_CUDA_KERNELS
@@ -18,22 +19,30 @@ bool fused_kernels_available() {
 #endif
 }
 
+bool cpu_fused_applies(const torch::Tensor& t) { return cpu::kernels_apply(t); }
+
+namespace {
+// The references compute in fp32, or in float64 for float64 inputs (the tests' ground truth).
+torch::Dtype compute_dtype(const torch::Tensor& x) { return at::promote_types(x.scalar_type(), torch::kFloat32); }
+}  // namespace
+
 torch::Tensor rmsnorm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  const torch::Tensor xf = x.to(torch::kFloat32);
+  const torch::Tensor xf = x.to(compute_dtype(x));
   const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return (normed * weight.to(torch::kFloat32)).to(x.scalar_type());
+  return (normed * weight.to(xf.scalar_type())).to(x.scalar_type());
 }
 
 torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
-  const torch::Tensor xf = x.to(torch::kFloat32);
+  const torch::Tensor xf = x.to(compute_dtype(x));
   const torch::Tensor a = xf.narrow(-1, 0, half), b = xf.narrow(-1, half, half);
   const torch::Tensor c = cos.unsqueeze(-2), s = sin.unsqueeze(-2);  // broadcast over heads
   return torch::cat({a * c - b * s, b * c + a * s}, -1).to(x.scalar_type());
 }
 
 torch::Tensor swiglu_reference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (torch::silu(a.to(torch::kFloat32)) * b.to(torch::kFloat32)).to(a.scalar_type());
+  const torch::Dtype f = compute_dtype(a);
+  return (torch::silu(a.to(f)) * b.to(f)).to(a.scalar_type());
 }
 
 #ifdef LOOM_CUDA_KERNELS
@@ -204,6 +213,7 @@ torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight,
     return RMSNormFn::apply(x, weight, eps);
   }
 #endif
+  if (cpu_fused_applies(x) && cpu_fused_applies(weight)) return cpu::rmsnorm(x, weight, eps);
   return rmsnorm_reference(x, weight, eps);
 }
 
@@ -221,10 +231,11 @@ torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 }
 
 bool fused_qkv_rotary_applies(const torch::Tensor& qkv) {
+  // The CPU kernel makes qkv contiguous itself (a no-op for the projection's output).
+  if (cpu_fused_applies(qkv)) return qkv.dim() >= 2 && qkv.numel() > 0;
 #ifdef LOOM_CUDA_KERNELS
   return qkv.is_cuda() && kernel_dtype(qkv) && qkv.is_contiguous() && qkv.dim() >= 2 && qkv.numel() > 0;
 #else
-  (void)qkv;
   return false;
 #endif
 }
@@ -240,9 +251,11 @@ std::vector<torch::Tensor> fused_qkv_rotary(const torch::Tensor& qkv, int64_t H,
              " for qkv ", qkv.sizes());
   LOOM_ASSERT(fused_qkv_rotary_applies(qkv), "fused_qkv_rotary on ", qkv.sizes(), " ", qkv.scalar_type(), " ",
               qkv.device());
+  if (qkv.is_cpu()) return cpu::qkv_rotary(qkv, H, K, cos, sin);
 #ifdef LOOM_CUDA_KERNELS
   return QkvRotaryFn::apply(qkv, cos.to(torch::kFloat32).contiguous(), sin.to(torch::kFloat32).contiguous(), H, K);
 #else
+  LOOM_ASSERT(false, "fused_qkv_rotary: no kernel for ", qkv.device());
   return {};
 #endif
 }
@@ -253,6 +266,7 @@ torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b) {
 #ifdef LOOM_CUDA_KERNELS
   if (a.is_cuda() && kernel_dtype(a)) return SwiGLUFn::apply(a, b);
 #endif
+  if (cpu_fused_applies(a) && cpu_fused_applies(b)) return cpu::swiglu(a, b);
   return swiglu_reference(a, b);
 }
 

@@ -79,8 +79,8 @@ RMSNormImpl::RMSNormImpl(const RMSNormOptions& o) : o_(o) {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
-  // CUDA: one fused kernel (fused_ops.h), same math with a single rounding.
-  if (x.is_cuda() && fused_kernels_available() && x.scalar_type() == weight.scalar_type()) {
+  // CUDA, and CPU fp32: one fused pass (fused_ops.h), same math with a single rounding.
+  if (((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x)) && x.scalar_type() == weight.scalar_type()) {
     return fused_rmsnorm(x, weight, o_.eps);
   }
   const torch::Tensor xf = x.to(torch::kFloat32);
@@ -115,7 +115,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const PackedContext
   const int64_t D = o_.hidden_size / H;
   const torch::Tensor qkv = project(wqkv, x);
   if (fused_qkv_rotary_applies(qkv)) {
-    // One kernel per rotation, and a backward that writes the QKV gradient in one piece.
+    // One kernel per rotation (CUDA) or one pass over qkv (CPU fp32), and a backward that writes
+    // the QKV gradient in one piece.
     const int64_t half = D / 2;
     const std::vector<torch::Tensor> r = fused_qkv_rotary(qkv, H, K, ctx.cos.squeeze(2).narrow(-1, 0, half),
                                                           ctx.sin.squeeze(2).narrow(-1, 0, half));
@@ -135,7 +136,8 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o) {
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
-  if (x.is_cuda() && fused_kernels_available()) return w3(fused_swiglu(w1(x), w2(x)));  // one pass for the gate
+  // One pass for the gate on CUDA, and on CPU for fp32.
+  if ((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x)) return w3(fused_swiglu(w1(x), w2(x)));
   return w3(torch::silu(w1(x)) * w2(x));
 }
 
