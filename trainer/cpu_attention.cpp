@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -77,23 +78,14 @@ struct HeadBlock {
   int64_t visible(int64_t row) const { return r0 + row / G + 1; }
 };
 
-// Softmax of each score row over its visible keys, in place; the future gets 0. A row sees at
-// least its own token, so no row is empty.
+// Softmax of each score row [R, keys] over its visible keys, in place; the future gets 0. A row
+// sees at least its own token, so no row is empty. One ATen call per block for its vectorised exp
+// (inside at::parallel_for it runs on the calling thread).
 void causal_softmax(float* p, const HeadBlock& hb) {
-  for (int64_t row = 0; row < hb.R; ++row) {
-    float* r = p + row * hb.keys;
-    const int64_t n = hb.visible(row);
-    float mx = r[0];
-    for (int64_t j = 1; j < n; ++j) mx = std::max(mx, r[j]);
-    float sum = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      r[j] = std::exp(r[j] - mx);
-      sum += r[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; ++j) r[j] *= inv;
-    std::fill(r + n, r + hb.keys, 0.0f);
-  }
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t row = 0; row < hb.R; ++row) std::fill(p + row * hb.keys + hb.visible(row), p + (row + 1) * hb.keys, neg_inf);
+  torch::Tensor scores = torch::from_blob(p, {hb.R, hb.keys}, torch::TensorOptions().dtype(torch::kFloat32));
+  at::_softmax_out(scores, scores, 1, false);  // row by row: in place is safe
 }
 
 // Runs fn(segment, kv head) for every pair, in parallel: the pairs write disjoint rows of every
