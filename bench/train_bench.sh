@@ -33,7 +33,7 @@ print('%.1f' % (sum(x['tokens_per_s']*x['step_time'] for x in r)/sum(x['step_tim
 }
 CPP_MASKED=$(loom_tokens_per_s masked)
 CPP=$(loom_tokens_per_s auto)
-KERNEL=$(sed -n 's/.*INFO attention: \([a-z ]*\).*/\1/p' "$W/loom.log" | head -1)
+KERNEL=$(sed -n 's/.*INFO attention: \([a-z ]*[a-z]\).*/\1/p' "$W/loom.log" | head -1)
 CPP_PARAMS=$(sed -n 's/.*model: \([0-9]*\) parameters.*/\1/p' "$W/loom.log")
 read -r _ PY _ PY_PARAMS < <(/usr/bin/python3 bench/train_bench.py "$W/data/train/neko/packed.bin" $STEPS $MB $MN $C $L $H $V $THREADS)
 # The same model: the same parameter count (the architecture is compared in train_bench.py's header).
