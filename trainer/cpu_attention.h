@@ -6,8 +6,8 @@
 // Here each segment s = tokens [cu[s], cu[s+1]) is cut into query blocks of kQueryBlock tokens,
 // and a block only meets the keys of its own segment up to its last query. For one document per
 // row that is ~(1/2 + kQueryBlock/2n) of the dense work; for many short documents far less. Each
-// block is a few LibTorch bmm calls (OpenBLAS) over the K kv heads, with the G = H/K query heads of
-// a kv head stacked as rows, so GQA needs no repeated k/v.
+// (segment, kv head) pair is one task of at::parallel_for; a block is a few one-thread BLAS sgemm
+// calls with the G = H/K query heads of the kv head stacked as rows, so GQA needs no repeated k/v.
 //
 // fp32, CPU. The probabilities of each block are kept for backward (their total is the documents'
 // causal triangles: less than the masked path keeps). Deterministic: a fixed order of blocks.
