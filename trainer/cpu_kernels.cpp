@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "loom/error.h"
+#include "qkv_layout.h"
 
 namespace loom::cpu {
 namespace {
@@ -315,42 +316,34 @@ class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& qkv_in, const torch::Tensor& cos,
                                const torch::Tensor& sin, int64_t H, int64_t K) {
     const torch::Tensor qkv = qkv_in.contiguous();
-    const int64_t W = qkv.size(-1), D = W / (H + 2 * K), tokens = qkv.numel() / W;
-    std::vector<int64_t> qs(qkv.sizes().begin(), qkv.sizes().end() - 1), ks = qs;
-    qs.push_back(H), qs.push_back(D);
-    ks.push_back(K), ks.push_back(D);
-    torch::Tensor q = torch::empty(qs, qkv.options()), k = torch::empty(ks, qkv.options());
-    torch::Tensor v = torch::empty(ks, qkv.options());
+    const QkvLayout l(qkv.sizes().vec(), H, K);
+    torch::Tensor q = torch::empty(l.head_sizes(H), qkv.options()), k = torch::empty(l.head_sizes(K), qkv.options());
+    torch::Tensor v = torch::empty(l.head_sizes(K), qkv.options());
     const float *xp = qkv.data_ptr<float>(), *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
     float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
-    at::parallel_for(0, tokens, grain(W), [&](int64_t begin, int64_t end) {
-      qkv_rotary_tokens(xp, cp, sp, qp, kp, vp, begin, end, H, K, D);
+    at::parallel_for(0, l.tokens, grain(l.W), [&](int64_t begin, int64_t end) {
+      qkv_rotary_tokens(xp, cp, sp, qp, kp, vp, begin, end, H, K, l.D);
     });
     ctx->save_for_backward({cos, sin});
-    ctx->saved_data["H"] = H;
-    ctx->saved_data["K"] = K;
-    ctx->saved_data["sizes"] = qkv.sizes().vec();
+    l.save(ctx);
     return {q, k, v};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list s = ctx->get_saved_variables();
-    const int64_t H = ctx->saved_data["H"].toInt(), K = ctx->saved_data["K"].toInt();
-    const std::vector<int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
-    const int64_t W = sizes.back(), D = W / (H + 2 * K);
+    const QkvLayout l = QkvLayout::load(ctx);
     // Autograd leaves the gradient of an unused output undefined: its slice of dqkv is zero.
     const torch::Tensor dq = grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
     const torch::Tensor dk = grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
     const torch::Tensor dv = grads[2].defined() ? grads[2].contiguous() : torch::Tensor();
-    torch::Tensor dqkv = torch::empty(sizes, s[0].options());
-    const int64_t tokens = dqkv.numel() / W;
+    torch::Tensor dqkv = torch::empty(l.qkv_sizes, s[0].options());
     const float *cp = s[0].data_ptr<float>(), *sp = s[1].data_ptr<float>();
     const float* dqp = dq.defined() ? dq.data_ptr<float>() : nullptr;
     const float* dkp = dk.defined() ? dk.data_ptr<float>() : nullptr;
     const float* dvp = dv.defined() ? dv.data_ptr<float>() : nullptr;
     float* out = dqkv.data_ptr<float>();
-    at::parallel_for(0, tokens, grain(W), [&](int64_t begin, int64_t end) {
-      qkv_rotary_backward_tokens(dqp, dkp, dvp, cp, sp, out, begin, end, H, K, D);
+    at::parallel_for(0, l.tokens, grain(l.W), [&](int64_t begin, int64_t end) {
+      qkv_rotary_backward_tokens(dqp, dkp, dvp, cp, sp, out, begin, end, l.H, l.K, l.D);
     });
     return {dqkv, {}, {}, {}, {}};
   }

@@ -2,6 +2,7 @@
 
 #include "cpu_kernels.h"
 #include "loom/error.h"
+#include "qkv_layout.h"
 
 #ifdef LOOM_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
@@ -128,11 +129,9 @@ class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& qkv, const torch::Tensor& cos,
                                const torch::Tensor& sin, int64_t H, int64_t K) {
-    const int64_t W = qkv.size(-1), D = W / (H + 2 * K), tokens = qkv.numel() / W;
-    std::vector<int64_t> qs(qkv.sizes().begin(), qkv.sizes().end() - 1), ks = qs;
-    qs.push_back(H), qs.push_back(D);
-    ks.push_back(K), ks.push_back(D);
-    torch::Tensor q = torch::empty(qs, qkv.options()), k = torch::empty(ks, qkv.options());
+    const QkvLayout l(qkv.sizes().vec(), H, K);
+    const int64_t W = l.W, D = l.D, tokens = l.tokens;
+    torch::Tensor q = torch::empty(l.head_sizes(H), qkv.options()), k = torch::empty(l.head_sizes(K), qkv.options());
     char* base = static_cast<char*>(qkv.data_ptr());
     const int64_t es = qkv.element_size();
     check_launch(cuda::rotary(to_cuda(qkv), base, W, cos.data_ptr<float>(), sin.data_ptr<float>(), q.data_ptr(), H * D,
@@ -141,21 +140,18 @@ class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
     check_launch(cuda::rotary(to_cuda(qkv), base + H * D * es, W, cos.data_ptr<float>(), sin.data_ptr<float>(),
                               k.data_ptr(), K * D, tokens, K, D, false, stream()),
                  "rotary");
-    torch::Tensor v = qkv.narrow(-1, (H + K) * D, K * D).reshape(ks).contiguous();
+    torch::Tensor v = qkv.narrow(-1, (H + K) * D, K * D).reshape(l.head_sizes(K)).contiguous();
     ctx->save_for_backward({cos, sin});
-    ctx->saved_data["H"] = H;
-    ctx->saved_data["K"] = K;
-    ctx->saved_data["sizes"] = qkv.sizes().vec();
+    l.save(ctx);
     return {q, k, v};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list s = ctx->get_saved_variables();
-    const int64_t H = ctx->saved_data["H"].toInt(), K = ctx->saved_data["K"].toInt();
-    const std::vector<int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
-    const int64_t W = sizes.back(), D = W / (H + 2 * K);
+    const QkvLayout l = QkvLayout::load(ctx);
+    const int64_t H = l.H, K = l.K, W = l.W, D = l.D, tokens = l.tokens;
     const torch::Tensor& any = grads[0].defined() ? grads[0] : grads[1].defined() ? grads[1] : grads[2];
-    torch::Tensor dqkv = torch::empty(sizes, any.options());
-    const int64_t tokens = dqkv.numel() / W, es = dqkv.element_size();
+    torch::Tensor dqkv = torch::empty(l.qkv_sizes, any.options());
+    const int64_t es = dqkv.element_size();
     char* base = static_cast<char*>(dqkv.data_ptr());
     const auto rotate_back = [&](const torch::Tensor& g, int64_t offset, int64_t heads) {
       if (!g.defined()) {
