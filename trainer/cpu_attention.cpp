@@ -1,7 +1,6 @@
 #include "cpu_attention.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -83,7 +82,9 @@ struct HeadBlock {
 // (inside at::parallel_for it runs on the calling thread).
 void causal_softmax(float* p, const HeadBlock& hb) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (int64_t row = 0; row < hb.R; ++row) std::fill(p + row * hb.keys + hb.visible(row), p + (row + 1) * hb.keys, neg_inf);
+  for (int64_t row = 0; row < hb.R; ++row) {
+    std::fill(p + row * hb.keys + hb.visible(row), p + (row + 1) * hb.keys, neg_inf);
+  }
   torch::Tensor scores = torch::from_blob(p, {hb.R, hb.keys}, torch::TensorOptions().dtype(torch::kFloat32));
   at::_softmax_out(scores, scores, 1, false);  // row by row: in place is safe
 }

@@ -164,9 +164,11 @@ namespace {
 // tunes glibc through its own MALLOC_*_ variables.
 void keep_freed_memory_in_heap() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return;
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);                   // glibc's maximum; larger blocks still use mmap
-  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());  // never shrink the heap between steps
-  mallopt(M_TOP_PAD, 256 << 20);                         // grow it in large steps
+  // mallopt returns 0 for a value it refuses: only speed is at stake, so say so and go on.
+  const bool ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) != 0 &&         // glibc's maximum; larger blocks still use mmap
+                  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 0 &&  // never shrink between steps
+                  mallopt(M_TOP_PAD, 256 << 20) != 0;                 // grow the heap in large steps
+  if (!ok) log::warn("mallopt refused a setting: freed activations may go back to the kernel every step");
 }
 
 }  // namespace
