@@ -61,7 +61,7 @@ void write_all(const std::string& path, const std::string& data) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-std::string shared_dir() { return LOOM_SHARED_DIR; }
+std::string test_data_dir() { return std::string(LOOM_SOURCE_DIR) + "/tests/data"; }
 std::string source_dir() { return LOOM_SOURCE_DIR; }
 std::string python() { return LOOM_PYTHON; }
 

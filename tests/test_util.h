@@ -31,7 +31,7 @@ std::string quote(const std::string& s);
 
 std::string read_all(const std::string& path);
 void write_all(const std::string& path, const std::string& data);
-std::string shared_dir();   // ../shared of the source tree
+std::string test_data_dir();  // tests/data of the source tree: real corpora and models (tests/data/README.md)
 std::string source_dir();
 std::string python();       // Debian's python3
 

@@ -22,7 +22,7 @@ Docs read_shard(const std::string& bin_path) {
   return docs;
 }
 
-std::string internlm_model() { return shared_dir() + "/corpora/internlm_v7.model"; }
+std::string internlm_model() { return test_data_dir() + "/internlm_v7.model"; }
 
 TokenizerInfo internlm_info() {
   return TokenizerInfo{103168, 1, 2, kShardFlagBos | kShardFlagEos, xxh64_file(internlm_model())};
@@ -44,7 +44,7 @@ const Docs& botchan_docs() {
               "    for p in paras:\n"
               "        f.write(' '.join(map(str, [sp.bos_id()] + sp.encode(p) + [sp.eos_id()])) + '\\n')\n");
     RunResult r = run(python() + " " + quote(dir / "enc.py") + " " + quote(internlm_model()) + " " +
-                      quote(shared_dir() + "/corpora/botchan.txt") + " " + quote(dir / "ids.txt"));
+                      quote(test_data_dir() + "/botchan.txt") + " " + quote(dir / "ids.txt"));
     if (r.exit_code != 0) throw std::runtime_error("encoding botchan failed: " + r.output);
     Docs out;
     std::istringstream in(read_all(dir / "ids.txt"));

@@ -7,7 +7,7 @@
 
 namespace loom::test {
 
-inline std::string corpus(const std::string& name) { return shared_dir() + "/corpora/" + name; }
+inline std::string corpus(const std::string& name) { return test_data_dir() + "/" + name; }
 inline std::string sample(const std::string& name) { return source_dir() + "/data_samples/" + name; }
 inline std::string internlm_model() { return corpus("internlm_v7.model"); }
 inline std::string reference_py() { return quote(python()) + " " + quote(source_dir() + "/tests/tokenize/reference.py"); }

@@ -59,7 +59,7 @@ std::map<std::string, torch::Tensor> state_of(InternLM& m) {
   return s;
 }
 
-std::string spm_1k() { return test::shared_dir() + "/corpora/spm_test_unigram_1k.model"; }
+std::string spm_1k() { return test::test_data_dir() + "/spm_test_unigram_1k.model"; }
 
 
 const std::vector<int64_t> kIds = {1, 17, 999, 250, 3, 3, 640, 42, 7, 512, 88, 2};
@@ -510,7 +510,7 @@ TEST_CASE("hf init_from_hf loads matching weights and lists every shape differen
 
 TEST_CASE("hf SentencePiece model reader and decoder agree with Python's sentencepiece") {
   for (const std::string model : {"spm_test_unigram_1k.model", "internlm_v7.model"}) {
-    const std::string path = test::shared_dir() + "/corpora/" + model;
+    const std::string path = test::test_data_dir() + "/" + model;
     const hf::SpmModel m = hf::read_spm_model(path);
     // Python encodes a line of Botchan and a Japanese sentence; we decode the ids it printed.
     const test::RunResult r = test::run(

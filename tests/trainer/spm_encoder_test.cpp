@@ -21,7 +21,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::string corpus(const std::string& name) { return test::shared_dir() + "/corpora/" + name; }
+std::string corpus(const std::string& name) { return test::test_data_dir() + "/" + name; }
 
 std::vector<std::string> spm_models() {
   return {corpus("internlm_v7.model"), corpus("spm_test_unigram_1k.model"),
