@@ -3,8 +3,8 @@
 # Debian's python3-torch (bench/train_bench.py), run one after the other on this machine with the
 # same intra-op threads; appends a section to bench/RESULTS.md. Both sides use the same
 # libtorch_cpu and BLAS here, so the ratio measures what loom does around them: its fused CPU
-# kernels (trainer/cpu_kernels.h) and, with job.attention=auto, segment attention
-# (trainer/cpu_attention.h), which skips the masked-out work that the Python side computes.
+# kernels (trainer/kernels/cpu_kernels.h) and, with job.attention=auto, segment attention
+# (trainer/kernels/cpu_attention.h), which skips the masked-out work that the Python side computes.
 #   bash bench/train_bench.sh [BUILD_DIR]     (default build/; needs loom-tokenize, loom-pack, loom-train)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "generate.h"
 #include "hf_export.h"
+#include "hf_import.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "trainer.h"
@@ -24,7 +25,13 @@ int main(int argc, char** argv) {
     if (!args.empty() && args[0] == "generate") return loom::run_generate({args.begin() + 1, args.end()});
     auto config = loom::parse_train_config(args);
     if (!config) return 0;
-    loom::train(*config);
+    loom::WeightInit init_weights;
+    if (!config->loop.init_from_hf.empty())
+      init_weights = [dir = config->loop.init_from_hf](loom::InternLMImpl& model) {
+        loom::hf::init_from_hf(model, dir);
+        loom::log::info("initialised the weights from the Hugging Face folder ", dir);
+      };
+    loom::train(*config, init_weights);
     return 0;
   } catch (const loom::Error& e) {
     loom::log::error(e.what());

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B of bench/gpu/optimizer_fast.patch, the change proposed for trainer/optimizer.cpp (CUDA: the
+# A/B of bench/gpu/optimizer_fast.patch, the change proposed for trainer/optim/optimizer.cpp (CUDA: the
 # gradient norm as one fp32-accumulating reduction per tensor, the clip coefficient and the bf16
 # weight copy inside loom's AdamW kernel): run ON THE GPU MACHINE after scripts/device/run.sh built
 # the tree as it is. Applies the patch to this copy of the tree, rebuilds loom-train, runs the

@@ -33,7 +33,7 @@ def ffn_hidden(hidden, mlp_ratio):
 
 
 def flops_per_token(p, seq_len):
-    """trainer/flops.h and docs/GPU.md: 6 * N_mm + 12 * L * C * T, N_mm = parameters that take part
+    """trainer/model/flops.h and docs/GPU.md: 6 * N_mm + 12 * L * C * T, N_mm = parameters that take part
     in a matmul (wqkv, wo, w1, w2, w3 of every layer, and the head; no embedding, norms, biases)."""
     C, L, V = p["hidden"], p["layers"], p["vocab"]
     H, K = p["heads"], p["kv_heads"]

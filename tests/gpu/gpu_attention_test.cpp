@@ -1,4 +1,4 @@
-// Flash varlen attention (trainer/flash_attention.h) on the GPU against attention computed one
+// Flash varlen attention (trainer/kernels/flash_attention.h) on the GPU against attention computed one
 // document at a time in fp32, and against attention.h's masked path. Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "attention.h"
+#include "attention_select.h"
 #include "flash_attention.h"
 #include "gpu_util.h"
 

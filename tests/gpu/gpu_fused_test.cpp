@@ -1,4 +1,4 @@
-// loom's fused CUDA kernels (trainer/fused_ops.h) against their unfused references, forward and
+// loom's fused CUDA kernels (trainer/kernels/fused_ops.h) against their unfused references, forward and
 // backward, in bf16 and fp32; the rotary kernel also against the model's apply_rotary. Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "chunked_loss.h"
+#include "attention_select.h"
 #include "flash_attention.h"
 #include "fused_adamw.h"
 #include "gpu_util.h"

@@ -1,12 +1,12 @@
-// Side-stream batch transfer and allocator statistics (trainer/cuda/). Label gpu.
+// Side-stream batch transfer and allocator statistics (trainer/kernels/cuda/). Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
 #ifdef LOOM_CUDA_KERNELS
-#include "cuda/batch_transfer.h"
-#include "cuda/memory.h"
+#include "cuda_batch_transfer.h"
+#include "cuda_memory.h"
 #include "gpu_util.h"
 
 TEST_CASE("BatchTransfer delivers the batch on the device unchanged, one ahead") {

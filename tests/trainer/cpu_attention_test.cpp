@@ -8,6 +8,7 @@
 
 #include "attention.h"
 #include "cpu_attention.h"
+#include "attention_select.h"
 #include "flash_attention.h"
 #include "loom/error.h"
 

@@ -1,4 +1,4 @@
-// The fused CPU kernels of trainer/cpu_kernels.h (RMSNorm, the SwiGLU gate, the QKV split with
+// The fused CPU kernels of trainer/kernels/cpu_kernels.h (RMSNorm, the SwiGLU gate, the QKV split with
 // rotary), reached through fused_ops.h's dispatch as the model reaches them, against fused_ops.cpp's
 // plain-LibTorch references run in float64 on the same inputs: outputs and gradients, on odd shapes
 // (rows not a multiple of a chunk, C = 40, D = 6, GQA H = 4 K = 2), non-contiguous inputs and

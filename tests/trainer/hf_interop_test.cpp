@@ -14,6 +14,7 @@
 #include "hf_import.h"
 #include "hf_mapping.h"
 #include "hf_tokenizer.h"
+#include "loom/spm_model.h"
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/sys.h"
@@ -511,7 +512,7 @@ TEST_CASE("hf init_from_hf loads matching weights and lists every shape differen
 TEST_CASE("hf SentencePiece model reader and decoder agree with Python's sentencepiece") {
   for (const std::string model : {"spm_test_unigram_1k.model", "internlm_v7.model"}) {
     const std::string path = test::test_data_dir() + "/" + model;
-    const hf::SpmModel m = hf::read_spm_model(path);
+    const spm::SpmModel m = spm::read_spm_model(path);
     // Python encodes a line of Botchan and a Japanese sentence; we decode the ids it printed.
     const test::RunResult r = test::run(
         test::python() + " -c " +
@@ -533,12 +534,12 @@ TEST_CASE("hf SentencePiece model reader and decoder agree with Python's sentenc
       std::vector<int64_t> ids;
       std::istringstream is(ids_line);
       for (std::string item; std::getline(is, item, ',');) ids.push_back(std::stoll(item));
-      CHECK(hf::decode(m, ids) == text);
+      CHECK(spm::decode(m, ids) == text);
     }
   }
   test::TempDir tmp("hf_spm_bad");
   test::write_all(tmp / "bad.model", std::string("\x0a\x7f\x0a", 3));
-  CHECK_THROWS_WITH(hf::read_spm_model(tmp / "bad.model"),
+  CHECK_THROWS_WITH(spm::read_spm_model(tmp / "bad.model"),
                     StartsWith(tmp / "bad.model" + ": field of 127 bytes at byte 2 runs past its message (1 bytes left); "
                                "not a SentencePiece model ["));
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Independent float64 reference of loom's InternLM model and loss, for tests/trainer/model_test.cpp.
 
-Written from the architecture description (trainer/model.h), not from the C++: attention runs on
+Written from the architecture description (trainer/model/model.h), not from the C++: attention runs on
 each document of a pack separately (no mask), rotary is written element-wise, the loss is
 torch.nn.functional.cross_entropy itself.
 

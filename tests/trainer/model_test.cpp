@@ -44,7 +44,7 @@ std::vector<int64_t> random_doc(int64_t n, int64_t vocab) {
   return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n);
 }
 
-// A micro-batch as the loader builds it (trainer/batch.h): documents packed left to right, padding
+// A micro-batch as the loader builds it (trainer/core/batch.h): documents packed left to right, padding
 // (token 0, segment -1) at the end of each row; each padding run is one cu_seqlens segment.
 Batch make_batch(const std::vector<Docs>& rows, int64_t T, std::vector<int64_t> dataset_ids = {}) {
   const int64_t B = static_cast<int64_t>(rows.size());

@@ -1,4 +1,4 @@
-// loom's SentencePiece encoder (trainer/spm_encoder.h) against Python sentencepiece: every line of
+// loom's SentencePiece encoder (loom/spm_encoder.h) against Python sentencepiece: every line of
 // two real corpora (English, and Japanese with many characters no 1k/2k vocab has) and edge cases,
 // with the three models loom meets (InternLM's BPE with byte fallback and user-defined pieces, an
 // NFKC unigram without byte fallback, the demo's identity unigram with byte fallback). The golden
@@ -13,7 +13,7 @@
 
 #include "hf_tokenizer.h"
 #include "loom/error.h"
-#include "spm_encoder.h"
+#include "loom/spm_encoder.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -69,7 +69,7 @@ std::string join(const std::vector<int64_t>& ids) {
 }
 
 // Every text encoded by loom equals Python's ids; returns how many lines matched (all, or it fails).
-size_t check_texts(const hf::SpmEncoder& enc, const std::string& model, const std::vector<std::string>& texts,
+size_t check_texts(const spm::SpmEncoder& enc, const std::string& model, const std::vector<std::string>& texts,
                    const std::string& input_file, const test::TempDir& dir) {
   const auto golden = golden_ids(model, input_file, dir);
   REQUIRE(golden.size() == texts.size());
@@ -91,9 +91,9 @@ size_t check_texts(const hf::SpmEncoder& enc, const std::string& model, const st
 }  // namespace
 
 TEST_CASE("spm reader gets the fields encoding needs from the three models", "[spm]") {
-  const hf::SpmModel internlm = hf::read_spm_model(corpus("internlm_v7.model"));
+  const spm::SpmModel internlm = spm::read_spm_model(corpus("internlm_v7.model"));
   CHECK(internlm.size() == 103168);
-  CHECK(internlm.model_type == hf::kSpmBpe);
+  CHECK(internlm.model_type == spm::kSpmBpe);
   CHECK(internlm.byte_fallback);
   CHECK_FALSE(internlm.treat_whitespace_as_suffix);
   CHECK(internlm.normalizer.name == "identity");
@@ -101,19 +101,19 @@ TEST_CASE("spm reader gets the fields encoding needs from the three models", "[s
   CHECK_FALSE(internlm.normalizer.add_dummy_prefix);
   CHECK_FALSE(internlm.normalizer.remove_extra_whitespaces);
   CHECK(internlm.normalizer.escape_whitespaces);
-  CHECK(internlm.types[103027] == hf::kSpmUserDefined);
+  CHECK(internlm.types[103027] == spm::kSpmUserDefined);
   CHECK(internlm.pieces[103027] == "<eoh>");
 
-  const hf::SpmModel nfkc = hf::read_spm_model(corpus("spm_test_unigram_1k.model"));
-  CHECK(nfkc.model_type == hf::kSpmUnigram);
+  const spm::SpmModel nfkc = spm::read_spm_model(corpus("spm_test_unigram_1k.model"));
+  CHECK(nfkc.model_type == spm::kSpmUnigram);
   CHECK_FALSE(nfkc.byte_fallback);
   CHECK(nfkc.normalizer.name == "nfkc");
   CHECK(nfkc.normalizer.precompiled_charsmap.size() == 237484);
   CHECK(nfkc.normalizer.add_dummy_prefix);
   CHECK(nfkc.normalizer.remove_extra_whitespaces);
 
-  const hf::SpmModel demo = hf::read_spm_model(test::source_dir() + "/data_samples/spm_2k.model");
-  CHECK(demo.model_type == hf::kSpmUnigram);
+  const spm::SpmModel demo = spm::read_spm_model(test::source_dir() + "/data_samples/spm_2k.model");
+  CHECK(demo.model_type == spm::kSpmUnigram);
   CHECK(demo.byte_fallback);
   CHECK(demo.normalizer.name == "identity");
   CHECK(demo.normalizer.add_dummy_prefix);          // absent from the file: proto2's default
@@ -125,12 +125,12 @@ TEST_CASE("spm reader gets the fields encoding needs from the three models", "[s
 }
 
 TEST_CASE("spm normalizer applies NFKC and the whitespace rules of each model", "[spm]") {
-  const hf::SpmEncoder nfkc(hf::read_spm_model(corpus("spm_test_unigram_1k.model")));
+  const spm::SpmEncoder nfkc(spm::read_spm_model(corpus("spm_test_unigram_1k.model")));
   // Full-width letters and a circled digit fold (NFKC); extra spaces go, one U+2581 leads.
   CHECK(nfkc.normalize("  \xEF\xBC\xA1\xEF\xBC\xA2  \xE2\x91\xA0 ") == "\xE2\x96\x81" "AB" "\xE2\x96\x81" "1");
   CHECK(nfkc.normalize("") == "");
   CHECK(nfkc.normalize("   ") == "");
-  const hf::SpmEncoder internlm(hf::read_spm_model(corpus("internlm_v7.model")));
+  const spm::SpmEncoder internlm(spm::read_spm_model(corpus("internlm_v7.model")));
   // No dummy prefix, spaces kept as they are (escaped), no folding.
   CHECK(internlm.normalize(" a  b ") == "\xE2\x96\x81" "a" "\xE2\x96\x81\xE2\x96\x81" "b" "\xE2\x96\x81");
   CHECK(internlm.normalize("\xEF\xBC\xA1") == "\xEF\xBC\xA1");
@@ -141,7 +141,7 @@ TEST_CASE("spm normalizer applies NFKC and the whitespace rules of each model", 
 TEST_CASE("spm encoder equals Python sentencepiece on every line of botchan and wagahaiwa", "[spm]") {
   test::TempDir dir("spm_corpora");
   for (const std::string& model : spm_models()) {
-    const hf::SpmEncoder enc(hf::read_spm_model(model));
+    const spm::SpmEncoder enc(spm::read_spm_model(model));
     for (const std::string name : {"botchan.txt", "wagahaiwa_nekodearu.txt"}) {
       const std::vector<std::string> texts = split_texts(test::read_all(corpus(name)));
       REQUIRE(texts.size() > 2000);
@@ -181,18 +181,18 @@ TEST_CASE("spm encoder equals Python sentencepiece on edge cases", "[spm]") {
   const std::string input = dir / "edge.txt";
   test::write_all(input, file);
   for (const std::string& model : spm_models()) {
-    const hf::SpmEncoder enc(hf::read_spm_model(model));
+    const spm::SpmEncoder enc(spm::read_spm_model(model));
     check_texts(enc, model, texts, input, dir);
   }
   // Hand-checked values: nothing to encode gives no ids; byte fallback spells an emoji in bytes.
-  const hf::SpmEncoder demo(hf::read_spm_model(test::source_dir() + "/data_samples/spm_2k.model"));
+  const spm::SpmEncoder demo(spm::read_spm_model(test::source_dir() + "/data_samples/spm_2k.model"));
   CHECK(demo.encode("").empty());
   CHECK(demo.encode("    ").empty());
   const std::vector<int64_t> emoji = demo.encode("\xF0\x9F\x98\x80");  // byte <0xNN> is id 3 + NN here
   REQUIRE(emoji.size() == 5);
   CHECK(std::vector<int64_t>(emoji.begin() + 1, emoji.end()) == std::vector<int64_t>{3 + 0xF0, 3 + 0x9F, 3 + 0x98, 3 + 0x80});
   // Without byte fallback, a run of unknown characters is one <unk>.
-  const hf::SpmEncoder nfkc(hf::read_spm_model(corpus("spm_test_unigram_1k.model")));
+  const spm::SpmEncoder nfkc(spm::read_spm_model(corpus("spm_test_unigram_1k.model")));
   const std::vector<int64_t> unk = nfkc.encode("\xF0\x9F\x98\x80\xF0\x9F\xA6\x99");
   CHECK(std::count(unk.begin(), unk.end(), 0) == 1);
 }
@@ -219,25 +219,25 @@ TEST_CASE("spm encoder equals Python sentencepiece on random mixes of tricky cha
   const std::string input = dir / "mix.txt";
   test::write_all(input, file);
   for (const std::string& model : spm_models()) {
-    const hf::SpmEncoder enc(hf::read_spm_model(model));
+    const spm::SpmEncoder enc(spm::read_spm_model(model));
     check_texts(enc, model, texts, input, dir);
   }
 }
 
 TEST_CASE("spm encoder refuses what it does not implement", "[spm]") {
-  hf::SpmModel m = hf::read_spm_model(test::source_dir() + "/data_samples/spm_2k.model");
-  m.model_type = hf::kSpmWord;
-  CHECK_THROWS_WITH(hf::SpmEncoder(m), Contains("model type 3 (3 word, 4 char) is not supported"));
-  m.model_type = hf::kSpmUnigram;
+  spm::SpmModel m = spm::read_spm_model(test::source_dir() + "/data_samples/spm_2k.model");
+  m.model_type = spm::kSpmWord;
+  CHECK_THROWS_WITH(spm::SpmEncoder(m), Contains("model type 3 (3 word, 4 char) is not supported"));
+  m.model_type = spm::kSpmUnigram;
   m.normalizer.precompiled_charsmap = std::string("\x10\x00\x00\x00" "abcd", 8);
-  CHECK_THROWS_WITH(hf::SpmEncoder(m), Contains("trie of 16 bytes does not fit the 8-byte blob"));
+  CHECK_THROWS_WITH(spm::SpmEncoder(m), Contains("trie of 16 bytes does not fit the 8-byte blob"));
 }
 
 TEST_CASE("spm exported tokenizer_config names the transformers class that encodes like SentencePiece", "[spm]") {
   // Measured with transformers 5.17 (bench/hf/check_logits.py --tokenizer-only): its LlamaTokenizer is a
   // BPE without the charsmap, exact only for a plain BPE model; the rest goes to SentencePieceBackend.
   const auto config_of = [](const std::string& model) {
-    for (const auto& [name, text] : hf::tokenizer_files(hf::read_spm_model(model), model, 512))
+    for (const auto& [name, text] : hf::tokenizer_files(spm::read_spm_model(model), model, 512))
       if (name == "tokenizer_config.json") return text;
     FAIL("no tokenizer_config.json");
     return std::string();

@@ -1,0 +1,174 @@
+#include "loom/spm_model.h"
+
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "loom/error.h"
+#include "loom/sys.h"
+
+namespace loom::spm {
+
+namespace {
+
+// Protobuf wire format, the subset a .model uses.
+class Wire {
+ public:
+  Wire(const std::string& data, size_t begin, size_t end, const std::string& path)
+      : d_(data), at_(begin), end_(end), path_(path) {}
+  bool done() const { return at_ >= end_; }
+  size_t at() const { return at_; }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      LOOM_CHECK(at_ < end_, path_, ": truncated varint at byte ", at_, "; not a SentencePiece model");
+      const auto b = static_cast<uint8_t>(d_[at_++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    LOOM_FAIL(path_, ": varint longer than 10 bytes at byte ", at_, "; not a SentencePiece model");
+  }
+  float fixed32_float() {
+    LOOM_CHECK(4 <= end_ - at_, path_, ": truncated float at byte ", at_, "; not a SentencePiece model");
+    uint32_t u = 0;
+    for (int i = 0; i < 4; ++i) u |= static_cast<uint32_t>(static_cast<uint8_t>(d_[at_ + i])) << (8 * i);
+    at_ += 4;
+    float f;
+    static_assert(sizeof f == sizeof u, "float is 32 bits");
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }
+  // The [begin, end) of a length-delimited field's payload; moves past it.
+  std::pair<size_t, size_t> bytes() {
+    const uint64_t n = varint();
+    LOOM_CHECK(n <= end_ - at_, path_, ": field of ", n, " bytes at byte ", at_, " runs past its message (",
+               end_ - at_, " bytes left); not a SentencePiece model");
+    const size_t b = at_;
+    at_ += n;
+    return {b, at_};
+  }
+  void skip(uint32_t wire_type) {
+    switch (wire_type) {
+      case 0: varint(); break;
+      case 1: advance(8); break;
+      case 2: bytes(); break;
+      case 5: advance(4); break;
+      default: LOOM_FAIL(path_, ": unsupported protobuf wire type ", wire_type, " at byte ", at_,
+                         "; not a SentencePiece model");
+    }
+  }
+
+ private:
+  void advance(size_t n) {
+    LOOM_CHECK(n <= end_ - at_, path_, ": truncated field at byte ", at_, "; not a SentencePiece model");
+    at_ += n;
+  }
+  const std::string& d_;
+  size_t at_, end_;
+  const std::string& path_;
+};
+
+}  // namespace
+
+SpmModel read_spm_model(const std::string& path) {
+  const std::string data = sys::read_file(path);
+  SpmModel m;
+  Wire top(data, 0, data.size(), path);
+  while (!top.done()) {
+    const uint64_t key = top.varint();
+    const uint32_t field = static_cast<uint32_t>(key >> 3), wt = static_cast<uint32_t>(key & 7);
+    if (field == 1 && wt == 2) {
+      const auto [b, e] = top.bytes();
+      Wire p(data, b, e, path);
+      std::string piece;
+      int type = kSpmNormal;
+      float score = 0;
+      while (!p.done()) {
+        const uint64_t k = p.varint();
+        if (k == ((1 << 3) | 2)) {
+          const auto [pb, pe] = p.bytes();
+          piece = data.substr(pb, pe - pb);
+        } else if (k == ((2 << 3) | 5)) {
+          score = p.fixed32_float();
+        } else if (k == ((3 << 3) | 0)) {
+          type = static_cast<int>(p.varint());
+        } else {
+          p.skip(static_cast<uint32_t>(k & 7));
+        }
+      }
+      m.pieces.push_back(piece);
+      m.types.push_back(type);
+      m.scores.push_back(score);
+    } else if (field == 2 && wt == 2) {
+      const auto [b, e] = top.bytes();
+      Wire t(data, b, e, path);
+      while (!t.done()) {
+        const uint64_t k = t.varint();
+        const uint32_t f = static_cast<uint32_t>(k >> 3);
+        if ((k & 7) == 0 && f >= 40 && f <= 43) {
+          const int v = static_cast<int32_t>(static_cast<uint32_t>(t.varint()));  // int32 as two's complement
+          (f == 40 ? m.unk_id : f == 41 ? m.bos_id : f == 42 ? m.eos_id : m.pad_id) = v;
+        } else if ((k & 7) == 0 && f == 3) {
+          m.model_type = static_cast<int>(t.varint());
+        } else if ((k & 7) == 0 && f == 24) {
+          m.treat_whitespace_as_suffix = t.varint() != 0;
+        } else if ((k & 7) == 0 && f == 35) {
+          m.byte_fallback = t.varint() != 0;
+        } else {
+          t.skip(static_cast<uint32_t>(k & 7));
+        }
+      }
+    } else if (field == 3 && wt == 2) {
+      const auto [b, e] = top.bytes();
+      Wire n(data, b, e, path);
+      SpmNormalizerSpec& ns = m.normalizer;
+      while (!n.done()) {
+        const uint64_t k = n.varint();
+        const uint32_t f = static_cast<uint32_t>(k >> 3);
+        if ((k & 7) == 2 && (f == 1 || f == 2)) {
+          const auto [sb, se] = n.bytes();
+          (f == 1 ? ns.name : ns.precompiled_charsmap) = data.substr(sb, se - sb);
+        } else if ((k & 7) == 0 && f >= 3 && f <= 5) {
+          (f == 3 ? ns.add_dummy_prefix : f == 4 ? ns.remove_extra_whitespaces : ns.escape_whitespaces) =
+              n.varint() != 0;
+        } else {
+          n.skip(static_cast<uint32_t>(k & 7));
+        }
+      }
+    } else {
+      top.skip(wt);
+    }
+  }
+  LOOM_CHECK(!m.pieces.empty(), path, ": no pieces; not a SentencePiece model");
+  for (int id : {m.unk_id, m.bos_id, m.eos_id, m.pad_id})
+    LOOM_CHECK(id < m.size(), path, ": special id ", id, " is outside the ", m.size(), " pieces");
+  return m;
+}
+
+std::string decode(const SpmModel& m, const std::vector<int64_t>& ids) {
+  std::string text;
+  for (int64_t id : ids) {
+    LOOM_CHECK(id >= 0 && id < m.size(), "decode: token id ", id, " is outside the tokenizer's ", m.size(), " pieces");
+    const int type = m.types[id];
+    const std::string& piece = m.pieces[id];
+    unsigned byte = 0;
+    if (type == kSpmControl) continue;
+    if (type == kSpmUnknown) text += " \xE2\x81\x87 ";
+    else if (type == kSpmByte && std::sscanf(piece.c_str(), "<0x%2X>", &byte) == 1) text += static_cast<char>(byte);
+    else text += piece;
+  }
+  std::string out;
+  const std::string space = "\xE2\x96\x81";  // U+2581, SentencePiece's visible space
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, space.size(), space) == 0) {
+      out += ' ';
+      i += space.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  if (!out.empty() && out[0] == ' ') out.erase(0, 1);  // the dummy prefix the encoder added
+  return out;
+}
+
+}  // namespace loom::spm

@@ -1,0 +1,126 @@
+#include "async_checkpoint.h"
+
+#include <chrono>
+
+#include <torch/cuda.h>
+
+#include "loom/error.h"
+#include "loom/log.h"
+#include "loom/sys.h"
+
+namespace loom {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in) {
+  safetensors::NamedTensors out;
+  out.reserve(in.size());
+  int64_t cuda_device = -1;
+  for (const auto& [name, t] : in) {
+    torch::Tensor host;
+    if (t.device().is_cpu()) {
+      // Cloned: its storage would otherwise be shared with the live parameter.
+      host = t.detach().clone(torch::MemoryFormat::Contiguous);
+    } else if (t.is_cuda()) {
+      // Into pinned memory, asynchronously: the copies overlap each other; one synchronisation below.
+      host = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+      host.copy_(t.detach(), /*non_blocking=*/true);
+      cuda_device = t.device().index();
+    } else {
+      host = t.detach().to(torch::kCPU, /*non_blocking=*/false).contiguous();
+    }
+    out.emplace_back(name, std::move(host));
+  }
+  if (cuda_device >= 0) torch::cuda::synchronize(cuda_device);
+  return out;
+}
+
+}  // namespace
+
+CheckpointContents copy_to_host(const CheckpointContents& c) {
+  CheckpointContents out;
+  out.model = copy_tensors(c.model);
+  out.optimizer = copy_tensors(c.optimizer);
+  out.state_json = c.state_json;
+  out.config_ini = c.config_ini;
+  return out;
+}
+
+AsyncCheckpointer::AsyncCheckpointer(Checkpointer& ckpt, FailureHook on_failure)
+    : ckpt_(ckpt), on_failure_(std::move(on_failure)) {}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  if (writer_.joinable()) {
+    log::info("waiting for the checkpoint write in flight before shutting down");
+    writer_.join();
+  }
+}
+
+bool AsyncCheckpointer::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return busy_;
+}
+
+AsyncSaveResult AsyncCheckpointer::wait() {
+  if (writer_.joinable()) writer_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_;
+}
+
+double AsyncCheckpointer::save(int64_t step, CheckpointContents&& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (writer_.joinable()) {
+    const bool was_busy = busy();
+    writer_.join();
+    if (was_busy) log::info("checkpoint step ", step, ": waited ", seconds_since(t0), " s for the previous write");
+  }
+  const auto t_copy = std::chrono::steady_clock::now();
+  CheckpointContents host = copy_to_host(c);
+  c = CheckpointContents{};  // the caller's references to device state go now
+  const double copy_s = seconds_since(t_copy);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = true;
+  }
+  writer_ = std::thread([this, step, h = std::move(host)]() mutable { write(step, std::move(h)); });
+  const double blocked = seconds_since(t0);
+  log::info("checkpoint step ", step, ": training blocked ", blocked, " s (copy ", copy_s,
+            " s); writing in the background");
+  return blocked;
+}
+
+void AsyncCheckpointer::write(int64_t step, CheckpointContents c) {
+  AsyncSaveResult r;
+  r.step = step;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (before_write_) before_write_(step);
+    r.path = ckpt_.save(step, c);
+    r.write_seconds = seconds_since(t0);
+    log::info("checkpoint ", r.path, " written in the background (step ", step, ", ", r.write_seconds, " s)");
+  } catch (const std::exception& e) {
+    r.error = e.what();
+    r.write_seconds = seconds_since(t0);
+    // Checkpointer::save renames step_N.tmp and updates `latest` only after every file is written,
+    // so the previous checkpoint is intact; remove the half-written folder (best effort).
+    const std::string tmp = ckpt_.options().folder + "/" + checkpoint_dir_name(step) + ".tmp";
+    try {
+      remove_checkpoint_dir(tmp);
+    } catch (const std::exception& e2) {
+      log::warn("could not remove ", tmp, ": ", e2.what());
+    }
+    log::error("checkpoint step ", step, " failed in the background writer: ", r.error,
+               "; the previous checkpoint stays the latest");
+    if (on_failure_) on_failure_(step, r.error);
+  }
+  c = CheckpointContents{};  // free the host copy before reporting done
+  std::lock_guard<std::mutex> lock(mu_);
+  last_ = std::move(r);
+  busy_ = false;
+}
+
+}  // namespace loom

@@ -1,0 +1,67 @@
+// Asynchronous checkpoint saves (ckpt.async_save): training blocks only while the state is copied to
+// host memory; a background thread then writes it with Checkpointer::save (step_N.tmp/, fsync,
+// rename, then `latest`), so a failed or killed write leaves the previous checkpoint and `latest`
+// as they were.
+//
+//   save(step, contents)  waits for the previous write (a second save never overlaps the first),
+//                         copies every tensor (CPU tensors are cloned, so later in-place optimizer
+//                         updates cannot change what is written; CUDA tensors are copied into
+//                         pinned host memory, all at once, one synchronisation), starts the write and returns the seconds training was blocked.
+//   wait()                blocks until the write in flight (if any) ends and returns its result.
+//
+// The end of training (and the destructor) must wait(): the process must not exit mid-write. A
+// failed write is logged, reported to on_failure (the loop sends an alert) and its step_N.tmp removed;
+// training goes on (the next save may succeed), and the result says what failed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "checkpoint.h"
+
+namespace loom {
+
+struct AsyncSaveResult {
+  int64_t step = -1;   // -1: nothing was saved yet
+  std::string path;    // the checkpoint folder, when it succeeded
+  std::string error;   // what failed, else ""
+  double write_seconds = 0;
+  bool ok() const { return step >= 0 && error.empty(); }
+};
+
+class AsyncCheckpointer {
+ public:
+  // on_failure(step, error) runs on the writer thread after a failed write.
+  using FailureHook = std::function<void(int64_t step, const std::string& error)>;
+  explicit AsyncCheckpointer(Checkpointer& ckpt, FailureHook on_failure = {});
+  ~AsyncCheckpointer();  // waits for the write in flight
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  // Returns the seconds the caller was blocked (waiting for the previous write + copying).
+  double save(int64_t step, CheckpointContents&& c);
+  AsyncSaveResult wait();
+  bool busy() const;  // a write is in flight
+
+  // For tests: runs on the writer thread before Checkpointer::save (e.g. to hold the write back).
+  void set_before_write(std::function<void(int64_t step)> f) { before_write_ = std::move(f); }
+
+ private:
+  void write(int64_t step, CheckpointContents c);
+
+  Checkpointer& ckpt_;
+  FailureHook on_failure_;
+  std::thread writer_;
+  mutable std::mutex mu_;
+  bool busy_ = false;
+  AsyncSaveResult last_;
+  std::function<void(int64_t)> before_write_;
+};
+
+// Host copies of every tensor of c (see save()); exposed for tests.
+CheckpointContents copy_to_host(const CheckpointContents& c);
+
+}  // namespace loom

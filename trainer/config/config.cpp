@@ -1,0 +1,163 @@
+#include "config.h"
+
+#include <sstream>
+
+#include "attention_select.h"
+#include "loom/error.h"
+#include "loom/options.h"
+
+namespace loom {
+
+std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args) {
+  TrainConfig c;
+  ModelOptions& m = c.model;
+  DataOptions& d = c.data;
+  OptimizerOptions& o = c.optimizer;
+  LrScheduleOptions& lr = c.lr;
+  LoopOptions& l = c.loop;
+  std::string dtype = "float32";
+
+  OptionParser p("loom-train", "loom-train --config FILE.ini [--section.key=value ...]");
+  // clang-format off
+  p.options().add_options()
+    ("resume", po::value(&l.resume)->default_value(""), "auto (newest valid checkpoint of ckpt.save_ckpt_folder, "
+        "falling back past damaged ones), a step_N folder, or empty to start fresh")
+    ("init-from", po::value(&l.init_from)->default_value(""), "a step_N folder whose model weights start the run")
+    ("init-from-hf", po::value(&l.init_from_hf)->default_value(""), "a Hugging Face folder (export-hf's or "
+        "transformers') whose weights start the run; its architecture must equal model.*")
+    ("profile-memory", po::bool_switch(&l.profile_memory), "CUDA: write run_dir/memory_profile.json (parameters, "
+        "gradients, optimizer state, activations) after the second step")
+    ("profiling", po::bool_switch(&l.profiling), "record steps 2-4 with LibTorch's profiler (chrome trace in run_dir)")
+    ("job.run_dir", po::value(&l.run_dir)->default_value(""), "output folder: metrics.jsonl, tensorboard/, "
+        "checkpoints/ (default runs/run_YYYYMMDD_HHMMSS from rank 0's launch time, UTC)")
+    ("job.device", po::value(&l.device)->default_value("cpu"), "cpu, cuda or cuda:N")
+    ("job.attention", po::value(&l.attention)->default_value("auto"), "attention kernel: auto, flash, segments or masked")
+    ("job.seed", po::value(&l.seed)->default_value(1024), "seed of the model initialisation and dropout")
+    ("job.threads", po::value(&l.threads)->default_value(0), "torch intra-op threads (0 = LibTorch's default)")
+    ("job.log_every", po::value(&l.log_every)->default_value(1), "steps between metrics lines")
+    ("job.peak_tflops", po::value(&l.peak_tflops)->default_value(1.0), "peak TFLOP/s of one device, for MFU")
+    ("job.tensorboard", po::value(&l.tensorboard)->default_value(true), "write tensorboard/ event files")
+    ("data.seq_len", po::value(&d.seq_len)->default_value(2048), "tokens per pack (T)")
+    ("data.micro_bsz", po::value(&d.micro_bsz)->default_value(1), "packs per micro-batch (B)")
+    ("data.micro_num", po::value(&d.micro_num)->default_value(1), "micro-batches per step (gradient accumulation)")
+    ("data.total_steps", po::value(&l.total_steps)->default_value(100), "optimizer steps of the run")
+    ("data.valid_every", po::value(&l.valid_every)->default_value(0), "steps between validations (0 = at the end)")
+    ("data.skip_batches", po::value(&d.skip_batches)->default_value(""), "steps whose data is consumed without an update, \"a-b,c\"")
+    ("data.train_folder", po::value(&d.train_folder)->required(), "folder of packed shards (sub-folders = named datasets)")
+    ("data.valid_folder", po::value(&d.valid_folder)->default_value(""), "folder of packed shards for validation")
+    ("data.seed", po::value(&d.seed)->default_value(1024), "sampler seed")
+    ("data.prefetch", po::value(&d.prefetch)->default_value(4), "micro-batches built ahead by the loader thread")
+    ("data.dataset_weights", po::value(&d.dataset_weights)->default_value(""), "\"name:weight,...\" (unlisted = 1)")
+    ("data.verify_checksums", po::value(&d.verify_checksums)->default_value(false), "read every shard fully at start")
+    ("model.hidden_size", po::value(&m.hidden_size)->default_value(512), "C")
+    ("model.num_layers", po::value(&m.num_layers)->default_value(4), "layers")
+    ("model.num_attention_heads", po::value(&m.num_attention_heads)->default_value(8), "H")
+    ("model.num_kv_attention_heads", po::value(&m.num_kv_attention_heads)->default_value(0), "K (GQA; 0 = H)")
+    ("model.mlp_ratio", po::value(&m.mlp_ratio)->default_value(8.0 / 3.0), "F = 256*ceil(C*mlp_ratio/256)")
+    ("model.vocab_size", po::value(&m.vocab_size)->default_value(103168), "V (>= the data's vocabulary)")
+    ("model.layer_norm_epsilon", po::value(&m.norm_eps)->default_value(1e-5), "RMSNorm epsilon")
+    ("model.qkv_bias", po::value(&m.qkv_bias)->default_value(true), "bias on the fused QKV projection")
+    ("model.out_bias", po::value(&m.out_bias)->default_value(true), "bias on the attention output projection")
+    ("model.tie_embeddings", po::value(&m.tie_embeddings)->default_value(false), "head shares the embedding")
+    ("model.init_std", po::value(&m.init_std)->default_value(0.02), "normal init std")
+    ("model.scaled_init", po::value(&m.scaled_init)->default_value(true), "wo, w3 init std / sqrt(2*layers)")
+    ("model.dropout", po::value(&m.dropout)->default_value(0.0), "residual dropout")
+    ("model.checkpoint", po::value(&m.checkpoint)->default_value(0.0), "fraction of layers recomputed in backward")
+    ("model.rope_base", po::value(&m.rope_base)->default_value(10000.0), "rotary base")
+    ("model.dtype", po::value(&dtype)->default_value("float32"), "float32, bfloat16 or float16")
+    ("adam.lr", po::value(&lr.base_lr)->default_value(1e-4), "peak learning rate")
+    ("adam.adam_beta1", po::value(&o.beta1)->default_value(0.9), "beta1")
+    ("adam.adam_beta2", po::value(&o.beta2)->default_value(0.95), "beta2")
+    ("adam.adam_eps", po::value(&o.eps)->default_value(1e-8), "eps")
+    ("adam.weight_decay", po::value(&o.weight_decay)->default_value(0.01), "decoupled weight decay of matrices")
+    ("adam.decay_embeddings", po::value(&o.decay_embeddings)->default_value(false), "also decay embeddings")
+    ("hybrid_zero_optimizer.clip_grad_norm", po::value(&o.clip_grad_norm)->default_value(1.0), "global-norm clip (0 = off)")
+    ("lr_scheduler.kind", po::value(&lr.kind)->default_value("cosine"), "cosine or constant")
+    ("lr_scheduler.warmup_ratio", po::value(&lr.warmup_ratio)->default_value(0.01), "warmup = int(total_steps*ratio)")
+    ("lr_scheduler.init_steps", po::value(&lr.init_steps)->default_value(0), "updates at lr 0 before warmup")
+    ("lr_scheduler.eta_min", po::value(&lr.eta_min)->default_value(1e-5), "final learning rate")
+    ("loss.label_smoothing", po::value(&l.label_smoothing)->default_value(0.0), "label smoothing")
+    ("ckpt.enable_save_ckpt", po::value(&l.save_ckpt)->default_value(true), "write checkpoints")
+    ("ckpt.checkpoint_every", po::value(&l.checkpoint_every)->default_value(0), "steps between checkpoints (0 = at the end)")
+    ("ckpt.save_ckpt_folder", po::value(&c.ckpt.folder)->default_value(""), "checkpoint folder (default run_dir/checkpoints)")
+    ("ckpt.keep", po::value(&c.ckpt.keep)->default_value(2), "checkpoints kept (0 = all)")
+    ("parallel.zero1", po::value(&c.parallel.zero1)->default_value(1), "optimizer-state shards over the "
+        "data-parallel ranks (1 = off, -1 = every rank; must divide the world size)")
+    ("parallel.bucket_mb", po::value(&c.parallel.bucket_mb)->default_value(25.0), "gradient all-reduce bucket (MiB)")
+    ("parallel.timeout_s", po::value(&c.parallel.timeout_s)->default_value(600.0), "a collective waiting longer "
+        "fails the job with a report")
+    ("parallel.backend", po::value(&c.parallel.backend)->default_value("auto"), "auto (nccl on CUDA, else gloo), gloo or nccl")
+    ("monitor.alert_webhook", po::value(&c.monitor.alerts.webhook)->default_value(""), "http:// URL that receives "
+        "each alert as a JSON POST (\"\" = off)")
+    ("monitor.alert_command", po::value(&c.monitor.alerts.command)->default_value(""), "shell command run with each "
+        "alert's JSON on stdin (\"\" = off)")
+    ("monitor.alert_timeout_s", po::value(&c.monitor.alerts.timeout_s)->default_value(5.0), "bound of one delivery")
+    ("monitor.hang_timeout", po::value(&c.monitor.hang_timeout)->default_value(0.0), "seconds without a finished "
+        "step before the watchdog reports every thread's phase and exits 4 (0 = off)")
+    ("monitor.spike_ratio", po::value(&c.monitor.spike.ratio)->default_value(0.0), "a loss above this x the median "
+        "of the last spike_window losses is a spike (0 = off)")
+    ("monitor.spike_window", po::value(&c.monitor.spike.window)->default_value(50), "losses in the spike reference")
+    ("monitor.skip_spike_batches", po::value(&c.monitor.spike.exclude_spikes)->default_value(false), "skip the "
+        "update of a spike step (its index is logged for data.skip_batches)")
+    ("monitor.diag_every", po::value(&c.monitor.diag_every)->default_value(0), "steps between per-rank step-time "
+        "reports (0 = off)")
+    ("monitor.diag_outlier_ratio", po::value(&c.monitor.diag_outlier_ratio)->default_value(1.5), "a rank slower "
+        "than this x the median is flagged")
+    ("monitor.startup_probe", po::value(&c.monitor.startup_probe)->default_value(true), "time a matmul (and an "
+        "all-reduce) on every rank at start and flag slow ranks")
+    ("ckpt.stop_file", po::value(&c.monitor.stop_file)->default_value(""), "InternLM's stop file: -N saves at step "
+        "N, +N saves and quits at step N")
+    ("ckpt.async_save", po::value(&c.monitor.async_save)->default_value(false), "write checkpoints from a background "
+        "thread (training blocks only for the copy)")
+    ("debug.hang_at_step", po::value(&c.monitor.hang_at_step)->default_value(-1), "TEST ONLY: step N's forward never ends")
+    ("debug.spike_at_step", po::value(&c.monitor.spike_at_step)->default_value(-1), "TEST ONLY: step N's loss looks 100x larger")
+    ("debug.kill_at_step", po::value(&c.monitor.kill_at_step)->default_value(-1), "TEST ONLY: SIGKILL during step N")
+    ("debug.kill_in_save", po::value(&c.monitor.kill_in_save)->default_value(-1), "TEST ONLY: SIGKILL inside the "
+        "save of step N (after its model file)")
+    ("debug.inject_nan_step", po::value(&l.inject_nan_step)->default_value(-1), "TEST ONLY: make step N's gradients NaN")
+    ("debug.stop_at_step", po::value(&l.stop_at_step)->default_value(-1), "TEST ONLY: stop as on SIGTERM once N steps are done");
+  // clang-format on
+  if (!p.parse(args)) return std::nullopt;
+
+  m.dtype = parse_dtype(dtype);
+  lr.total_steps = l.total_steps;
+  if (c.ckpt.folder.empty() && !l.run_dir.empty()) c.ckpt.folder = l.run_dir + "/checkpoints";
+  LOOM_CHECK(l.total_steps >= 1, "data.total_steps must be >= 1, got ", l.total_steps);
+  LOOM_CHECK(l.log_every >= 1, "job.log_every must be >= 1, got ", l.log_every);
+  LOOM_CHECK(l.valid_every >= 0 && l.checkpoint_every >= 0, "data.valid_every and ckpt.checkpoint_every must be >= 0");
+  LOOM_CHECK(l.label_smoothing >= 0 && l.label_smoothing < 1, "loss.label_smoothing must be in [0, 1), got ",
+             l.label_smoothing);
+  LOOM_CHECK(l.peak_tflops > 0, "job.peak_tflops must be > 0, got ", l.peak_tflops);
+  parse_attention_kernel(l.attention);  // rejects unknown names now, not after the data is read
+  LOOM_CHECK(l.resume.empty() + l.init_from.empty() + l.init_from_hf.empty() >= 2,
+             "--resume, --init-from and --init-from-hf exclude each other");
+  m.validate();
+  d.validate();
+  c.parallel.validate();
+  LOOM_CHECK(c.monitor.hang_timeout >= 0, "monitor.hang_timeout must be >= 0, got ", c.monitor.hang_timeout);
+  LOOM_CHECK(c.monitor.spike.ratio == 0 || c.monitor.spike.ratio > 1, "monitor.spike_ratio must be 0 (off) or > 1, got ",
+             c.monitor.spike.ratio);
+  LOOM_CHECK(c.monitor.spike.window >= 1, "monitor.spike_window must be >= 1, got ", c.monitor.spike.window);
+  LOOM_CHECK(c.monitor.diag_every >= 0, "monitor.diag_every must be >= 0, got ", c.monitor.diag_every);
+  LOOM_CHECK(c.monitor.diag_outlier_ratio > 1, "monitor.diag_outlier_ratio must be > 1, got ",
+             c.monitor.diag_outlier_ratio);
+  LrSchedule check(lr);  // validates the lr_scheduler.* keys
+  c.resolved_ini = p.resolved_ini();
+  return c;
+}
+
+void set_run_dir(TrainConfig& c, const std::string& dir) {
+  if (c.ckpt.folder.empty() || c.ckpt.folder == c.loop.run_dir + "/checkpoints") c.ckpt.folder = dir + "/checkpoints";
+  c.loop.run_dir = dir;
+  // Rewrite the [job] run_dir line of the resolved INI (OptionParser writes "key = value").
+  std::istringstream in(c.resolved_ini);
+  std::string line, out, section;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.front() == '[') section = line;
+    if (section == "[job]" && line.rfind("run_dir =", 0) == 0) line = "run_dir = " + dir;
+    out += line + "\n";
+  }
+  c.resolved_ini = out;
+}
+
+}  // namespace loom

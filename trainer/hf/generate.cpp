@@ -1,0 +1,223 @@
+#include "generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <numeric>
+
+#include "hf_import.h"
+#include "hf_tokenizer.h"
+#include "kv_cache.h"
+#include "loom/error.h"
+#include "loom/log.h"
+#include "loom/options.h"
+#include "safetensors.h"
+#include "loom/spm_encoder.h"
+
+namespace loom {
+
+void GenerateOptions::validate() const {
+  LOOM_CHECK(max_new_tokens >= 0, "--max-new-tokens must be >= 0, got ", max_new_tokens);
+  LOOM_CHECK(temperature >= 0, "--temperature must be >= 0 (0 = greedy), got ", temperature);
+  LOOM_CHECK(top_p > 0 && top_p <= 1, "--top-p must be in (0, 1], got ", top_p);
+}
+
+TokenSampler::TokenSampler(const GenerateOptions& o) : o_(o), rng_(o.seed) { o_.validate(); }
+
+int64_t TokenSampler::next(const torch::Tensor& logits) {
+  LOOM_ASSERT(logits.dim() == 1, "sampler wants logits [V], got ", logits.sizes());
+  const torch::Tensor l = logits.to(torch::kCPU, torch::kFloat64).contiguous();
+  const double* x = l.data_ptr<double>();
+  const int64_t V = l.numel();
+  if (o_.temperature == 0) return static_cast<int64_t>(std::max_element(x, x + V) - x);  // first maximum
+
+  // Softmax of logits / T in double, then the nucleus: most likely first (ties: lower id first).
+  const double mx = *std::max_element(x, x + V);
+  std::vector<double> p(V);
+  double z = 0;
+  for (int64_t i = 0; i < V; ++i) z += p[i] = std::exp((x[i] - mx) / o_.temperature);
+  std::vector<int64_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  double kept = 0;
+  size_t n = 0;
+  while (n < order.size() && (n == 0 || kept < o_.top_p * z)) kept += p[order[n++]];
+  // A uniform double in [0, 1) from 53 raw bits (std::uniform_real_distribution differs by library).
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * kept;
+  double acc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    acc += p[order[i]];
+    if (u < acc) return order[i];
+  }
+  return order[n - 1];
+}
+
+namespace {
+
+// The whole sequence as one document: the training forward, for the no-cache reference path.
+torch::Tensor full_forward(InternLMImpl& model, const std::vector<int64_t>& ids, const torch::Device& dev) {
+  return model.forward(single_document(ids).to(dev))[0];  // [T, V]
+}
+
+}  // namespace
+
+Generation generate(InternLMImpl& model, const std::vector<int64_t>& prompt, const GenerateOptions& o) {
+  o.validate();
+  LOOM_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const torch::Device dev = model.tok_embeddings->weight.device();
+  TokenSampler sampler(o);
+  Generation g;
+  std::vector<int64_t> ids = prompt;
+  const int64_t P = static_cast<int64_t>(prompt.size());
+
+  std::unique_ptr<KVCache> cache;
+  torch::Tensor last;  // logits [V] of the newest position
+  if (o.use_cache) {
+    cache = std::make_unique<KVCache>(model, 1, P + std::max<int64_t>(o.max_new_tokens, 1));
+    const auto t = torch::tensor(prompt, torch::TensorOptions().dtype(torch::kInt64)).view({1, P}).to(dev);
+    g.prompt_logits = forward_cached(model, t, *cache, /*last_only=*/false)[0];
+  } else {
+    g.prompt_logits = full_forward(model, ids, dev);
+  }
+  last = g.prompt_logits[P - 1];
+  for (int64_t step = 0; step < o.max_new_tokens; ++step) {
+    const int64_t tok = sampler.next(last);
+    g.tokens.push_back(tok);
+    ids.push_back(tok);
+    if (tok == o.eos_id) {
+      g.stopped_at_eos = true;
+      break;
+    }
+    if (step + 1 == o.max_new_tokens) break;
+    if (o.use_cache) {
+      const auto t = torch::full({1, 1}, tok, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+      last = forward_cached(model, t, *cache)[0][0];
+    } else {
+      last = full_forward(model, ids, dev)[static_cast<int64_t>(ids.size()) - 1];
+    }
+  }
+  return g;
+}
+
+namespace {
+
+// "1,2,3" -> ids, naming the bad entry.
+std::vector<int64_t> parse_ids(const std::string& s) {
+  std::vector<int64_t> ids;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, comma - at);
+    size_t used = 0;
+    int64_t v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    LOOM_CHECK(used == item.size() && !item.empty() && v >= 0, "--prompt-ids: entry ", ids.size() + 1, " '", item,
+               "' is not a token id (expected comma-separated non-negative integers)");
+    ids.push_back(v);
+    at = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace
+
+int run_generate(const std::vector<std::string>& args) {
+  OptionParser p("loom-train generate",
+                 "loom-train generate (--checkpoint DIR | --hf DIR) (--prompt TEXT | --prompt-ids 1,2,3) "
+                 "[--tokenizer FILE.model] "
+                 "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--dump-logits FILE]");
+  GenerateOptions o;
+  std::string checkpoint, hf_dir, prompt, prompt_ids, tokenizer, dump, device = "cpu";
+  bool no_cache = false;
+  p.options().add_options()
+      ("checkpoint", po::value(&checkpoint), "loom checkpoint: a step_N folder, or a folder with a `latest` pointer")
+      ("hf", po::value(&hf_dir), "or an HF model folder (export-hf's output, or a LLaMA/Qwen2 model)")
+      ("prompt", po::value(&prompt), "the prompt as text, encoded with the tokenizer, bos first (as InternLM)")
+      ("prompt-ids", po::value(&prompt_ids), "or the prompt as token ids, bos included (loom-tokenize's ids)")
+      ("tokenizer", po::value(&tokenizer), "SentencePiece model to encode and decode with (default with --hf: the "
+                                            "folder's tokenizer.model; a loom checkpoint does not record one)")
+      ("max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens), "tokens to generate at most")
+      ("temperature", po::value(&o.temperature)->default_value(o.temperature), "0 = greedy; else sample from softmax(logits / T)")
+      ("top-p", po::value(&o.top_p)->default_value(o.top_p), "nucleus sampling: smallest set of tokens with this much probability")
+      ("seed", po::value(&o.seed)->default_value(o.seed), "RNG seed of the sampler")
+      ("no-kv-cache", po::bool_switch(&no_cache), "recompute the whole forward each step (slow; a cross-check)")
+      ("device", po::value(&device)->default_value(device), "torch device: cpu, cuda, cuda:1, ...")
+      ("dump-logits", po::value(&dump), "write prompt ids, prompt logits and generated ids to this safetensors file");
+  if (!p.parse(args)) return 0;  // --help
+  log::info("generate: resolved options\n", p.resolved_ini());
+  LOOM_CHECK(checkpoint.empty() != hf_dir.empty(), "generate: pass exactly one of --checkpoint DIR and --hf DIR");
+  LOOM_CHECK(p.has("prompt") != p.has("prompt-ids"), "generate: pass exactly one of --prompt TEXT and --prompt-ids 1,2,3");
+  o.use_cache = !no_cache;
+  std::vector<int64_t> ids;
+  if (p.has("prompt-ids")) ids = parse_ids(prompt_ids);
+
+  const hf::LoadedWeights w = hf_dir.empty() ? hf::load_loom_checkpoint(checkpoint) : hf::load_hf(hf_dir);
+  if (tokenizer.empty()) tokenizer = w.tokenizer;
+  spm::SpmModel sp;
+  if (!tokenizer.empty()) {
+    sp = spm::read_spm_model(tokenizer);
+    o.eos_id = sp.eos_id;
+  } else {
+    o.eos_id = w.tokens.eos_id;
+  }
+  if (p.has("prompt")) {
+    LOOM_CHECK(!tokenizer.empty(), "generate: --prompt needs a SentencePiece model to encode with; pass --tokenizer "
+               "FILE.model (a loom checkpoint does not record its tokenizer; an HF folder's tokenizer.model is used "
+               "when present)");
+    const spm::SpmEncoder enc(sp);
+    if (sp.bos_id >= 0) ids.push_back(sp.bos_id);
+    const std::vector<int64_t> text_ids = enc.encode(prompt);
+    ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+    LOOM_CHECK(!ids.empty(), "generate: the prompt '", prompt, "' encodes to no tokens and the tokenizer has no bos");
+    std::string s;
+    for (int64_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
+    std::cout << "prompt ids: " << s << "\n";
+  }
+  for (int64_t id : ids)
+    LOOM_CHECK(id < w.model.vocab_size, "generate: prompt token id ", id, " is outside the model's vocabulary of ",
+               w.model.vocab_size);
+
+  ModelOptions mo = w.model;
+  mo.dropout = 0;
+  mo.checkpoint = 0;
+  InternLM model(mo);
+  hf::load_into(*model, w.tensors, w.dir);
+  model->to(torch::Device(device));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const Generation g = generate(*model, ids, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::string out_ids;
+  for (int64_t t : g.tokens) out_ids += (out_ids.empty() ? "" : ",") + std::to_string(t);
+  std::cout << "ids: " << out_ids << "\n";
+  std::string prompt_text;
+  if (!tokenizer.empty()) {
+    prompt_text = p.has("prompt") ? prompt : spm::decode(sp, ids);  // the text as given (check_logits.py encodes it)
+    std::vector<int64_t> all = ids;
+    all.insert(all.end(), g.tokens.begin(), g.tokens.end());
+    std::cout << "text: " << spm::decode(sp, all) << "\n";
+  }
+  std::cout.flush();
+  log::info("generate: ", ids.size(), " prompt tokens, ", g.tokens.size(), " new tokens in ", s, " s (",
+            s > 0 ? static_cast<double>(g.tokens.size()) / s : 0.0, " tokens/s)",
+            g.stopped_at_eos ? ", stopped at eos" : "", o.temperature == 0 ? ", greedy" : ", sampled");
+  if (!dump.empty()) {
+    const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+    safetensors::write(dump,
+                       {{"prompt_ids", torch::tensor(ids, i64)},
+                        {"prompt_logits", g.prompt_logits.to(torch::kCPU, torch::kFloat32)},
+                        {"generated_ids", torch::tensor(g.tokens, i64)}},
+                       {{"prompt", prompt_text}, {"temperature", std::to_string(o.temperature)}});
+    log::info("generate: logits written to ", dump);
+  }
+  return 0;
+}
+
+}  // namespace loom

@@ -1,0 +1,62 @@
+// Launchers of loom's CUDA kernels (trainer/kernels/cuda/*.cu), called by the autograd wrappers
+// trainer/fused_{rmsnorm,rotary,swiglu}.cpp. Plain pointers and a stream, no LibTorch types, so
+// the .cu files compile with nvcc alone. Every tensor is contiguous, row-major, on the current
+// device; "bf16" = __nv_bfloat16 storage. Each launcher returns cudaGetErrorString of the launch
+// (nullptr on success) so the caller reports it through LOOM_CHECK.
+#pragma once
+
+#include <cstdint>
+
+namespace loom::cuda {
+
+enum class Dtype { kFloat32, kBFloat16 };
+
+// RMSNorm over rows of C: y = w * x / sqrt(mean(x^2) + eps), fp32 arithmetic, one rounding.
+// x, y [rows, C] and w [C] of dtype; rstd [rows] fp32 (saved for backward). C % 8 == 0, C <= 8192.
+const char* rmsnorm_forward(Dtype dtype, const void* x, const void* w, void* y, float* rstd, int64_t rows,
+                            int64_t C, float eps, void* stream);
+// dx [rows, C] (dtype) and dw_partial [blocks, C] fp32 (summed over blocks by the caller);
+// blocks = rmsnorm_backward_blocks(rows).
+int64_t rmsnorm_backward_blocks(int64_t rows);
+const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const void* w, const float* rstd,
+                             void* dx, float* dw_partial, int64_t rows, int64_t C, void* stream);
+
+// Rotary embedding, rotate-half layout: for i < D/2, with c = cos[t, i], s = sin[t, i]:
+//   y[t, h, i] = x[t, h, i] c - x[t, h, i + D/2] s,  y[t, h, i + D/2] = x[t, h, i + D/2] c + x[t, h, i] s.
+// x [tokens, heads, D] (dtype) with token t at x + t * x_token_stride (heads contiguous inside,
+// so q and k can be read straight out of the fused QKV projection), y likewise with
+// y_token_stride (heads * D: contiguous; the backward writes into the fused QKV gradient),
+// cos/sin [tokens, D/2] fp32. inverse = true rotates by -angle (the backward). D even.
+const char* rotary(Dtype dtype, const void* x, int64_t x_token_stride, const float* cos, const float* sin, void* y,
+                   int64_t y_token_stride, int64_t tokens, int64_t heads, int64_t D, bool inverse, void* stream);
+
+// AdamW (ATen's fused AdamW math, fp32) over fp32 weights p and moments m, v with bf16 gradients
+// g, read as they are and multiplied by grad_scale; out (optional, bf16) receives the updated
+// weight rounded to bf16. step and found_inf are fp32 scalars on the device (found_inf optional:
+// non-zero skips the update). Up to kAdamWMaxTensors tensors per launch.
+inline constexpr int kAdamWMaxTensors = 32;
+struct AdamWTensor {
+  float* p;
+  float* m;
+  float* v;
+  const void* g;
+  void* out;
+  int64_t n;
+};
+const char* adamw_bf16_grads(const AdamWTensor* tensors, int64_t count, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, float grad_scale, const float* step, const float* found_inf,
+                             void* stream);
+
+// SwiGLU gate: y = silu(a) * b over n elements; backward da = dy * b * silu'(a), db = dy * silu(a).
+const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, int64_t n, void* stream);
+const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const void* b, void* da, void* db,
+                            int64_t n, void* stream);
+
+// Cross entropy of one chunk of bf16 logits [rows, V] (V % 8 == 0) with labels [rows] int64
+// (ignore_index: no loss, zero gradient), label smoothing eps: writes loss [rows], lse [rows]
+// (fp32), correct [rows] (argmax == label), and overwrites the logits in place with
+// grad_scale * d(loss)/d(logits) in bf16.
+const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int64_t* labels, int64_t ignore_index,
+                               float eps, float grad_scale, float* loss, float* lse, bool* correct, void* stream);
+
+}  // namespace loom::cuda

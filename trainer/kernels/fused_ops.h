@@ -1,0 +1,60 @@
+// Fused CUDA kernels for the memory-bound pieces of an InternLM layer (trainer/kernels/cuda/*.cu), as
+// autograd functions: RMSNorm, rotary embedding, the SwiGLU gate. Each computes what the model's
+// unfused LibTorch code computes (fp32 arithmetic inside, one rounding to the output dtype) in one
+// pass over the activations instead of several, and has a reference in plain LibTorch ops that it
+// is tested against (tests/gpu/gpu_fused_test.cpp, tests/trainer/cpu_kernels_test.cpp); the
+// references compute in fp32, or in float64 for float64 inputs.
+//
+// A fused kernel runs where fused_kernels_available() and the tensors qualify (CUDA, bf16 or
+// fp32, contiguous-able, sizes noted below), and on CPU for fp32 tensors (cpu_fused_applies; the
+// plain C++ kernels of trainer/kernels/cpu_kernels.h, in every build, for RMSNorm, the SwiGLU gate and the
+// QKV split with rotary); otherwise each function runs its reference, so callers need no branch of
+// their own.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace loom {
+
+// Whether this build has loom's CUDA kernels (CMake LOOM_CUDA=ON).
+bool fused_kernels_available();
+
+// Whether t takes the CPU kernels (trainer/kernels/cpu_kernels.h): a CPU fp32 tensor.
+bool cpu_fused_applies(const torch::Tensor& t);
+
+// RMSNorm over the last dim C: weight * x / sqrt(mean(x^2) + eps), fp32 inside, result in x's
+// dtype. Fused on CUDA when x and weight share a dtype (bf16 or fp32), C % 8 == 0 and C <= 12288;
+// on CPU when both are fp32.
+torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+torch::Tensor rmsnorm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// Rotary embedding in the rotate-half layout for x [..., N, D] (N heads) and angle tables
+// cos, sin [..., D/2] fp32 with x's leading dims (one row per token): for i < D/2,
+//   y_i = x_i cos_i - x_{i+D/2} sin_i,   y_{i+D/2} = x_{i+D/2} cos_i + x_i sin_i.
+torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+// q, k and v out of a fused QKV projection qkv [..., (H + 2K) D] (contiguous, CUDA, bf16 or fp32;
+// or CPU fp32, any layout):
+// returns {fused_rotary(q), fused_rotary(k), v}, each contiguous ([..., H, D], [..., K, D] x 2),
+// with cos, sin [..., D/2] as fused_rotary's. Its backward writes the three gradients straight into
+// one [..., (H + 2K) D] tensor; autograd's narrow-backward zero-fills a full-size tensor per slice
+// and adds them up (8 ms of a 1b step on an H200). Callers check fused_qkv_rotary_applies first.
+bool fused_qkv_rotary_applies(const torch::Tensor& qkv);
+std::vector<torch::Tensor> fused_qkv_rotary(const torch::Tensor& qkv, int64_t H, int64_t K, const torch::Tensor& cos,
+                                            const torch::Tensor& sin);
+
+// The SwiGLU gate silu(a) * b for a, b of one shape and dtype (w1 x and w2 x of the MLP). Fused on
+// CUDA for bf16 and fp32, on CPU for fp32.
+torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b);
+torch::Tensor swiglu_reference(const torch::Tensor& a, const torch::Tensor& b);
+
+// Cross entropy of a chunk of bf16 logits [n, V] in one kernel: writes loss [n] and lse [n]
+// (fp32), correct [n] (bool, argmax == label) and overwrites logits with
+// grad_scale * d(loss)/d(logits) (softmax - target, target = 1 - eps at the label + eps / V; a zero
+// row for labels == ignore_index). fused_cross_entropy_applies: CUDA, bf16, contiguous, V % 8 == 0.
+bool fused_cross_entropy_applies(const torch::Tensor& logits);
+void fused_cross_entropy_(torch::Tensor& logits, const torch::Tensor& labels, int64_t ignore_index, double eps,
+                          double grad_scale, torch::Tensor loss, torch::Tensor lse, torch::Tensor correct);
+
+}  // namespace loom

@@ -1,0 +1,711 @@
+#include "trainer.h"
+
+#include <malloc.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include <csignal>
+#include <thread>
+
+#include "alerts.h"
+#include "async_checkpoint.h"
+#include "chunked_loss.h"
+#include "communicator.h"
+#include "data_parallel.h"
+#include "evaluator.h"
+#include "attention_select.h"
+#include "flops.h"
+#include "health_check.h"
+#include "launch.h"
+#include "loader.h"
+#include "loom/log.h"
+#include "loom/progress.h"
+#include "loom/sys.h"
+#include "loss.h"
+#include "metrics.h"
+#include "model_state.h"
+#include "memory_usage.h"
+#include "timer.h"
+#include "profiling.h"
+#include "spike_detector.h"
+#include "stop_file.h"
+#include "stop_signal.h"
+#include "tensorboard.h"
+#include "torch_compat.h"
+#include "train_state.h"
+#include "watchdog.h"
+
+#ifdef LOOM_CUDA_KERNELS
+#include "cuda_batch_transfer.h"
+#include "cuda_memory.h"
+#endif
+
+namespace loom {
+
+namespace {
+
+// Sums of one step's micro-batches on this rank.
+struct StepSums {
+  torch::Tensor loss_sum, correct;  // detached scalars
+  torch::Tensor ds_loss, ds_tokens, ds_correct;
+  int64_t loss_tokens = 0;   // tokens with a label (all ranks: the loss divisor)
+  int64_t real_tokens = 0;   // tokens inside segments (not padding), this rank
+};
+
+// A step's sums over every rank, on the host, plus the ranks' agreement to stop.
+struct StepTotals {
+  double loss_sum = 0, correct = 0, real_tokens = 0;
+  double loss_tokens = 0;  // already global in StepSums
+  std::vector<double> ds_loss, ds_tokens, ds_correct;
+  bool stop = false;
+};
+
+std::string rng_hex() {
+  torch::Tensor s = compat::get_rng_state(torch::kCPU).contiguous();
+  return to_hex(s.data_ptr(), static_cast<size_t>(s.numel()));
+}
+
+void set_rng_hex(const std::string& hex, const std::string& where) {
+  const std::string bytes = from_hex(hex, where);
+  torch::Tensor s = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(s.data_ptr(), bytes.data(), bytes.size());
+  compat::set_rng_state(torch::kCPU, s);
+}
+
+#ifdef LOOM_CUDA_KERNELS
+// Where the device memory goes: parameters, gradients, optimizer state, and the rest of the peak.
+cuda::MemoryBreakdown memory_breakdown(InternLM& model, const DataParallelUpdate& update, int device) {
+  std::vector<torch::Tensor> params, grads, state;
+  for (const auto& p : model->parameters()) {
+    params.push_back(p);
+    grads.push_back(p.grad());
+  }
+  for (const auto& named : update.replicated_state()) state.push_back(named.second);
+  return cuda::memory_breakdown(device, params, grads, state);
+}
+#endif
+
+class Loop {
+ public:
+  Loop(const TrainConfig& c, const WeightInit& init_weights, Communicator& comm, Alerts& alerts, Watchdog* watchdog)
+      : c_(c),
+        init_weights_(init_weights),
+        comm_(comm),
+        alerts_(alerts),
+        watchdog_(watchdog),
+        device_(c.loop.device),
+        data_(c.data),
+        loader_(data_, c.data, comm.rank(), comm.world()),
+        schedule_(c.lr),
+        ckpt_(c.ckpt),
+        spike_(c.monitor.spike),
+        stop_file_(c.monitor.stop_file, comm.rank() == 0) {}
+
+  TrainSummary run();
+
+ private:
+  void start();
+  StepSums forward_backward(std::vector<Batch>& micro);
+  StepTotals reduce(const StepSums& s, bool stop_here);
+  void log_step(const StepTotals& t, const OptimizerStepResult& r, double lr);
+  void validate();
+  std::string save();
+  void probe();
+  CheckpointContents contents();  // what rank 0 writes (everything but the ZeRO-1 shards)
+  void set_phase(const char* phase) {
+    if (watchdog_) watchdog_->set_phase(phase);
+  }
+  // Alerts that speak for the job come from rank 0 only (each rank alerts its own exceptions).
+  void alert(AlertLevel level, const std::string& title, const std::string& body) {
+    if (lead_) alerts_.send(level, title, body);
+  }
+  Batch to_device(const Batch& host);
+  void profile_memory();
+  void report_out_of_memory(const c10::OutOfMemoryError& e);
+  int cuda_index() const { return device_.has_index() ? device_.index() : 0; }
+
+  const TrainConfig& c_;
+  const WeightInit& init_weights_;
+  Communicator& comm_;
+  Alerts& alerts_;
+  Watchdog* watchdog_;  // null: monitor.hang_timeout = 0
+  bool lead_ = comm_.rank() == 0;  // writes the logs, TensorBoard and the shared checkpoint files
+  torch::Device device_;
+  TrainData data_;
+  Loader loader_;
+  std::unique_ptr<ValidationSets> valid_;
+  InternLM model_{nullptr};
+  std::unique_ptr<DataParallelUpdate> update_;
+  LrSchedule schedule_;
+  Checkpointer ckpt_;
+  std::unique_ptr<AsyncCheckpointer> async_;  // rank 0, ckpt.async_save with a replicated optimizer
+  SpikeDetector spike_;
+  StopFile stop_file_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<TensorBoardWriter> tb_;
+  TrainState state_;
+  Timer data_t_, fwd_t_, opt_t_, step_t_;
+  double flops_per_token_ = 0;
+  int64_t saved_step_ = -1;
+  int64_t saves_ = 0;  // names this process's saves in the store
+  TrainSummary summary_;
+#ifdef LOOM_CUDA_KERNELS
+  std::unique_ptr<cuda::BatchTransfer> transfer_;
+#endif
+};
+
+namespace {
+
+// CPU training frees and allocates the same activation sizes every step. With glibc's defaults a
+// freed block above the mmap threshold goes back to the kernel and the next step faults its pages
+// in again (~0.5M minor faults in 12 steps of bench/train_bench.sh, ~10% of the step). Keeping
+// freed memory in the heap costs nothing: the next step needs the same peak. Skipped when the user
+// tunes glibc through its own MALLOC_*_ variables.
+void keep_freed_memory_in_heap() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return;
+  // mallopt returns 0 for a value it refuses: only speed is at stake, so say so and go on.
+  const bool ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) != 0 &&         // glibc's maximum; larger blocks still use mmap
+                  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 0 &&  // never shrink between steps
+                  mallopt(M_TOP_PAD, 256 << 20) != 0;                 // grow the heap in large steps
+  if (!ok) log::warn("mallopt refused a setting: freed activations may go back to the kernel every step");
+}
+
+}  // namespace
+
+void Loop::start() {
+  if (c_.loop.threads > 0) torch::set_num_threads(static_cast<int>(c_.loop.threads));
+  if (device_.is_cpu()) keep_freed_memory_in_heap();
+  LOOM_CHECK(static_cast<int64_t>(data_.vocab_size()) <= c_.model.vocab_size, "model.vocab_size ",
+             c_.model.vocab_size, " is smaller than the data's vocabulary ", data_.vocab_size());
+  data_.log_summary(loader_.layout().global_batch(), c_.loop.total_steps);
+  if (!c_.data.valid_folder.empty())
+    valid_ = std::make_unique<ValidationSets>(c_.data, comm_.rank(), comm_.world(), &data_);
+
+  torch::manual_seed(c_.loop.seed);
+  model_ = InternLM(c_.model);
+  model_->to(device_);
+  model_->train();
+  if (device_.is_cuda()) {
+    // TF32 for the matmuls that stay fp32 (an fp32 run, fp32 pieces of a bf16 one).
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+#ifdef LOOM_CUDA_KERNELS
+    transfer_ = std::make_unique<cuda::BatchTransfer>(cuda_index());
+#endif
+  }
+  select_attention(device_, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.loop.attention));
+  update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer, c_.parallel);
+  flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
+  log::info("model: ", model_->num_parameters(), " parameters, ", update_->num_decay(), " tensors with weight decay, ",
+            update_->num_no_decay(), " without; ", flops_per_token_ / 1e9, " GFLOP per token");
+  log::info("update: ", update_->describe());
+
+  std::string resume_dir;
+  if (c_.loop.resume == "auto") {
+    resume_dir = ckpt_.find_latest_valid();
+    if (resume_dir.empty()) log::info("--resume auto: no valid checkpoint in ", c_.ckpt.folder, ", starting fresh");
+  } else if (!c_.loop.resume.empty()) {
+    resume_dir = c_.loop.resume;
+    validate_checkpoint(resume_dir);
+  }
+  int64_t keep_logs_through = -1;
+  if (!resume_dir.empty()) {
+    state_ = TrainState::from_json(sys::read_file(resume_dir + "/state.json"), resume_dir + "/state.json");
+    load_named_state(*model_, safetensors::Reader(resume_dir + "/model.safetensors"));
+    update_->load(resume_dir);
+    LOOM_CHECK(update_->updates() == state_.updates, resume_dir, ": optimizer step ", update_->updates(),
+               " disagrees with state.json updates ", state_.updates);
+    loader_.restore(state_.sampler);
+    set_rng_hex(state_.cpu_rng_state_hex, resume_dir + "/state.json");
+    spike_.from_json(state_.spike_json);
+    keep_logs_through = state_.step;
+    saved_step_ = state_.step;
+    log::info("resumed from ", resume_dir, ": step ", state_.step, ", ", state_.updates, " updates, ",
+              state_.sampler.consumed_samples, " samples consumed (saved at world size ", state_.world_size, ")");
+  } else if (!c_.loop.init_from.empty()) {
+    validate_checkpoint(c_.loop.init_from);
+    load_named_state(*model_, safetensors::Reader(c_.loop.init_from + "/model.safetensors"));
+    log::info("initialised the weights from ", c_.loop.init_from);
+  } else if (init_weights_) {
+    init_weights_(*model_);
+  }
+  // The same start on every rank whatever happened above (seeds, a file read by one rank only...).
+  update_->broadcast_parameters();
+  state_.sampler = loader_.state();
+  if (c_.monitor.async_save && c_.loop.save_ckpt) {
+    if (update_->sharded())
+      log::warn("ckpt.async_save: the ZeRO-1 shards are written by their ranks, so checkpoints stay synchronous");
+    else if (lead_)
+      async_ = std::make_unique<AsyncCheckpointer>(ckpt_, [this](int64_t step, const std::string& error) {
+        alerts_.send(AlertLevel::kError, "checkpoint write failed", str("step ", step, ": ", error));
+      });
+  }
+  if (!lead_) return;
+  metrics_ = std::make_unique<MetricsLog>(c_.loop.run_dir + "/metrics.jsonl", keep_logs_through);
+  if (c_.loop.tensorboard)
+    tb_ = std::make_unique<TensorBoardWriter>(c_.loop.run_dir + "/tensorboard", keep_logs_through);
+}
+
+StepSums Loop::forward_backward(std::vector<Batch>& micro) {
+  StepSums s;
+  for (const Batch& b : micro) s.loss_tokens += b.num_loss_tokens;  // counted on the host
+  // Every token of the global batch weighs the same: divide each micro-batch's sum by the total
+  // over all ranks (gradients are then summed over ranks, data_parallel.h).
+  if (comm_.distributed()) s.loss_tokens = static_cast<int64_t>(comm_.all_reduce_scalar(static_cast<double>(s.loss_tokens)));
+  const double denom = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
+  const int64_t num_datasets = static_cast<int64_t>(data_.datasets().size());
+  for (size_t m = 0; m < micro.size(); ++m) {
+    Batch& b = micro[m];
+    update_->before_backward(m + 1 == micro.size());
+    // On CUDA the head and the loss run chunk by chunk (chunked_loss.h): no [B, T, V] fp32 logits.
+    LossResult r = device_.is_cuda() ? compute_chunked_loss(model_->hidden_states(b), model_->head_weight(), b,
+                                                            c_.loop.label_smoothing, num_datasets)
+                                     : compute_loss(model_->forward(b), b, c_.loop.label_smoothing, num_datasets);
+    (r.loss_sum / denom).backward();
+    auto acc = [](torch::Tensor& into, const torch::Tensor& t) { into = into.defined() ? into + t : t.detach(); };
+    acc(s.loss_sum, r.loss_sum.detach());
+    acc(s.correct, r.correct);
+    acc(s.ds_loss, r.dataset_loss_sum);
+    acc(s.ds_tokens, r.dataset_tokens);
+    acc(s.ds_correct, r.dataset_correct);
+  }
+  return s;
+}
+
+StepTotals Loop::reduce(const StepSums& s, bool stop_here) {
+  // One small vector, one collective: [loss, correct, real tokens, stop, per-dataset loss/tokens/correct].
+  const int64_t nd = static_cast<int64_t>(data_.datasets().size());
+  const bool computed = s.loss_sum.defined() && s.ds_loss.defined();
+  std::vector<torch::Tensor> parts;
+  auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  parts.push_back(computed ? s.loss_sum.to(torch::kCPU, torch::kFloat64).reshape(1) : torch::zeros({1}, f64));
+  parts.push_back(computed ? s.correct.to(torch::kCPU, torch::kFloat64).reshape(1) : torch::zeros({1}, f64));
+  parts.push_back(torch::full({1}, static_cast<double>(s.real_tokens), f64));
+  parts.push_back(torch::full({1}, stop_here ? 1.0 : 0.0, f64));
+  for (const torch::Tensor* t : {&s.ds_loss, &s.ds_tokens, &s.ds_correct})
+    parts.push_back(computed ? t->to(torch::kCPU, torch::kFloat64).reshape(nd) : torch::zeros({nd}, f64));
+  torch::Tensor all = torch::cat(parts);
+  if (comm_.distributed()) {
+    torch::Tensor on_comm = all.to(comm_.device());
+    comm_.all_reduce(on_comm);
+    all = on_comm.cpu();
+  }
+  const double* v = all.data_ptr<double>();
+  StepTotals t;
+  t.loss_sum = v[0], t.correct = v[1], t.real_tokens = v[2], t.stop = v[3] > 0;
+  t.loss_tokens = static_cast<double>(s.loss_tokens);
+  t.ds_loss.assign(v + 4, v + 4 + nd);
+  t.ds_tokens.assign(v + 4 + nd, v + 4 + 2 * nd);
+  t.ds_correct.assign(v + 4 + 2 * nd, v + 4 + 3 * nd);
+  return t;
+}
+
+void Loop::log_step(const StepTotals& t, const OptimizerStepResult& r, double lr) {
+  const double tokens = std::max(t.loss_tokens, 1.0);
+  const double loss = t.loss_sum / tokens;
+  summary_.last_loss = loss;
+  if (!lead_ || (state_.step % c_.loop.log_every != 0 && state_.step != c_.loop.total_steps)) return;
+  const double step_s = step_t_.seconds();
+  const double world = static_cast<double>(comm_.world());
+  // Model FLOPs of the packs one device processed (padding included: it is computed).
+  const double processed = static_cast<double>(loader_.layout().global_batch() * c_.data.seq_len) / world;
+  const double tflops = flops_per_token_ * processed / step_s / 1e12;
+  MetricFields f = {
+      {"step", static_cast<double>(state_.step)},
+      {"consumed_samples", static_cast<double>(state_.sampler.consumed_samples)},
+      {"num_consumed_tokens", static_cast<double>(state_.consumed_tokens)},
+      {"loss", loss},
+      {"acc", t.correct / tokens},
+      {"perplexity", std::exp(loss)},
+      {"lr", lr},
+      {"grad_norm", r.grad_norm},
+      {"inf_nan_skip_batches", static_cast<double>(state_.inf_nan_skips)},
+      {"skip_batches", static_cast<double>(state_.skipped_batches)},
+      {"skipped_this_step", r.skipped ? 1.0 : 0.0},
+      {"tokens_per_s", t.real_tokens / step_s},     // all ranks
+      {"tgs", t.real_tokens / step_s / world},      // per device (one device per rank)
+      {"tflops", tflops},                           // per device
+      {"mfu", tflops / c_.loop.peak_tflops},
+      {"step_time", step_s},
+      {"data_time", data_t_.seconds()},
+      {"fwd_bwd_time", fwd_t_.seconds()},
+      {"optimizer_time", opt_t_.seconds()},
+      {"peak_memory_mb", static_cast<double>(peak_memory_bytes(device_)) / (1 << 20)},
+  };
+#ifdef LOOM_CUDA_KERNELS
+  if (device_.is_cuda()) {
+    f.emplace_back("peak_reserved_mb", static_cast<double>(cuda::memory_stats(cuda_index()).peak_reserved) / (1 << 20));
+  }
+#endif
+  const auto names = data_.dataset_names();
+  for (size_t d = 0; d < names.size(); ++d) {
+    if (t.ds_tokens[d] == 0) continue;
+    const double dl = t.ds_loss[d] / t.ds_tokens[d];
+    f.emplace_back("loss/" + names[d], dl);
+    f.emplace_back("acc/" + names[d], t.ds_correct[d] / t.ds_tokens[d]);
+    f.emplace_back("plex/" + names[d], std::exp(dl));
+  }
+  metrics_->write(f);
+  log::info(metrics_log_line(f));
+  if (tb_) {
+    std::vector<std::pair<std::string, float>> scalars;
+    for (const auto& [k, v] : f)
+      if (k != "step") scalars.emplace_back(k, static_cast<float>(v));
+    tb_->add_scalars(state_.step, scalars);
+  }
+}
+
+void Loop::validate() {
+  if (!valid_) return;
+  Watchdog::LongPhase phase(watchdog_, "validation", 0);  // its length scales with the valid set
+  MetricFields f = {{"step", static_cast<double>(state_.step)}};
+  const std::vector<EvalResult> results = evaluate(model_, *valid_, device_, &comm_);
+  if (!lead_) return;
+  for (const EvalResult& e : results) {
+    f.emplace_back("val/" + e.name + "_loss", e.loss);
+    f.emplace_back("val/" + e.name + "_acc", e.acc);
+    f.emplace_back("val/" + e.name + "_plex", e.perplexity);
+  }
+  metrics_->write(f);
+  log::info(metrics_log_line(f));
+  if (tb_) {
+    std::vector<std::pair<std::string, float>> scalars;
+    for (size_t i = 1; i < f.size(); ++i) scalars.emplace_back(f[i].first, static_cast<float>(f[i].second));
+    tb_->add_scalars(state_.step, scalars);
+  }
+}
+
+Batch Loop::to_device(const Batch& host) {
+#ifdef LOOM_CUDA_KERNELS
+  if (transfer_) {  // from pinned memory on a side stream; the compute stream waits on the device
+    transfer_->start(host);
+    return transfer_->finish();
+  }
+#endif
+  return host.to(device_);
+}
+
+void Loop::profile_memory() {
+#ifdef LOOM_CUDA_KERNELS
+  if (device_.is_cuda()) {
+    const cuda::MemoryBreakdown b = memory_breakdown(model_, *update_, cuda_index());
+    sys::AtomicFile out(c_.loop.run_dir + "/memory_profile.json");
+    out.write(cuda::to_json(b) + "\n");
+    out.commit();
+    log::info("memory at step ", state_.step, ": ", cuda::describe(b), " (", out.path(), ")");
+    return;
+  }
+#endif
+  log::warn("--profile-memory: the breakdown needs a CUDA device (job.device=", c_.loop.device, ")");
+}
+
+void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
+  // The allocator's message holds the requested size and the device's free memory; add where the
+  // memory went, then let main() exit (code 3).
+  std::string what = e.what_without_backtrace();
+  what = what.substr(0, what.find('\n'));
+  log::error("out of memory at step ", state_.step, ": ", what);
+#ifdef LOOM_CUDA_KERNELS
+  if (device_.is_cuda()) {
+    log::error("memory: ", cuda::describe(memory_breakdown(model_, *update_, cuda_index())),
+               ". Hints: model.checkpoint=1 recomputes activations; a smaller data.micro_bsz with a larger "
+               "data.micro_num keeps the global batch");
+  }
+#endif
+}
+
+std::string Loop::save() {
+  Watchdog::LongPhase phase(watchdog_, "checkpoint", std::max(600.0, 10 * c_.monitor.hang_timeout));
+  state_.updates = update_->updates();
+  state_.world_size = comm_.world();
+  state_.spike_json = spike_.to_json();
+  if (c_.monitor.async_save && !update_->sharded()) {
+    // Rank 0 copies the state to host memory and a background thread writes it; the others go on.
+    saved_step_ = state_.step;
+    const std::string dir = ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
+    if (!async_) return dir;
+    const auto t0 = std::chrono::steady_clock::now();
+    const AsyncSaveResult previous = async_->wait();  // a failed one was logged and alerted by the writer
+    if (previous.ok()) log::info("checkpoint ", previous.path, " written (step ", previous.step, ")");
+    async_->save(state_.step, contents());
+    const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log::info("checkpoint of step ", state_.step, ": training blocked ", blocked,
+              " s (previous write + copy); writing ", dir, " in the background");
+    return dir;
+  }
+  // Every rank takes part: shard ranks write their optimizer shard into step_N.tmp/, rank 0 the
+  // rest, then publishes the folder (the checkpoint folder is shared by all ranks, docs/DISTRIBUTED.md).
+  const std::string key = "ckpt/" + std::to_string(saves_++) + "/";
+  std::string tmp;
+  if (lead_) tmp = ckpt_.begin(state_.step);
+  if (comm_.distributed()) {
+    if (lead_) comm_.store_set(key + "tmp", tmp);
+    tmp = comm_.store_get(key + "tmp");
+  }
+  std::vector<CheckpointFile> shards;
+  if (const auto mine = update_->save_shard(tmp)) {
+    shards.push_back(*mine);
+    if (comm_.distributed())
+      comm_.store_set(key + std::to_string(comm_.rank()), mine->name + " " + std::to_string(mine->bytes) + " " +
+                                                             std::to_string(mine->xxh64));
+  }
+  std::string dir;
+  if (lead_ && state_.step == c_.monitor.kill_in_save) {
+    safetensors::write(tmp + "/model.safetensors", named_state(*model_));  // a half-written checkpoint
+    log::warn("debug.kill_in_save: SIGKILL inside the save of step ", state_.step);
+    std::raise(SIGKILL);
+  }
+  if (lead_) {
+    for (int r = 1; r < update_->shards(); ++r) {  // ranks 1..S-1 hold the other distinct shards
+      std::istringstream in(comm_.store_get(key + std::to_string(r)));
+      CheckpointFile f;
+      in >> f.name >> f.bytes >> f.xxh64;
+      LOOM_ASSERT(!in.fail(), "rank ", r, " published a malformed shard entry");
+      shards.push_back(f);
+    }
+    dir = ckpt_.commit(state_.step, contents(), shards);
+    log::info("checkpoint ", dir, " written (step ", state_.step, ")");
+  }
+  comm_.barrier();  // nobody runs ahead into a step (or a next save) before the checkpoint is published
+  saved_step_ = state_.step;
+  return lead_ ? dir : ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
+}
+
+CheckpointContents Loop::contents() {
+  CheckpointContents cc;
+  cc.model = named_state(*model_);
+  cc.optimizer = update_->replicated_state();
+  state_.cpu_rng_state_hex = rng_hex();
+  cc.state_json = state_.to_json();
+  cc.config_ini = c_.resolved_ini;
+  return cc;
+}
+
+void Loop::probe() {
+  if (!c_.monitor.startup_probe) return;
+  Watchdog::LongPhase phase(watchdog_, "start-up probe", 0);
+  ProbeOptions o;
+  o.matmul_n = device_.is_cuda() ? 4096 : 256;
+  o.outlier_ratio = c_.monitor.diag_outlier_ratio;
+  const ProbeResult p = startup_probe(&comm_, device_, o);
+  log::info("start-up probe: ", p.matmul_tflops, " TFLOP/s fp32 matmul on this rank; ",
+            describe(p.matmul, "matmul time", o.outlier_ratio));
+  if (!p.allreduce.per_rank.empty()) log::info("start-up probe: ", describe(p.allreduce, "all-reduce time", o.outlier_ratio));
+  if (!p.matmul.outliers.empty() || !p.allreduce.outliers.empty())
+    alert(AlertLevel::kWarn, "slow ranks at start-up",
+          describe(p.matmul, "matmul time", o.outlier_ratio) + "; " + describe(p.allreduce, "all-reduce time", o.outlier_ratio));
+}
+
+TrainSummary Loop::run() {
+  {
+    Watchdog::LongPhase phase(watchdog_, "start-up", 0);
+    start();
+  }
+  probe();
+  alert(AlertLevel::kInfo, "training started",
+        "run " + c_.loop.run_dir + " at step " + std::to_string(state_.step) + " of " +
+            std::to_string(c_.loop.total_steps) + ", " + std::to_string(comm_.world()) + " rank(s)");
+  StopSignal stop;
+  Profiler profiler(c_.loop.profiling, c_.loop.run_dir + "/profile_trace.json");
+  const int64_t first = state_.step;
+  bool stop_agreed = false;  // a signal reached some rank: every rank stops after the same step
+  bool quit_by_file = false;
+  for (; state_.step < c_.loop.total_steps;) {
+    if (stop_agreed || quit_by_file || state_.step == c_.loop.stop_at_step) {
+      log::warn(quit_by_file     ? std::string("ckpt.stop_file")
+                : stop.requested() ? "signal " + std::to_string(stop.signal_number())
+                : stop_agreed      ? std::string("another rank's stop request")
+                                   : std::string("debug.stop_at_step"),
+                " received: saving at step ", state_.step, " and stopping");
+      summary_.stopped_by_signal = true;
+      break;
+    }
+    comm_.set_step(state_.step);
+    alerts_.set_step(state_.step);
+    profiler.on_step_begin(state_.step - first);
+    data_t_.reset(), fwd_t_.reset(), opt_t_.reset(), step_t_.reset();
+#ifdef LOOM_CUDA_KERNELS
+    if (device_.is_cuda()) cuda::reset_peak_memory(cuda_index());  // peak_memory_mb: this step's
+#endif
+    step_t_.start();
+    const int64_t step = state_.step;  // 0-based index of this step (skip_batches counts these)
+    set_phase("data");
+    data_t_.start();
+    ProfileRange data_range("data");
+    std::vector<Batch> micro;
+    int64_t real_tokens = 0;  // counted on the host copy: no device read-back
+    for (int64_t m = 0; m < c_.data.micro_num; ++m) {
+      const Batch host = loader_.next();
+      real_tokens += host.segments.ge(0).sum().item<int64_t>();
+      micro.push_back(to_device(host));
+    }
+    data_range.end();
+    data_t_.stop();
+
+    const bool skip_batch = loader_.should_skip(step);
+    StepSums sums;
+    OptimizerStepResult r;
+    const double lr = schedule_.lr(update_->updates());
+    if (skip_batch) {
+      // InternLM's BatchSkipper: the data is consumed, nothing is computed or updated.
+      ++state_.skipped_batches;
+      log::warn("step ", step, ": skipped by data.skip_batches (data consumed, no update)");
+    } else {
+      set_phase("forward_backward");
+      if (step == c_.monitor.kill_at_step) std::raise(SIGKILL);
+      while (step == c_.monitor.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));
+      fwd_t_.start();
+      ProfileRange fb_range("forward_backward");
+      try {
+        sums = forward_backward(micro);
+      } catch (const c10::OutOfMemoryError& e) {
+        report_out_of_memory(e);
+        throw;
+      }
+      fb_range.end();
+      fwd_t_.stop();
+      if (step == c_.loop.inject_nan_step) {
+        torch::NoGradGuard g;
+        for (auto& p : model_->parameters())
+          if (p.grad().defined()) p.mutable_grad().fill_(std::nan(""));
+      }
+    }
+    sums.real_tokens = real_tokens;
+    // The step's figures over all ranks, before the update: a spike can still cancel it.
+    set_phase("reduce");
+    const StepTotals totals = reduce(sums, stop.requested());
+    stop_agreed = totals.stop;
+    bool spike_skip = false;
+    if (!skip_batch && spike_.enabled()) {
+      double loss = totals.loss_sum / std::max(totals.loss_tokens, 1.0);
+      if (step == c_.monitor.spike_at_step) loss *= 100;
+      const SpikeVerdict v = spike_.observe(step, loss);
+      if (v.is_spike) {
+        spike_skip = c_.monitor.spike.exclude_spikes;
+        if (spike_skip) ++state_.spike_skips;
+        const std::string what = "step " + std::to_string(step) + " (0-based; data.skip_batches index): loss " +
+                                 std::to_string(loss) + " is " + std::to_string(v.ratio) + "x the median " +
+                                 std::to_string(v.reference) + " of the last " +
+                                 std::to_string(c_.monitor.spike.window) + " losses" +
+                                 (spike_skip ? "; update skipped" : "");
+        log::warn("loss spike: ", what);
+        alert(AlertLevel::kWarn, "loss spike", what);
+      }
+    }
+    if (!skip_batch) {
+      set_phase("optimizer");
+      opt_t_.start();
+      ProfileRange opt_range("optimizer");
+      if (spike_skip) {
+        r.skipped = true;  // grad_norm stays 0: not computed
+      } else {
+        r = update_->step(lr);
+        if (r.skipped) {
+          ++state_.inf_nan_skips;
+          const std::string what = "step " + std::to_string(step) + ": gradient norm is " + std::to_string(r.grad_norm) +
+                                   ", update skipped (" + std::to_string(state_.inf_nan_skips) +
+                                   " so far); the LR schedule does not advance";
+          log::warn(what);
+          alert(AlertLevel::kWarn, "update skipped (inf/NaN gradients)", what);
+        }
+      }
+      update_->zero_grad();
+      opt_range.end();
+      opt_t_.stop();
+    }
+    ++state_.step;
+    state_.updates = update_->updates();
+    state_.sampler = loader_.state();
+    state_.consumed_tokens += static_cast<uint64_t>(totals.real_tokens);
+    step_t_.stop();
+    if (watchdog_) watchdog_->heartbeat(state_.step);
+    set_phase("between steps");
+    if (c_.loop.profile_memory && state_.step == first + 2) profile_memory();
+    if (!skip_batch) {
+      ProfileRange log_range("log");
+      log_step(totals, r, lr);
+    }
+    ++summary_.steps_done;
+    if (c_.monitor.diag_every > 0 && state_.step % c_.monitor.diag_every == 0) {
+      const RankTimeStats st = step_time_report(&comm_, step_t_.seconds(), c_.monitor.diag_outlier_ratio);
+      log::info("health: ", describe(st, "step time", c_.monitor.diag_outlier_ratio));
+      if (!st.outliers.empty()) alert(AlertLevel::kWarn, "slow ranks", describe(st, "step time", c_.monitor.diag_outlier_ratio));
+    }
+    if (c_.loop.valid_every > 0 && state_.step % c_.loop.valid_every == 0 && state_.step != c_.loop.total_steps)
+      validate();
+    const StopDecision by_file = stop_file_.check(state_.step, &comm_);
+    quit_by_file = by_file.quit;
+    const bool periodic = c_.loop.checkpoint_every > 0 && state_.step % c_.loop.checkpoint_every == 0;
+    if (c_.loop.save_ckpt && (periodic || (by_file.save && !by_file.quit))) summary_.last_checkpoint = save();
+  }
+  profiler.finish();
+  if (state_.step == c_.loop.total_steps && !summary_.stopped_by_signal) validate();
+  if (c_.loop.save_ckpt && saved_step_ != state_.step) summary_.last_checkpoint = save();
+  if (async_) {  // the process must not end mid-write
+    const AsyncSaveResult last = async_->wait();
+    if (last.ok()) log::info("checkpoint ", last.path, " written (step ", last.step, ")");
+    LOOM_CHECK(last.error.empty(), "the last checkpoint (step ", last.step, ") failed: ", last.error);
+  }
+  summary_.final_step = state_.step;
+  const std::string done = "step " + std::to_string(state_.step) + "/" + std::to_string(c_.loop.total_steps) + ", " +
+                           std::to_string(summary_.steps_done) + " steps this run, " +
+                           std::to_string(state_.consumed_tokens) + " tokens consumed, " +
+                           std::to_string(state_.inf_nan_skips) + " inf/nan skips, " +
+                           std::to_string(state_.spike_skips) + " spike skips, last loss " +
+                           std::to_string(summary_.last_loss);
+  log::info("done: ", done);
+  alert(AlertLevel::kInfo, summary_.stopped_by_signal ? "training stopped" : "training finished", done);
+  return summary_;
+}
+
+}  // namespace
+
+TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights) {
+  TrainConfig config = config_in;
+  const LaunchInfo li = read_launch(process_environment());
+  log::set_rank(li.rank);
+  if (li.rank != 0) log::set_level(log::Level::kWarn);  // rank 0 speaks for the job; others on trouble
+  // One device per rank: a bare "cuda" means this rank's local GPU.
+  if (config.loop.device == "cuda") config.loop.device = "cuda:" + std::to_string(li.local_rank);
+  CommOptions co;
+  co.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
+  co.backend = config.parallel.backend;
+  Alerts alerts(config.monitor.alerts, li.rank, li.host);  // first: a failed rendezvous is alerted too
+  std::unique_ptr<Communicator> comm_owner;
+  try {
+    comm_owner = std::make_unique<Communicator>(li, co, torch::Device(config.loop.device));
+  } catch (const std::exception& e) {
+    alerts.send_exception(e.what());
+    alerts.flush(config.monitor.alerts.timeout_s);
+    throw;
+  }
+  Communicator& comm = *comm_owner;
+  std::unique_ptr<Watchdog> watchdog;
+  try {
+    if (config.loop.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
+    const std::vector<RankRow> table =
+        gather_rank_table(comm, RankRow{li.rank, li.local_rank, li.host, config.loop.device});
+    if (li.world > 1)
+      log::info(li.launcher, " launch, ", li.world, " ranks, backend ", comm.backend_name(), ":\n",
+                format_rank_table(table));
+    log::info("loom-train configuration:\n", config.resolved_ini);
+    if (li.rank == 0) sys::make_dirs(config.loop.run_dir);
+    comm.barrier();
+    if (config.monitor.hang_timeout > 0) {
+      watchdog = std::make_unique<Watchdog>(config.monitor.hang_timeout, &alerts);
+      watchdog->set_on_hang([&comm](const std::string& report) { comm.report_failure("hang watchdog: " + report); });
+    }
+    Loop loop(config, init_weights, comm, alerts, watchdog.get());
+    return loop.run();
+  } catch (const std::exception& e) {
+    comm.report_failure(e.what());  // the other ranks' reports name this cause
+    alerts.send_exception(e.what());
+    alerts.flush(config.monitor.alerts.timeout_s);
+    throw;
+  }
+}
+
+}  // namespace loom
