@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# GPU-side checks for other issues, run on the GPU machine after scripts/device/build.sh:
-#   issue 5: loom-train's NCCL path end to end with one rank (a named backend makes a single rank
+# GPU-side checks, run on the GPU machine after scripts/device/build.sh:
+#   nccl: loom-train's NCCL path end to end with one rank (a named backend makes a single rank
 #     create the process group): configs/demo.ini's shape on CUDA, a 30-step run stopped after step
 #     20 (debug.stop_at_step, as SIGTERM) with replicated AdamW (parallel.zero1=-1 = shards over
 #     every rank = 1 here) and with zero1=1, each resumed from its checkpoint (--resume auto) to 30
 #     steps; steps 21-30 are compared with an uninterrupted 30-step run's.
-#   issue 8: bench/hf/check_logits.py as docs/HF.md describes: on the carried bench/hf/fixture (if
+#   hf: bench/hf/check_logits.py as docs/HF.md describes: on the carried bench/hf/fixture (if
 #     present) and on an export of the zero1=-1 run's checkpoint.
 # Data: bench/gpu/make_packed.py (random ids), validation every 10 steps, checkpoints every 10.
-# Usage: [LOOM_CHECK_DEVICE=cuda:0] bash bench/gpu/checks.sh OUT_DIR   (logs: OUT_DIR/issue5.log, OUT_DIR/issue8.log)
+# Usage: [LOOM_CHECK_DEVICE=cuda:0] bash bench/gpu/checks.sh OUT_DIR   (logs: OUT_DIR/nccl_resume.log, OUT_DIR/hf_logits.log)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: bench/gpu/checks.sh OUT_DIR}
 BIN=build-gpu/trainer/loom-train
-DEV=${LOOM_CHECK_DEVICE:-cuda}  # job.device of the issue 5 runs
+DEV=${LOOM_CHECK_DEVICE:-cuda}  # job.device of the NCCL runs
 W=$(mktemp -d /tmp/loom-checks-XXXX)
 mkdir -p "$W/train/synthetic"
 mkdir -p "$W/valid/synthetic"
@@ -52,7 +52,7 @@ for s in sorted(b):
 print("resume exact:", a == b and len(b) > 0)
 PY
   done
-} > "$OUT/issue5.log" 2>&1
+} > "$OUT/nccl_resume.log" 2>&1
 
 {
   echo "== check_logits on the carried fixture (demo step_120, spm_2k)"
@@ -62,7 +62,7 @@ PY
   else
     echo "no bench/hf/fixture here (not carried)"
   fi
-  echo "== check_logits on an export of issue 5's zero1=-1 run (random-id data, vocab 2000)"
+  echo "== check_logits on an export of the NCCL zero1=-1 run (random-id data, vocab 2000)"
   ck="$W/run_z-1/checkpoints"
   F="$W/fixture"
   ids=$(python3 -c "import sys, sentencepiece as s; p = s.SentencePieceProcessor(model_file=sys.argv[1]); print(','.join(map(str, [p.bos_id()] + p.encode(sys.argv[2]))))" \
@@ -73,5 +73,5 @@ PY
       --dump-logits "$F/dump.safetensors" 2>&1 | tail -3 &&
     python3 bench/hf/check_logits.py --hf "$F/hf" --dump "$F/dump.safetensors" --device cuda
   echo "exit $?"
-} > "$OUT/issue8.log" 2>&1
+} > "$OUT/hf_logits.log" 2>&1
 rm -rf "$W"

@@ -1,4 +1,4 @@
-// Fault tolerance of loom-train, end to end on the binary (issue 7): kill -9 in a step and inside a
+// Fault tolerance of loom-train, end to end on the binary: kill -9 in a step and inside a
 // checkpoint save, then --resume auto, equal an uninterrupted run bitwise; a planted hang is caught
 // by the watchdog (exit 4, the phase named); planted NaN gradients and a planted loss spike are
 // alerted (through monitor.alert_command), counted and skipped where configured; the stop file saves

@@ -1,4 +1,4 @@
-// --init-from-hf on the loom-train binary (issue 8): a checkpoint exported with export-hf starts a
+// --init-from-hf on the loom-train binary: a checkpoint exported with export-hf starts a
 // run exactly as --init-from the checkpoint itself does (fp32 export is bitwise), and a folder whose
 // architecture differs from model.* is refused, naming the difference.
 #include <catch2/catch.hpp>

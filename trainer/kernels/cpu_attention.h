@@ -1,4 +1,4 @@
-// Packed causal attention on CPU, computed document by document (issue 4): the CPU counterpart of
+// Packed causal attention on CPU, computed document by document: the CPU counterpart of
 // flash_attention.h's varlen kernel, registered through attention.h's set_varlen_attention().
 //
 // The masked math path scores every query against all T keys of its row and then masks out the

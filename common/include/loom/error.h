@@ -1,4 +1,4 @@
-// Two kinds of check, never mixed (see docs/STYLE.md):
+// Two kinds of check, never mixed:
 //   LOOM_CHECK(cond, parts...)   bad input or environment: throws loom::Error with file:line, the
 //                                condition and the message parts. Callers catch it in main().
 //   LOOM_ASSERT(cond, parts...)  a broken invariant of loom itself: throws loom::InternalError.

@@ -1,5 +1,5 @@
-// Launchers of loom's CUDA kernels (trainer/kernels/cuda/*.cu), called by the autograd wrappers
-// trainer/fused_{rmsnorm,rotary,swiglu}.cpp. Plain pointers and a stream, no LibTorch types, so
+// Launchers of loom's CUDA kernels (kernels/cuda/*.cu), called by the autograd wrappers of
+// kernels/fused_ops.cpp and by optim/fused_adamw.cpp. Plain pointers and a stream, no LibTorch types, so
 // the .cu files compile with nvcc alone. Every tensor is contiguous, row-major, on the current
 // device; "bf16" = __nv_bfloat16 storage. Each launcher returns cudaGetErrorString of the launch
 // (nullptr on success) so the caller reports it through LOOM_CHECK.
