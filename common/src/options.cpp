@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "loom/cli.h"
 #include "loom/error.h"
 
 namespace loom {
@@ -35,20 +36,20 @@ bool OptionParser::parse(const std::vector<std::string>& args) {
     if (vm_.count("config")) {
       const std::string path = vm_["config"].as<std::string>();
       std::ifstream in(path);
-      LOOM_CHECK(in.good(), "cannot read config file ", path);
+      if (!in.good()) throw UsageError(str(program_, ": cannot read config file ", path));
       // allow_unregistered = false: an unknown key in the file is an error, like on the command line.
       po::store(po::parse_config_file(in, desc_, false), vm_);
     }
     po::notify(vm_);
   } catch (const po::error& e) {
-    throw Error(str(program_, ": ", e.what(), " (see ", program_, " --help)"));
+    throw UsageError(str(program_, ": ", e.what(), " (see ", program_, " --help)"));
   }
   return true;
 }
 
 std::string OptionParser::help() const {
   std::ostringstream os;
-  os << "Usage: " << usage_ << "\n\n" << desc_ << "\n";
+  os << "Usage: " << usage_ << "\n\n" << desc_ << "\n" << exit_codes_help() << "\n";
   return os.str();
 }
 

@@ -21,9 +21,7 @@ const std::vector<Command>& commands() {
 bool parse_command(OptionParser& parser, const Args& args, bool quiet) {
   try {
     if (!parser.parse(args)) return false;
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
+  } catch (const UsageError& e) {
     // main() names the subcommand already: drop the parser's "loom-pack SUB: " prefix.
     std::string what = e.what();
     const size_t colon = what.find(": ");

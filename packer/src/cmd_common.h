@@ -9,7 +9,8 @@
 
 namespace loom::packer {
 
-// Parses args; false when --help was printed. Option errors become UsageError. Logs the
+// Parses args; false when --help was printed. Throws OptionParser's UsageError without its
+// "loom-pack SUB: " prefix (main() adds it). Logs the
 // resolved configuration (log::info) unless quiet.
 bool parse_command(OptionParser& parser, const Args& args, bool quiet = false);
 // The positional "inputs" option expanded to shard paths (files, or folders of *.bin + .meta);

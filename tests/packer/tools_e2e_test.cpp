@@ -247,3 +247,35 @@ TEST_CASE("head decodes the segments of a packed shard's first packs") {
   CHECK_THAT(h.output, Catch::StartsWith("== pack 0 segment 0: document 0, tokens [0, "));
   CHECK_THAT(h.output, Catch::Contains("== pack 1 segment 0: document "));
 }
+
+TEST_CASE("every subcommand follows the shared exit codes, with one 'loom-pack SUB: message' line") {
+  TempDir dir("tools");
+  write_shard(dir / "a.bin", {{1, 2}}, TokenizerInfo{10, -1, -1, 0, 0});
+  const std::string table = "Exit codes: 0 ok, 1 bad input or failed check, 2 usage error, 3 internal error, 4 hang";
+  RunResult top = loom_pack("--help");
+  CHECK(top.exit_code == 0);
+  CHECK_THAT(top.output, Catch::Contains("\n" + table));
+  CHECK(loom_pack("").exit_code == 2);
+  RunResult unknown = loom_pack("frobnicate");
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.output, Catch::Contains("ERROR loom-pack: unknown subcommand 'frobnicate'"));
+  for (const char* sub : {"verify", "stats", "head", "merge", "split", "convert", "pack"}) {
+    const std::string s = sub;
+    INFO(s);
+    RunResult help = loom_pack(s + " --help");
+    CHECK(help.exit_code == 0);
+    CHECK_THAT(help.output, Catch::Contains("\n" + table));
+    RunResult bad_option = loom_pack(s + " --no-such-flag " + quote(dir / "a.bin"));
+    CHECK(bad_option.exit_code == 2);
+    CHECK_THAT(bad_option.output,
+               Catch::Contains("ERROR loom-pack " + s + ": unrecognised option '--no-such-flag' (see loom-pack " + s +
+                               " --help)\n"));
+    RunResult no_config = loom_pack(s + " --config " + quote(dir / "none.ini") + " " + quote(dir / "a.bin"));
+    CHECK(no_config.exit_code == 2);
+    CHECK_THAT(no_config.output, Catch::Contains("ERROR loom-pack " + s + ": cannot read config file " + dir / "none.ini\n"));
+  }
+  // Bad input: 1, the message naming the file.
+  RunResult missing = loom_pack("stats " + quote(dir / "missing.bin"));
+  CHECK(missing.exit_code == 1);
+  CHECK_THAT(missing.output, Catch::Contains("ERROR loom-pack stats: " + dir / "missing.bin: no such file or folder"));
+}

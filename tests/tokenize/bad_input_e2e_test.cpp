@@ -152,7 +152,19 @@ TEST_CASE("bad usage exits 2", "[tokenize][e2e][errors]") {
   write_all(dir / "bad.ini", "[tokenize]\nthreads = 2\n");
   auto r = tokenize("--config " + q(dir / "bad.ini") + " " + m + " --output-dir " + q(dir / "o") + " " + in);
   CHECK(r.exit_code == 2);
-  auto h = tokenize("--help");
-  CHECK(h.exit_code == 0);
-  CHECK(h.output.find("--max-doc-bytes") != std::string::npos);
+  auto missing = tokenize("--config " + q(dir / "none.ini") + " " + m + " --output-dir " + q(dir / "o") + " " + in);
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.output.find("ERROR loom-tokenize: cannot read config file " + dir / "none.ini") != std::string::npos);
+  auto spm = tokenize("train-spm --model-prefix " + q(dir / "m") + " " + in);
+  CHECK(spm.exit_code == 2);
+  CHECK(spm.output.find("ERROR --vocab-size is required") != std::string::npos);
+  // Every --help ends with the exit codes every loom tool shares (loom/cli.h).
+  for (const std::string help : {"--help", "train-spm --help"}) {
+    auto h = tokenize(help);
+    INFO(help << "\n" << h.output);
+    CHECK(h.exit_code == 0);
+    CHECK(h.output.find(help == "--help" ? "--max-doc-bytes" : "--vocab-size") != std::string::npos);
+    CHECK(h.output.find("\nExit codes: 0 ok, 1 bad input or failed check, 2 usage error, 3 internal error, 4 hang") !=
+          std::string::npos);
+  }
 }

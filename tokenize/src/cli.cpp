@@ -17,15 +17,6 @@ unsigned default_threads() {
   return n == 0 ? 1 : n;
 }
 
-// Parses, turning every option error into a UsageError; false on --help.
-bool parse_usage(OptionParser& p, const std::vector<std::string>& args) {
-  try {
-    return p.parse(args);
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-}
-
 template <typename T>
 T one_of(const std::string& option, const std::string& value, std::initializer_list<std::pair<const char*, T>> choices) {
   std::string names;
@@ -89,7 +80,7 @@ int tokenize_main(const std::vector<std::string>& args) {
       ("batch-bytes", po::value<uint64_t>()->default_value(64 << 10), "bytes of text per encoder work item")
       ("resume", po::bool_switch(), "skip inputs whose complete shards already exist in --output-dir");
   p.positional("input");
-  if (!parse_usage(p, args)) return kExitOk;
+  if (!p.parse(args)) return kExitOk;  // --help
   if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
   if (!p.vm().count("output-dir")) throw UsageError("--output-dir is required (see --help)");
 
@@ -139,7 +130,7 @@ int train_spm_main(const std::vector<std::string>& args) {
       ("input-sentence-size", po::value<uint64_t>()->default_value(0), "sample this many pieces (0: all)")
       ("threads", po::value<unsigned>()->default_value(default_threads()), "trainer threads");
   p.positional("input");
-  if (!parse_usage(p, args)) return kExitOk;
+  if (!p.parse(args)) return kExitOk;  // --help
   if (!p.vm().count("vocab-size")) throw UsageError("--vocab-size is required (see --help)");
   if (!p.vm().count("model-prefix")) throw UsageError("--model-prefix is required (see --help)");
   TrainSpmOptions opt;

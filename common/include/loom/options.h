@@ -23,7 +23,8 @@ class OptionParser {
   void positional(const std::string& name, int max = -1);
 
   // Parses args (without the program name). Returns false when --help was asked for (help printed
-  // on stdout); throws loom::Error on unknown or malformed options.
+  // on stdout); throws loom::UsageError (exit code 2, loom/cli.h) on unknown or malformed options
+  // or an unreadable --config file.
   bool parse(const std::vector<std::string>& args);
   bool parse(int argc, char** argv);
 
@@ -35,6 +36,7 @@ class OptionParser {
   bool has(const std::string& key) const { return vm_.count(key) > 0 && !vm_.at(key).defaulted(); }
   // The resolved configuration in INI form (sections from the dotted names), positionals excluded.
   std::string resolved_ini() const;
+  // The usage line, the options and the exit codes (loom/cli.h).
   std::string help() const;
 
  private:

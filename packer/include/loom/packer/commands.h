@@ -1,27 +1,15 @@
 // The subcommands of loom-pack, one file each (src/cmd_*.cpp): each parses its own options,
 // prints the resolved configuration, calls the library and prints a summary. main.cpp dispatches.
-//
-// Exit codes (main.cpp): 0 success; 1 failure (a shard failed verify, or an error in the input or
-// the environment); 2 bad usage (unknown subcommand or option, missing argument); 3 a bug in loom.
+// Errors and exit codes follow loom/cli.h: a subcommand returns kExitOk, or kExitFailed when verify
+// found a bad shard, and throws UsageError or loom::Error otherwise.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "loom/error.h"
+#include "loom/cli.h"
 
 namespace loom::packer {
-
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitInternal = 3;
-
-// Bad command-line usage (exit code 2).
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
 
 using Args = std::vector<std::string>;
 int cmd_verify(const Args& args);
