@@ -3,7 +3,7 @@
 
 #include "cmd_common.h"
 #include "loom/packer/head.h"
-#include "loom/packer/tokenizer_model.h"
+#include "loom/spm/sentencepiece_model.h"
 
 namespace loom::packer {
 
@@ -16,7 +16,7 @@ int cmd_head(const Args& args) {
   if (!parse_command(parser, args)) return kExitOk;
   const std::vector<std::string> paths = input_shards(parser);
   if (paths.size() != 1) throw UsageError("head takes one shard");
-  const TokenizerModel model(required<std::string>(parser, "model"));
+  const SentencePieceModel model(required<std::string>(parser, "model"));
   print_head(paths.front(), model, parser.get<uint64_t>("n"), std::cout);
   return kExitOk;
 }

@@ -7,9 +7,9 @@
 #include "loom/internlm_format.h"
 #include "loom/log.h"
 #include "loom/packer/inputs.h"
-#include "loom/packer/tokenizer_model.h"
 #include "loom/progress.h"
 #include "loom/shard_format.h"
+#include "loom/spm/sentencepiece_model.h"
 #include "loom/sys.h"
 
 namespace loom::packer {
@@ -82,7 +82,7 @@ void to_loom(const std::string& in, const std::string& out, const std::optional<
 ConvertReport convert_shards(const std::vector<std::string>& input_paths, const ConvertOptions& o) {
   const std::vector<std::string> names = unique_basenames(input_paths);
   std::optional<TokenizerInfo> given;
-  if (!o.model.empty()) given = TokenizerModel(o.model).info();
+  if (!o.model.empty()) given = SentencePieceModel(o.model).info(false, false);
   sys::make_dirs(o.output_dir);
   ConvertReport rep;
   for (size_t i = 0; i < input_paths.size(); ++i) {

@@ -7,20 +7,20 @@
 #include "loom/internlm_format.h"
 #include "loom/log.h"
 #include "loom/packed_format.h"
-#include "loom/packer/tokenizer_model.h"
 #include "loom/shard_format.h"
+#include "loom/spm/sentencepiece_model.h"
 
 namespace loom::packer {
 
 namespace {
-void check_fingerprint(const std::string& path, uint64_t shard_fp, const TokenizerModel& model) {
-  if (shard_fp != 0 && shard_fp != model.info().model_fingerprint)
+void check_fingerprint(const std::string& path, uint64_t shard_fp, const SentencePieceModel& model) {
+  if (shard_fp != 0 && shard_fp != model.fingerprint())
     log::warn(path, ": made with tokenizer ", hex64(shard_fp), ", decoding with a model of fingerprint ",
-              hex64(model.info().model_fingerprint), "; the text may be wrong");
+              hex64(model.fingerprint()), "; the text may be wrong");
 }
 }  // namespace
 
-void print_head(const std::string& bin_path, const TokenizerModel& model, uint64_t n, std::ostream& out) {
+void print_head(const std::string& bin_path, const SentencePieceModel& model, uint64_t n, std::ostream& out) {
   std::vector<uint32_t> ids;
   const ShardKind kind = detect_shard_kind(bin_path);
   if (kind == ShardKind::kPacked) {

@@ -32,7 +32,7 @@ struct Batch {
 
 class Pipeline {
  public:
-  Pipeline(DocumentReader& reader, const Encoder& encoder, ShardSink& sink, const PipelineOptions& options)
+  Pipeline(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink, const PipelineOptions& options)
       : reader_(reader), encoder_(encoder), sink_(sink), opt_(options),
         max_in_flight_(4 * static_cast<size_t>(options.threads)) {}
 
@@ -173,7 +173,7 @@ class Pipeline {
   }
 
   DocumentReader& reader_;
-  const Encoder& encoder_;
+  const SentencePieceModel& encoder_;
   ShardSink& sink_;
   PipelineOptions opt_;
   const size_t max_in_flight_;
@@ -194,7 +194,7 @@ class Pipeline {
 
 }  // namespace
 
-FileStats tokenize_documents(DocumentReader& reader, const Encoder& encoder, ShardSink& sink,
+FileStats tokenize_documents(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink,
                              const PipelineOptions& options,
                              const std::function<void(uint64_t, uint64_t)>& on_progress) {
   LOOM_CHECK(options.threads >= 1, "--threads must be at least 1");

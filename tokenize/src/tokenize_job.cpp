@@ -5,9 +5,9 @@
 #include "loom/error.h"
 #include "loom/log.h"
 #include "loom/progress.h"
+#include "loom/spm/sentencepiece_model.h"
 #include "loom/sys.h"
 #include "loom/tokenize/byte_source.h"
-#include "loom/tokenize/encoder.h"
 
 namespace loom::tokenize {
 
@@ -32,7 +32,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     bins.push_back(bin);
     total_bytes += sys::file_size(in);
   }
-  const Encoder encoder(opt.model);
+  const SentencePieceModel encoder(opt.model);
   const TokenizerInfo info = encoder.info(opt.pipeline.bos, opt.pipeline.eos);
   log::info("model ", opt.model, ": vocab ", info.vocab_size, ", bos ", info.bos_id, ", eos ", info.eos_id,
             ", fingerprint ", hex64(info.model_fingerprint));

@@ -6,13 +6,15 @@
 #include <ostream>
 #include <string>
 
-namespace loom::packer {
+namespace loom {
+class SentencePieceModel;
+}
 
-class TokenizerModel;
+namespace loom::packer {
 
 // Prints "== document I (N tokens) ==\nTEXT\n" per document, or per packed segment
 // "== pack P segment S: document D, tokens [A, B)[, ends document] ==\nTEXT\n".
 // Warns (log) when the shard's tokenizer fingerprint is not the model's.
-void print_head(const std::string& bin_path, const TokenizerModel& model, uint64_t n, std::ostream& out);
+void print_head(const std::string& bin_path, const SentencePieceModel& model, uint64_t n, std::ostream& out);
 
 }  // namespace loom::packer

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/spm/sentencepiece_model.h"
 #include "loom/tokenize/document_reader.h"
-#include "loom/tokenize/encoder.h"
 #include "loom/tokenize/shard_sink.h"
 
 namespace loom::tokenize {
@@ -35,7 +35,7 @@ struct FileStats {
 };
 
 // on_progress(file bytes consumed, tokens written so far) is called from the calling thread.
-FileStats tokenize_documents(DocumentReader& reader, const Encoder& encoder, ShardSink& sink,
+FileStats tokenize_documents(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink,
                              const PipelineOptions& options,
                              const std::function<void(uint64_t, uint64_t)>& on_progress);
 

@@ -1,0 +1,50 @@
+// loom::SentencePieceModel, the one libsentencepiece loader (spm/): header fields, encode, decode and
+// its errors, on internlm_v7.model (vocab 103168, bos 1, eos 2) with Python's sentencepiece as reference.
+#include <catch2/catch.hpp>
+
+#include "loom/error.h"
+#include "loom/hash.h"
+#include "loom/spm/sentencepiece_model.h"
+#include "tok_test_util.h"
+
+using namespace loom;
+using namespace loom::test;
+
+TEST_CASE("SentencePieceModel: header fields, info flags, encode as python sentencepiece, decode back") {
+  const SentencePieceModel m(internlm_model());
+  CHECK(m.path() == internlm_model());
+  CHECK(m.vocab_size() == 103168);
+  CHECK(m.bos_id() == 1);
+  CHECK(m.eos_id() == 2);
+  CHECK(m.fingerprint() == xxh64_file(internlm_model()));
+  const TokenizerInfo both = m.info(true, true), none = m.info(false, false);
+  CHECK(both.flags == (kShardFlagBos | kShardFlagEos));
+  CHECK(none.flags == 0);
+  CHECK(none.vocab_size == 103168);
+  CHECK(none.bos_id == 1);
+  CHECK(none.eos_id == 2);
+  CHECK(none.model_fingerprint == m.fingerprint());
+
+  TempDir dir("spm");
+  const std::string text = "Hello, world: a SentencePiece round trip.";
+  auto py = python_code(dir, "import sentencepiece as spm\nsp = spm.SentencePieceProcessor(model_file=" +
+                                 quote(internlm_model()) + ")\nprint(' '.join(map(str, sp.encode(" + quote(text) + "))))\n");
+  REQUIRE(py.exit_code == 0);
+  std::vector<uint32_t> ids = {7};  // encode appends
+  m.encode(text, ids);
+  std::string got = "7";
+  for (size_t i = 1; i < ids.size(); ++i) got += " " + std::to_string(ids[i]);
+  CHECK(got + "\n" == "7 " + py.output);
+  CHECK(m.decode({ids.begin() + 1, ids.end()}) == text);
+  CHECK_THROWS_WITH(m.decode({5, 103168}), Catch::StartsWith("token id 103168 >= the model's vocab size 103168; is "
+                                                               "this the model the shard was made with?"));
+}
+
+TEST_CASE("SentencePieceModel: a missing file and a file that is not a model are clean errors") {
+  TempDir dir("spm");
+  CHECK_THROWS_AS(SentencePieceModel(dir / "none.model"), Error);
+  CHECK_THROWS_WITH(SentencePieceModel(dir / "none.model"),
+                    Catch::StartsWith(dir / "none.model: no such SentencePiece model file"));
+  write_all(dir / "t.model", "not a model\n");
+  CHECK_THROWS_WITH(SentencePieceModel(dir / "t.model"), Catch::StartsWith(dir / "t.model: not a SentencePiece model: "));
+}
