@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "loom/error.h"
 #include "token_scan.h"
@@ -157,6 +158,13 @@ TokenizerInfo PackedReader::tokenizer() const {
   t.flags = header_.flags;
   t.model_fingerprint = header_.model_fingerprint;
   return t;
+}
+
+void check_same_tokenizer(const PackedReader& a, const PackedReader& b) {
+  std::vector<std::string> differences;
+  if (a.header().pad_id != b.header().pad_id)
+    differences.push_back(str("pad_id ", b.header().pad_id, " vs ", a.header().pad_id));
+  detail::check_same_tokenizer(a.tokenizer(), a.bin_path(), b.tokenizer(), b.bin_path(), std::move(differences));
 }
 
 void PackedReader::read_pack(uint64_t p, std::vector<uint32_t>& out) const {

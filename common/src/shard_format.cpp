@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "loom/error.h"
 #include "loom/internlm_format.h"
@@ -58,6 +59,44 @@ void read_loom_header(const sys::MappedFile& meta, const char (&magic)[8], const
              " does not fit dtype uint", dtype_bytes * 8);
 }
 }  // namespace detail
+
+namespace {
+std::string flags_text(uint32_t flags) {
+  const char* names[] = {"none", "bos", "eos", "bos+eos"};
+  return flags <= 3 ? str(flags, " (", names[flags], ")") : str(flags);
+}
+}  // namespace
+
+namespace detail {
+void check_same_tokenizer(const TokenizerInfo& a, const std::string& a_name, const TokenizerInfo& b,
+                          const std::string& b_name, std::vector<std::string> differences) {
+  std::vector<std::string> all;
+  auto field = [&](const char* name, const auto& vb, const auto& va) {
+    if (vb != va) all.push_back(str(name, " ", vb, " vs ", va));
+  };
+  field("vocab_size", b.vocab_size, a.vocab_size);
+  field("bos_id", b.bos_id, a.bos_id);
+  field("eos_id", b.eos_id, a.eos_id);
+  field("flags", flags_text(b.flags), flags_text(a.flags));
+  field("model_fingerprint", hex64(b.model_fingerprint), hex64(a.model_fingerprint));
+  all.insert(all.end(), differences.begin(), differences.end());
+  if (all.empty()) return;
+  std::string list;
+  for (const std::string& d : all) list += (list.empty() ? "" : ", ") + d;
+  LOOM_FAIL(b_name, ": tokenizer differs from ", a_name, ": ", list, "; only shards of one tokenizer go together");
+}
+}  // namespace detail
+
+void check_same_tokenizer(const TokenizerInfo& a, const std::string& a_name, const TokenizerInfo& b,
+                          const std::string& b_name) {
+  detail::check_same_tokenizer(a, a_name, b, b_name, {});
+}
+
+void check_same_tokenizer(const ShardReader& a, const ShardReader& b) {
+  std::vector<std::string> differences;
+  if (a.dtype_bytes() != b.dtype_bytes()) differences.push_back(str("dtype_bytes ", b.dtype_bytes(), " vs ", a.dtype_bytes()));
+  detail::check_same_tokenizer(a.tokenizer(), a.bin_path(), b.tokenizer(), b.bin_path(), std::move(differences));
+}
 
 // ---- ShardWriter ----
 

@@ -35,21 +35,6 @@ std::vector<std::string> expand_shard_paths(const std::vector<std::string>& path
   return out;
 }
 
-void check_compatible(const ShardReader& a, const ShardReader& b) {
-  const ShardHeader &x = a.header(), &y = b.header();
-  auto differ = [&](const char* what, auto va, auto vb) {
-    LOOM_FAIL(b.bin_path(), ": ", what, " ", vb, " differs from ", va, " of ", a.bin_path(),
-              "; only shards of one tokenizer can go together");
-  };
-  if (x.model_fingerprint != y.model_fingerprint)
-    differ("tokenizer fingerprint", hex64(x.model_fingerprint), hex64(y.model_fingerprint));
-  if (x.dtype_bytes != y.dtype_bytes) differ("dtype", str("uint", x.dtype_bytes * 8), str("uint", y.dtype_bytes * 8));
-  if (x.vocab_size != y.vocab_size) differ("vocab size", x.vocab_size, y.vocab_size);
-  if (x.bos_id != y.bos_id) differ("bos_id", x.bos_id, y.bos_id);
-  if (x.eos_id != y.eos_id) differ("eos_id", x.eos_id, y.eos_id);
-  if (x.flags != y.flags) differ("bos/eos flags", x.flags, y.flags);
-}
-
 ShardSet::ShardSet(const std::vector<std::string>& bin_paths) {
   LOOM_CHECK(!bin_paths.empty(), "no input shards");
   for (const std::string& p : bin_paths) {
@@ -58,7 +43,7 @@ ShardSet::ShardSet(const std::vector<std::string>& bin_paths) {
                " shard, expected a loom token shard",
                kind == ShardKind::kInternlm ? " (convert it first: loom-pack convert --to loom)" : "");
     shards_.push_back(std::make_unique<ShardReader>(p));  // kUnknown: the reader says what is wrong
-    check_compatible(*shards_.front(), *shards_.back());
+    check_same_tokenizer(*shards_.front(), *shards_.back());
     doc_starts_.push_back(doc_starts_.back() + shards_.back()->num_docs());
     num_tokens_ += shards_.back()->num_tokens();
   }

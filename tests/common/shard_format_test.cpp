@@ -73,3 +73,55 @@ TEST_CASE("packed shard round trip keeps tokens, padding and segments") {
   CHECK(r.segments_begin(0)[1].doc_pos == 3);
   r.verify_deep();
 }
+
+TEST_CASE("check_same_tokenizer names both sides and every differing field") {
+  const TokenizerInfo a{1000, 1, 2, kShardFlagBos | kShardFlagEos, 0xab};
+  check_same_tokenizer(a, "a.bin", a, "b.bin");  // equal: no throw
+  struct Case {
+    TokenizerInfo b;
+    std::string fields;
+  };
+  const Case cases[] = {
+      {{2000, 1, 2, 3, 0xab}, "vocab_size 2000 vs 1000"},
+      {{1000, -1, 2, 3, 0xab}, "bos_id -1 vs 1"},
+      {{1000, 1, 0, 3, 0xab}, "eos_id 0 vs 2"},
+      {{1000, 1, 2, kShardFlagEos, 0xab}, "flags 2 (eos) vs 3 (bos+eos)"},
+      {{1000, 1, 2, 3, 0xac}, "model_fingerprint 00000000000000ac vs 00000000000000ab"},
+      {{7, 3, 4, 0, 0}, "vocab_size 7 vs 1000, bos_id 3 vs 1, eos_id 4 vs 2, flags 0 (none) vs 3 (bos+eos), "
+                        "model_fingerprint 0000000000000000 vs 00000000000000ab"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.fields);
+    CHECK_THROWS_AS(check_same_tokenizer(a, "a.bin", c.b, "b.bin"), Error);
+    CHECK_THROWS_WITH(check_same_tokenizer(a, "a.bin", c.b, "b.bin"),
+                      Catch::Equals("b.bin: tokenizer differs from a.bin: " + c.fields +
+                                        "; only shards of one tokenizer go together"));
+  }
+}
+
+TEST_CASE("check_same_tokenizer of readers adds dtype_bytes (token shards) and pad_id (packed shards)") {
+  test::TempDir dir("same_tok");
+  ShardWriter w16(dir / "a.bin", TokenizerInfo{1000, 1, 2, 0, 5});
+  w16.add_doc({1, 2});
+  w16.commit();
+  // A uint32 shard of the same tokenizer: the header allows any vocab in uint32.
+  ShardWriter w32(dir / "b.bin", TokenizerInfo{70000, 1, 2, 0, 5});
+  w32.add_doc({1, 2});
+  w32.commit();
+  check_same_tokenizer(ShardReader(dir / "a.bin"), ShardReader(dir / "a.bin"));
+  CHECK_THROWS_WITH(check_same_tokenizer(ShardReader(dir / "a.bin"), ShardReader(dir / "b.bin")),
+                    Catch::StartsWith(dir / "b.bin: tokenizer differs from " + dir / "a.bin" +
+                                      ": vocab_size 70000 vs 1000, dtype_bytes 4 vs 2;"));
+
+  // pad_id is eos_id, or 0 without one: two shards that differ only there.
+  auto packed = [&](const std::string& name, int32_t eos) {
+    PackedWriter w(dir / name, TokenizerInfo{100, -1, eos, 0, 5}, 4, PackStrategy::kConcat, 0);
+    w.add_pack({1, 2, 3}, {PackedSegment{0, 0, 3, 0, kSegEndsDoc}});
+    w.commit(1);
+    return dir / name;
+  };
+  const std::string p = packed("p.bin", 2), q = packed("q.bin", -1);
+  check_same_tokenizer(PackedReader(p), PackedReader(p));
+  CHECK_THROWS_WITH(check_same_tokenizer(PackedReader(p), PackedReader(q)),
+                    Catch::StartsWith(q + ": tokenizer differs from " + p + ": eos_id -1 vs 2, pad_id 0 vs 2;"));
+}

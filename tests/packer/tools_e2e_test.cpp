@@ -119,14 +119,18 @@ TEST_CASE("merge refuses other tokenizers, dtypes and bos/eos, and corrupt input
     RunResult r = loom_pack("merge --output " + quote(dir / "o.bin") + " " + quote(dir / "a.bin") + " " + quote(dir / "b.bin"));
     INFO(r.output);
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.output, Catch::Contains(dir / "b.bin: " + what + " differs from "));
-    CHECK_THAT(r.output, Catch::Contains(" of " + dir / "a.bin; only shards of one tokenizer can go together"));
+    CHECK_THAT(r.output, Catch::Contains("ERROR loom-pack merge: " + dir / "b.bin: tokenizer differs from " + dir / "a.bin: " +
+                                         what + "; only shards of one tokenizer go together\n"));
     CHECK(!sys::exists(dir / "o.bin"));
   };
-  refused(TokenizerInfo{500, 1, 2, 0, 0x78}, "tokenizer fingerprint 0000000000000078");
-  refused(TokenizerInfo{70000, 1, 2, 0, 0x77}, "dtype uint32");
-  refused(TokenizerInfo{500, 0, 2, 0, 0x77}, "bos_id 0");
-  refused(TokenizerInfo{500, 1, 3, 0, 0x77}, "eos_id 3");
+  refused(TokenizerInfo{500, 1, 2, 0, 0x78}, "model_fingerprint 0000000000000078 vs 0000000000000077");
+  refused(TokenizerInfo{70000, 1, 2, 0, 0x77}, "vocab_size 70000 vs 500, dtype_bytes 4 vs 2");
+  refused(TokenizerInfo{500, 0, 2, 0, 0x77}, "bos_id 0 vs 1");
+  refused(TokenizerInfo{500, 1, 3, 0, 0x77}, "eos_id 3 vs 2");
+  refused(TokenizerInfo{500, 1, 2, kShardFlagBos, 0x77}, "flags 1 (bos) vs 0 (none)");
+  refused(TokenizerInfo{501, -1, 2, kShardFlagEos, 0x79},
+          "vocab_size 501 vs 500, bos_id -1 vs 1, flags 2 (eos) vs 0 (none), model_fingerprint 0000000000000079 vs "
+          "0000000000000077");
   write_shard(dir / "b.bin", {{3, 4}}, info);
   std::string bytes = read_all(dir / "b.bin");
   bytes[0] = 5;

@@ -177,4 +177,8 @@ void PackedReader::verify_deep(F&& on_bytes) const {
   if (got != header_.bin_xxh64) fail_checksum(got);
 }
 
+// check_same_tokenizer of two packed shards, and the same pad_id (the trainer pads every batch with
+// one id).
+void check_same_tokenizer(const PackedReader& a, const PackedReader& b);
+
 }  // namespace loom

@@ -74,6 +74,14 @@ struct TokenizerInfo {
   uint64_t model_fingerprint = 0;
 };
 
+// The one tokenizer-compatibility check: throws loom::Error unless b was made with the same tokenizer
+// as a, that is vocab_size, bos_id, eos_id, flags (whether documents carry bos/eos) and
+// model_fingerprint all equal. The message names both and every field that differs, b's value
+// first: "b.bin: tokenizer differs from a.bin: vocab_size 200 vs 100, eos_id 3 vs 2; only shards of
+// one tokenizer go together". The names are file paths, or what the caller calls each side.
+void check_same_tokenizer(const TokenizerInfo& a, const std::string& a_name, const TokenizerInfo& b,
+                          const std::string& b_name);
+
 // uint16 when every id fits.
 inline uint32_t dtype_bytes_for_vocab(uint32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 inline std::string meta_path_for(const std::string& bin_path) { return bin_path + ".meta"; }
@@ -103,6 +111,10 @@ uint64_t scan_in_chunks(const sys::MappedFile& bin, uint32_t dtype_bytes, uint64
 // `what` names the format in the bad-magic message.
 void read_loom_header(const sys::MappedFile& meta, const char (&magic)[8], const char* what, uint32_t max_version,
                       void* header, size_t header_size);
+// check_same_tokenizer with more differences the caller found in fields of its own format
+// ("dtype_bytes 4 vs 2"), reported in the same message.
+void check_same_tokenizer(const TokenizerInfo& a, const std::string& a_name, const TokenizerInfo& b,
+                          const std::string& b_name, std::vector<std::string> differences);
 }  // namespace detail
 
 // Which format a shard's .meta holds, told apart by content (not by name).
@@ -178,5 +190,9 @@ void ShardReader::verify_deep(F&& on_bytes) const {
       bin_, dtype_bytes(), num_tokens(), [this](uint64_t b, uint64_t e) { verify_chunk(b, e); }, on_bytes);
   if (got != header_.bin_xxh64) fail_checksum(got);
 }
+
+// check_same_tokenizer of two loom shards, and the same dtype_bytes (merge and pack put their token
+// bytes side by side).
+void check_same_tokenizer(const ShardReader& a, const ShardReader& b);
 
 }  // namespace loom

@@ -17,13 +17,10 @@ namespace loom::packer {
 // Throws when a path does not exist or a folder holds no shard.
 std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths);
 
-// Throws unless b was made by the same tokenizer as a, with the same dtype (what merge and pack
-// need to put their documents side by side).
-void check_compatible(const ShardReader& a, const ShardReader& b);
-
 class ShardSet {
  public:
-  // Opens every shard (ShardReader's O(num_docs) checks) and checks they are compatible.
+  // Opens every shard (ShardReader's O(num_docs) checks) and checks they share one tokenizer and
+  // dtype (check_same_tokenizer).
   explicit ShardSet(const std::vector<std::string>& bin_paths);
 
   size_t size() const { return shards_.size(); }
