@@ -21,9 +21,9 @@ const char* pack_strategy_name(PackStrategy s) {
 
 PackedWriter::PackedWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t seq_len,
                            PackStrategy strategy, uint64_t seed)
-    : bin_path_(bin_path), info_(info), seq_len_(seq_len), dtype_bytes_(dtype_bytes_for_vocab(info.vocab_size)),
+    : bin_path_(bin_path), info_(info), seq_len_(seq_len),
       pad_id_(info.eos_id >= 0 ? static_cast<uint32_t>(info.eos_id) : 0), strategy_(strategy), seed_(seed),
-      bin_(bin_path) {
+      bin_(bin_path, dtype_bytes_for_vocab(info.vocab_size)) {
   LOOM_CHECK(seq_len > 0, bin_path, ": seq_len must be positive");
   pack_.resize(seq_len);
 }
@@ -49,13 +49,7 @@ void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegmen
     for (size_t i = 0; i < n; ++i)
       if (!in_seg[i]) pack_[i] = pad_id_;
   }
-  const void* bytes = pack_.data();
-  if (dtype_bytes_ == 2) {
-    narrow_.assign(pack_.begin(), pack_.end());
-    bytes = narrow_.data();
-  }
-  bin_.write(bytes, size_t{seq_len_} * dtype_bytes_);
-  bin_hash_.update(bytes, size_t{seq_len_} * dtype_bytes_);
+  bin_.write(pack_.data(), pack_.size());
   segments_.insert(segments_.end(), segs, segs + num_segs);
   seg_offsets_.push_back(segments_.size());
   num_tokens_ += covered;
@@ -64,14 +58,7 @@ void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegmen
 void PackedWriter::commit(uint64_t num_source_docs) {
   LOOM_CHECK(num_packs() > 0, bin_path_, ": no packs to write (an empty packed shard is not written)");
   PackedHeader h{};
-  std::memcpy(h.magic, kPackedMagic, 8);
-  h.version = kPackedVersion;
-  h.header_size = sizeof(PackedHeader);
-  h.dtype_bytes = dtype_bytes_;
-  h.vocab_size = info_.vocab_size;
-  h.bos_id = info_.bos_id;
-  h.eos_id = info_.eos_id;
-  h.flags = info_.flags;
+  detail::fill_loom_header(h, kPackedMagic, kPackedVersion, bin_.dtype_bytes(), info_);
   h.seq_len = seq_len_;
   h.pad_id = pad_id_;
   h.strategy = static_cast<uint32_t>(strategy_);
@@ -79,18 +66,15 @@ void PackedWriter::commit(uint64_t num_source_docs) {
   h.num_segments = segments_.size();
   h.num_tokens = num_tokens_;
   h.num_source_docs = num_source_docs;
-  h.bin_xxh64 = bin_hash_.digest();
+  h.bin_xxh64 = bin_.digest();
+  const size_t offsets_bytes = seg_offsets_.size() * sizeof(uint64_t);
+  const size_t segments_bytes = segments_.size() * sizeof(PackedSegment);
   Xxh64 ih;
-  ih.update(seg_offsets_.data(), seg_offsets_.size() * sizeof(uint64_t));
-  ih.update(segments_.data(), segments_.size() * sizeof(PackedSegment));
+  ih.update(seg_offsets_.data(), offsets_bytes);
+  ih.update(segments_.data(), segments_bytes);
   h.index_xxh64 = ih.digest();
-  h.model_fingerprint = info_.model_fingerprint;
   h.seed = seed_;
-  sys::AtomicFile meta(meta_path_for(bin_path_));
-  meta.write(&h, sizeof(h));
-  meta.write(seg_offsets_.data(), seg_offsets_.size() * sizeof(uint64_t));
-  meta.write(segments_.data(), segments_.size() * sizeof(PackedSegment));
-  sys::commit_all({&bin_, &meta});
+  bin_.commit({{&h, sizeof(h)}, {seg_offsets_.data(), offsets_bytes}, {segments_.data(), segments_bytes}});
 }
 
 // ---- PackedReader ----
@@ -150,15 +134,7 @@ PackedReader::PackedReader(const std::string& bin_path) {
              h.num_tokens);
 }
 
-TokenizerInfo PackedReader::tokenizer() const {
-  TokenizerInfo t;
-  t.vocab_size = header_.vocab_size;
-  t.bos_id = header_.bos_id;
-  t.eos_id = header_.eos_id;
-  t.flags = header_.flags;
-  t.model_fingerprint = header_.model_fingerprint;
-  return t;
-}
+TokenizerInfo PackedReader::tokenizer() const { return detail::tokenizer_of(header_); }
 
 void check_same_tokenizer(const PackedReader& a, const PackedReader& b) {
   std::vector<std::string> differences;
@@ -180,11 +156,6 @@ void PackedReader::verify_range(uint64_t begin, uint64_t end) const {
   LOOM_FAIL(bin_path(), ": token id ", detail::load_id(bin_.data(), header_.dtype_bytes, t), " >= vocab size ",
             header_.vocab_size, " in pack ", t / header_.seq_len, " at byte offset ", t * header_.dtype_bytes,
             " (token ", t, ")");
-}
-
-void PackedReader::fail_checksum(uint64_t got) const {
-  LOOM_FAIL(bin_path(), ": checksum mismatch: xxh64 of the .bin is ", hex64(got), ", the .meta says ",
-            hex64(header_.bin_xxh64), " (the .bin was modified or corrupted)");
 }
 
 }  // namespace loom

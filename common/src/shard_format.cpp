@@ -94,14 +94,43 @@ void check_same_tokenizer(const TokenizerInfo& a, const std::string& a_name, con
 
 void check_same_tokenizer(const ShardReader& a, const ShardReader& b) {
   std::vector<std::string> differences;
-  if (a.dtype_bytes() != b.dtype_bytes()) differences.push_back(str("dtype_bytes ", b.dtype_bytes(), " vs ", a.dtype_bytes()));
+  if (a.dtype_bytes() != b.dtype_bytes())
+    differences.push_back(str("dtype_bytes ", b.dtype_bytes(), " vs ", a.dtype_bytes()));
   detail::check_same_tokenizer(a.tokenizer(), a.bin_path(), b.tokenizer(), b.bin_path(), std::move(differences));
 }
+
+// ---- TokenBinWriter ----
+
+namespace detail {
+TokenBinWriter::TokenBinWriter(const std::string& bin_path, uint32_t dtype_bytes)
+    : dtype_bytes_(dtype_bytes), bin_(bin_path) {}
+
+void TokenBinWriter::write(const uint32_t* ids, size_t n) {
+  const void* bytes = ids;
+  if (dtype_bytes_ == 2) {
+    narrow_.assign(ids, ids + n);
+    bytes = narrow_.data();
+  }
+  bin_.write(bytes, n * dtype_bytes_);
+  hash_.update(bytes, n * dtype_bytes_);
+}
+
+void TokenBinWriter::commit(std::initializer_list<std::pair<const void*, size_t>> meta_parts) {
+  sys::AtomicFile meta(meta_path_for(bin_.path()));
+  for (const auto& [data, n] : meta_parts) meta.write(data, n);
+  sys::commit_all({&bin_, &meta});
+}
+
+void fail_bin_checksum(const std::string& bin_path, uint64_t got, uint64_t want) {
+  LOOM_FAIL(bin_path, ": checksum mismatch: xxh64 of the .bin is ", hex64(got), ", the .meta says ", hex64(want),
+            " (the .bin was modified or corrupted)");
+}
+}  // namespace detail
 
 // ---- ShardWriter ----
 
 ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info)
-    : bin_path_(bin_path), info_(info), dtype_bytes_(dtype_bytes_for_vocab(info.vocab_size)), bin_(bin_path) {
+    : bin_path_(bin_path), info_(info), bin_(bin_path, dtype_bytes_for_vocab(info.vocab_size)) {
   LOOM_CHECK(info.vocab_size > 0, bin_path, ": vocab size must be positive");
 }
 
@@ -110,36 +139,20 @@ void ShardWriter::add_doc(const uint32_t* ids, size_t n) {
     LOOM_CHECK(ids[i] < info_.vocab_size, bin_path_, ": document ", num_docs(), ": token id ", ids[i],
                " >= vocab size ", info_.vocab_size);
   }
-  const void* bytes = ids;
-  if (dtype_bytes_ == 2) {
-    narrow_.assign(ids, ids + n);
-    bytes = narrow_.data();
-  }
-  bin_.write(bytes, n * dtype_bytes_);
-  bin_hash_.update(bytes, n * dtype_bytes_);
+  bin_.write(ids, n);
   offsets_.push_back(offsets_.back() + n);
 }
 
 void ShardWriter::commit() {
   LOOM_CHECK(num_docs() > 0, bin_path_, ": no documents to write (an empty shard is not written)");
   ShardHeader h{};
-  std::memcpy(h.magic, kShardMagic, 8);
-  h.version = kShardVersion;
-  h.header_size = sizeof(ShardHeader);
-  h.dtype_bytes = dtype_bytes_;
-  h.vocab_size = info_.vocab_size;
-  h.bos_id = info_.bos_id;
-  h.eos_id = info_.eos_id;
-  h.flags = info_.flags;
+  detail::fill_loom_header(h, kShardMagic, kShardVersion, bin_.dtype_bytes(), info_);
   h.num_docs = num_docs();
   h.num_tokens = num_tokens();
-  h.bin_xxh64 = bin_hash_.digest();
-  h.offsets_xxh64 = xxh64(offsets_.data(), offsets_.size() * sizeof(uint64_t));
-  h.model_fingerprint = info_.model_fingerprint;
-  sys::AtomicFile meta(meta_path_for(bin_path_));
-  meta.write(&h, sizeof(h));
-  meta.write(offsets_.data(), offsets_.size() * sizeof(uint64_t));
-  sys::commit_all({&bin_, &meta});
+  h.bin_xxh64 = bin_.digest();
+  const size_t offsets_bytes = offsets_.size() * sizeof(uint64_t);
+  h.offsets_xxh64 = xxh64(offsets_.data(), offsets_bytes);
+  bin_.commit({{&h, sizeof(h)}, {offsets_.data(), offsets_bytes}});
 }
 
 // ---- ShardReader ----
@@ -177,15 +190,7 @@ ShardReader::ShardReader(const std::string& bin_path) {
              hex64(h.offsets_xxh64));
 }
 
-TokenizerInfo ShardReader::tokenizer() const {
-  TokenizerInfo t;
-  t.vocab_size = header_.vocab_size;
-  t.bos_id = header_.bos_id;
-  t.eos_id = header_.eos_id;
-  t.flags = header_.flags;
-  t.model_fingerprint = header_.model_fingerprint;
-  return t;
-}
+TokenizerInfo ShardReader::tokenizer() const { return detail::tokenizer_of(header_); }
 
 uint32_t ShardReader::token(uint64_t index) const {
   LOOM_DASSERT(index < num_tokens(), "token ", index, " of ", num_tokens());
@@ -211,11 +216,6 @@ void ShardReader::verify_chunk(uint64_t begin, uint64_t end) const {
   const uint64_t doc = static_cast<uint64_t>(std::upper_bound(offsets_, offsets_ + num_docs() + 1, t) - offsets_) - 1;
   LOOM_FAIL(bin_path(), ": token id ", token(t), " >= vocab size ", header_.vocab_size, " in document ", doc,
             " at byte offset ", t * header_.dtype_bytes, " (token ", t, ")");
-}
-
-void ShardReader::fail_checksum(uint64_t got) const {
-  LOOM_FAIL(bin_path(), ": checksum mismatch: xxh64 of the .bin is ", hex64(got), ", the .meta says ",
-            hex64(header_.bin_xxh64), " (the .bin was modified or corrupted)");
 }
 
 }  // namespace loom

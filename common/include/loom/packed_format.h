@@ -121,15 +121,13 @@ class PackedWriter {
  private:
   std::string bin_path_;
   TokenizerInfo info_;
-  uint32_t seq_len_, dtype_bytes_, pad_id_;
+  uint32_t seq_len_, pad_id_;
   PackStrategy strategy_;
   uint64_t seed_;
-  sys::AtomicFile bin_;
-  Xxh64 bin_hash_;
+  detail::TokenBinWriter bin_;
   std::vector<uint64_t> seg_offsets_{0};
   std::vector<PackedSegment> segments_;
   std::vector<uint32_t> pack_;
-  std::vector<uint16_t> narrow_;
   uint64_t num_tokens_ = 0;
 };
 
@@ -162,7 +160,6 @@ class PackedReader {
 
  private:
   void verify_range(uint64_t begin_token, uint64_t end_token) const;
-  [[noreturn]] void fail_checksum(uint64_t got) const;
   sys::MappedFile meta_, bin_;
   PackedHeader header_{};
   const uint64_t* seg_offsets_ = nullptr;
@@ -174,7 +171,7 @@ void PackedReader::verify_deep(F&& on_bytes) const {
   const uint64_t got = detail::scan_in_chunks(
       bin_, dtype_bytes(), header_.num_packs * header_.seq_len,
       [this](uint64_t b, uint64_t e) { verify_range(b, e); }, on_bytes);
-  if (got != header_.bin_xxh64) fail_checksum(got);
+  if (got != header_.bin_xxh64) detail::fail_bin_checksum(bin_path(), got, header_.bin_xxh64);
 }
 
 // check_same_tokenizer of two packed shards, and the same pad_id (the trainer pads every batch with

@@ -31,7 +31,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom/hash.h"
@@ -111,6 +114,46 @@ uint64_t scan_in_chunks(const sys::MappedFile& bin, uint32_t dtype_bytes, uint64
 // `what` names the format in the bad-magic message.
 void read_loom_header(const sys::MappedFile& meta, const char (&magic)[8], const char* what, uint32_t max_version,
                       void* header, size_t header_size);
+
+// The fields ShardHeader and PackedHeader share by name: the common prefix and the tokenizer.
+template <typename Header>
+void fill_loom_header(Header& h, const char (&magic)[8], uint32_t version, uint32_t dtype_bytes,
+                      const TokenizerInfo& info) {
+  std::memcpy(h.magic, magic, 8);
+  h.version = version;
+  h.header_size = sizeof(Header);
+  h.dtype_bytes = dtype_bytes;
+  h.vocab_size = info.vocab_size;
+  h.bos_id = info.bos_id;
+  h.eos_id = info.eos_id;
+  h.flags = info.flags;
+  h.model_fingerprint = info.model_fingerprint;
+}
+template <typename Header>
+TokenizerInfo tokenizer_of(const Header& h) {
+  return TokenizerInfo{h.vocab_size, h.bos_id, h.eos_id, h.flags, h.model_fingerprint};
+}
+
+// The .bin side of a loom writer: ids stored as dtype_bytes each under a temporary name, hashed as
+// they go. commit() writes the .meta from its parts (header, then index arrays) and renames both
+// into place, the .meta last.
+class TokenBinWriter {
+ public:
+  TokenBinWriter(const std::string& bin_path, uint32_t dtype_bytes);
+  void write(const uint32_t* ids, size_t n);
+  uint32_t dtype_bytes() const { return dtype_bytes_; }
+  uint64_t digest() const { return hash_.digest(); }
+  void commit(std::initializer_list<std::pair<const void*, size_t>> meta_parts);
+
+ private:
+  uint32_t dtype_bytes_;
+  sys::AtomicFile bin_;
+  Xxh64 hash_;
+  std::vector<uint16_t> narrow_;
+};
+
+// The message of a .bin whose XXH64 is not the one its .meta records.
+[[noreturn]] void fail_bin_checksum(const std::string& bin_path, uint64_t got, uint64_t want);
 // check_same_tokenizer with more differences the caller found in fields of its own format
 // ("dtype_bytes 4 vs 2"), reported in the same message.
 void check_same_tokenizer(const TokenizerInfo& a, const std::string& a_name, const TokenizerInfo& b,
@@ -138,11 +181,8 @@ class ShardWriter {
  private:
   std::string bin_path_;
   TokenizerInfo info_;
-  uint32_t dtype_bytes_;
-  sys::AtomicFile bin_;
-  Xxh64 bin_hash_;
+  detail::TokenBinWriter bin_;
   std::vector<uint64_t> offsets_{0};
-  std::vector<uint16_t> narrow_;
 };
 
 // A memory-mapped loom shard. The constructor checks everything that is O(num_docs): magic,
@@ -178,7 +218,6 @@ class ShardReader {
 
  private:
   void verify_chunk(uint64_t begin_token, uint64_t end_token) const;
-  [[noreturn]] void fail_checksum(uint64_t got) const;
   sys::MappedFile meta_, bin_;
   ShardHeader header_{};
   const uint64_t* offsets_ = nullptr;
@@ -188,7 +227,7 @@ template <typename F>
 void ShardReader::verify_deep(F&& on_bytes) const {
   const uint64_t got = detail::scan_in_chunks(
       bin_, dtype_bytes(), num_tokens(), [this](uint64_t b, uint64_t e) { verify_chunk(b, e); }, on_bytes);
-  if (got != header_.bin_xxh64) fail_checksum(got);
+  if (got != header_.bin_xxh64) detail::fail_bin_checksum(bin_path(), got, header_.bin_xxh64);
 }
 
 // check_same_tokenizer of two loom shards, and the same dtype_bytes (merge and pack put their token
