@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "documents.h"
 #include "loom/error.h"
 #include "loom/internlm_format.h"
 #include "loom/log.h"
@@ -23,15 +24,12 @@ void to_internlm(const std::string& in, const std::string& out, ConvertReport& r
   }
   InternlmWriter w(out);
   Progress progress(str("convert ", sys::basename(in)), r.num_docs(), "docs");
-  std::vector<uint32_t> ids;
-  for (uint64_t i = 0; i < r.num_docs(); ++i) {
+  for_each_doc(r, [&](uint64_t i, const std::vector<uint32_t>& ids) {
     LOOM_CHECK(w.fits(), in, ": document ", i, " would start past byte 2^31-1 of ", out,
                ", InternLM's int32 offsets cannot address it; split the input first (loom-pack split)");
-    ids.clear();
-    r.read_doc(i, ids);
     w.add_doc(ids);
     progress.add(1);
-  }
+  });
   w.commit();
   rep.documents += w.num_docs();
   rep.tokens += w.num_tokens();
@@ -67,12 +65,7 @@ void to_loom(const std::string& in, const std::string& out, const std::optional<
   info.flags = (any && all_bos ? kShardFlagBos : 0) | (any && all_eos ? kShardFlagEos : 0);
   ShardWriter w(out, info);
   Progress progress(str("convert ", sys::basename(in)), r.num_docs(), "docs");
-  for (uint64_t i = 0; i < r.num_docs(); ++i) {
-    ids.clear();
-    r.read_doc(i, ids);
-    w.add_doc(ids);
-    progress.add(1);
-  }
+  copy_docs(r, w, progress);
   w.commit();
   rep.documents += w.num_docs();
   rep.tokens += w.num_tokens();

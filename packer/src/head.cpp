@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "documents.h"
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
 #include "loom/log.h"
@@ -21,12 +22,11 @@ void check_fingerprint(const std::string& path, uint64_t shard_fp, const Sentenc
 }  // namespace
 
 void print_head(const std::string& bin_path, const SentencePieceModel& model, uint64_t n, std::ostream& out) {
-  std::vector<uint32_t> ids;
   const ShardKind kind = detect_shard_kind(bin_path);
   if (kind == ShardKind::kPacked) {
     PackedReader r(bin_path);
     check_fingerprint(bin_path, r.header().model_fingerprint, model);
-    std::vector<uint32_t> pack;
+    std::vector<uint32_t> pack, ids;
     for (uint64_t p = 0; p < std::min(n, r.num_packs()); ++p) {
       r.read_pack(p, pack);
       for (const PackedSegment* g = r.segments_begin(p); g != r.segments_end(p); ++g) {
@@ -39,25 +39,16 @@ void print_head(const std::string& bin_path, const SentencePieceModel& model, ui
     }
     return;
   }
-  auto print_doc = [&](uint64_t i) {
-    out << "== document " << i << " (" << ids.size() << " tokens) ==\n" << model.decode(ids) << "\n";
+  auto print_doc = [&](uint64_t i, const std::vector<uint32_t>& doc) {
+    out << "== document " << i << " (" << doc.size() << " tokens) ==\n" << model.decode(doc) << "\n";
   };
   if (kind == ShardKind::kInternlm) {
-    InternlmReader r(bin_path);
-    for (uint64_t i = 0; i < std::min(n, r.num_docs()); ++i) {
-      ids.clear();
-      r.read_doc(i, ids);
-      print_doc(i);
-    }
+    for_each_doc(InternlmReader(bin_path), print_doc, n);
     return;
   }
   ShardReader r(bin_path);
   check_fingerprint(bin_path, r.header().model_fingerprint, model);
-  for (uint64_t i = 0; i < std::min(n, r.num_docs()); ++i) {
-    ids.clear();
-    r.read_doc(i, ids);
-    print_doc(i);
-  }
+  for_each_doc(r, print_doc, n);
 }
 
 }  // namespace loom::packer

@@ -9,10 +9,15 @@
 namespace loom::packer {
 
 namespace {
-void check_doc(uint64_t doc, uint64_t len) {
+// Checks document d and counts it into the plan's totals; false for an empty one (nothing to pack).
+bool count_doc(PackPlan& plan, uint64_t d, uint64_t len) {
   // doc_pos is a u32 in the packed format.
-  LOOM_CHECK(len <= 0xffffffffull, "document ", doc, " has ", len,
+  LOOM_CHECK(len <= 0xffffffffull, "document ", d, " has ", len,
              " tokens; packed shards address at most 2^32-1 tokens of one document");
+  if (len == 0) return false;
+  ++plan.nonempty_docs;
+  plan.num_tokens += len;
+  return true;
 }
 
 uint64_t splitmix64(uint64_t& state) {
@@ -37,9 +42,7 @@ PackPlan plan_concat(const std::vector<uint64_t>& lens, uint32_t L) {
   plan.seq_len = L;
   uint32_t fill = 0;
   for (uint64_t d = 0; d < lens.size(); ++d) {
-    check_doc(d, lens[d]);
-    if (lens[d] == 0) continue;
-    ++plan.nonempty_docs;
+    if (!count_doc(plan, d, lens[d])) continue;
     uint64_t pos = 0;
     while (pos < lens[d]) {
       const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(lens[d] - pos, L - fill));
@@ -51,8 +54,7 @@ PackPlan plan_concat(const std::vector<uint64_t>& lens, uint32_t L) {
         fill = 0;
       }
     }
-    if (lens[d] > 0 && plan.segments.back().doc_pos > 0) ++plan.truncated_docs;
-    plan.num_tokens += lens[d];
+    if (plan.segments.back().doc_pos > 0) ++plan.truncated_docs;
   }
   if (fill > 0) plan.pack_offsets.push_back(plan.segments.size());
   return plan;
@@ -66,11 +68,8 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
   std::vector<PlannedSegment> items;
   std::vector<std::vector<PlannedSegment>> packs;  // small: filled below, flattened at the end
   for (uint64_t d = 0; d < lens.size(); ++d) {
-    check_doc(d, lens[d]);
-    if (lens[d] == 0) continue;
-    ++plan.nonempty_docs;
+    if (!count_doc(plan, d, lens[d])) continue;
     if (lens[d] > L) ++plan.truncated_docs;
-    plan.num_tokens += lens[d];
     uint64_t pos = 0;
     for (; lens[d] - pos >= L; pos += L) packs.push_back({{d, static_cast<uint32_t>(pos), L, pos + L == lens[d]}});
     if (pos < lens[d]) items.push_back({d, static_cast<uint32_t>(pos), static_cast<uint32_t>(lens[d] - pos), true});

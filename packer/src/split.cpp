@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "documents.h"
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/log.h"
@@ -51,17 +52,14 @@ SplitReport split_shards(const ShardSet& inputs, const std::vector<std::string>&
   sys::make_dirs(valid_dir);
   SplitReport rep;
   Progress progress("split", inputs.num_docs(), "docs");
-  std::vector<uint32_t> ids;
   for (size_t s = 0; s < inputs.size(); ++s) {
     const ShardReader& r = inputs.shard(s);
     ShardWriter train(train_dir + "/" + names[s], inputs.tokenizer());
     ShardWriter val(valid_dir + "/" + names[s], inputs.tokenizer());
-    for (uint64_t i = 0; i < r.num_docs(); ++i) {
-      ids.clear();
-      r.read_doc(i, ids);
+    for_each_doc(r, [&](uint64_t i, const std::vector<uint32_t>& ids) {
       (valid[inputs.first_doc(s) + i] ? val : train).add_doc(ids);
       progress.add(1);
-    }
+    });
     for (ShardWriter* w : {&train, &val}) {
       if (w->num_docs() == 0) {
         log::info("split: ", names[s], ": no ", w == &train ? "train" : "valid", " document, that side is not written");

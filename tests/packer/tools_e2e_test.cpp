@@ -60,6 +60,24 @@ std::string py_valid_docs(uint64_t seed, size_t n, const std::string& rule) {
   return r.output;
 }
 
+// `loom-pack head -n N --model internlm_v7.model SHARD`, its stdout only (the configuration is
+// logged on stderr).
+RunResult head_stdout(uint64_t n, const std::string& shard) {
+  return run("(" + std::string(LOOM_PACK_BIN) + " head -n " + std::to_string(n) + " --model " + quote(internlm_model()) +
+             " " + quote(shard) + " 2>/dev/null)");
+}
+
+// What Python prints for `body`, run with `sys`, `sp` (python sentencepiece with internlm_v7.model)
+// and `path` defined.
+std::string py_decoded(const std::string& body, const std::string& path) {
+  RunResult r = run(python() + " -c " +
+                    quote("import sys, numpy as np, sentencepiece as spm\n"
+                          "sp = spm.SentencePieceProcessor(model_file=sys.argv[1]); path = sys.argv[2]\n" + body) +
+                    " " + quote(internlm_model()) + " " + quote(path));
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
 }  // namespace
 
 TEST_CASE("merge then split then merge round-trips, and split matches the documented hash rule") {
@@ -205,20 +223,13 @@ TEST_CASE("head decodes the first documents as python sentencepiece does") {
   TempDir dir("tools");
   const Docs& docs = botchan_docs();
   write_shard(dir / "a.bin", Docs(docs.begin(), docs.begin() + 5), internlm_info());
-  // Only stdout: the configuration is logged on stderr.
-  RunResult h = run("(" + std::string(LOOM_PACK_BIN) + " head -n 3 --model " + quote(internlm_model()) + " " +
-                    quote(dir / "a.bin") + " 2>/dev/null)");
+  RunResult h = head_stdout(3, dir / "a.bin");
   REQUIRE(h.exit_code == 0);
   write_all(dir / "docs.txt", docs_text(Docs(docs.begin(), docs.begin() + 3)));
-  RunResult py = run(python() + " -c " +
-                     quote("import sys, sentencepiece as spm\n"
-                           "sp = spm.SentencePieceProcessor(model_file=sys.argv[1])\n"
-                           "for i, l in enumerate(open(sys.argv[2]).read().split('\\n')[:-1]):\n"
-                           "    ids = [int(x) for x in l.split()]\n"
-                           "    sys.stdout.write('== document %d (%d tokens) ==\\n%s\\n' % (i, len(ids), sp.decode(ids)))\n") +
-                     " " + quote(internlm_model()) + " " + quote(dir / "docs.txt"));
-  REQUIRE(py.exit_code == 0);
-  CHECK(h.output == py.output);
+  CHECK(h.output == py_decoded("for i, l in enumerate(open(path).read().split('\\n')[:-1]):\n"
+                               "    ids = [int(x) for x in l.split()]\n"
+                               "    sys.stdout.write('== document %d (%d tokens) ==\\n%s\\n' % (i, len(ids), sp.decode(ids)))\n",
+                               dir / "docs.txt"));
   CHECK_THAT(h.output, Catch::StartsWith("== document 0 ("));
 }
 
@@ -227,27 +238,24 @@ TEST_CASE("head decodes the segments of a packed shard's first packs") {
   const Docs& docs = botchan_docs();
   write_shard(dir / "a.bin", Docs(docs.begin(), docs.begin() + 6), internlm_info());
   REQUIRE(loom_pack("pack --seq-len 300 --strategy concat --output-dir " + quote(dir / "p") + " " + quote(dir / "a.bin")).exit_code == 0);
-  RunResult h = run("(" + std::string(LOOM_PACK_BIN) + " head -n 2 --model " + quote(internlm_model()) + " " +
-                    quote(dir / "p/packed.bin") + " 2>/dev/null)");
+  RunResult h = head_stdout(2, dir / "p/packed.bin");
   REQUIRE(h.exit_code == 0);
   // The numpy reader of docs/FORMAT.md and python sentencepiece, independently.
-  RunResult py = run(python() + " -c " +
-                     quote("import sys, numpy as np, sentencepiece as spm\n"
-                           "sp = spm.SentencePieceProcessor(model_file=sys.argv[1]); b = sys.argv[2]\n"
-                           "h = np.fromfile(b + '.meta', dtype=np.uint8, count=128)\n"
-                           "seq_len = int(h[8:48].view('<u4')[7]); n = int(h[48:56].view('<u8')[0])\n"
-                           "meta = np.fromfile(b + '.meta', dtype=np.uint8, offset=128)\n"
-                           "so = meta[:8 * (n + 1)].view('<u8')\n"
-                           "seg = meta[8 * (n + 1):].view(np.dtype([('doc', '<u8'), ('start', '<u4'), ('length', '<u4'), ('doc_pos', '<u4'), ('f', '<u4')]))\n"
-                           "packs = np.fromfile(b, dtype='<u4').reshape(n, seq_len)\n"
-                           "for p in range(2):\n"
-                           "    for i, s in enumerate(seg[so[p]:so[p + 1]]):\n"
-                           "        ids = packs[p][s['start']:s['start'] + s['length']].tolist()\n"
-                           "        sys.stdout.write('== pack %d segment %d: document %d, tokens [%d, %d)%s ==\\n%s\\n' % (p, i, s['doc'],\n"
-                           "            s['doc_pos'], s['doc_pos'] + s['length'], ', ends document' if s['f'] & 1 else '', sp.decode(ids)))\n") +
-                     " " + quote(internlm_model()) + " " + quote(dir / "p/packed.bin"));
-  REQUIRE(py.exit_code == 0);
-  CHECK(h.output == py.output);
+  const std::string py = py_decoded(
+      "b = path\n"
+      "h = np.fromfile(b + '.meta', dtype=np.uint8, count=128)\n"
+      "seq_len = int(h[8:48].view('<u4')[7]); n = int(h[48:56].view('<u8')[0])\n"
+      "meta = np.fromfile(b + '.meta', dtype=np.uint8, offset=128)\n"
+      "so = meta[:8 * (n + 1)].view('<u8')\n"
+      "seg = meta[8 * (n + 1):].view(np.dtype([('doc', '<u8'), ('start', '<u4'), ('length', '<u4'), ('doc_pos', '<u4'), ('f', '<u4')]))\n"
+      "packs = np.fromfile(b, dtype='<u4').reshape(n, seq_len)\n"
+      "for p in range(2):\n"
+      "    for i, s in enumerate(seg[so[p]:so[p + 1]]):\n"
+      "        ids = packs[p][s['start']:s['start'] + s['length']].tolist()\n"
+      "        sys.stdout.write('== pack %d segment %d: document %d, tokens [%d, %d)%s ==\\n%s\\n' % (p, i, s['doc'],\n"
+      "            s['doc_pos'], s['doc_pos'] + s['length'], ', ends document' if s['f'] & 1 else '', sp.decode(ids)))\n",
+      dir / "p/packed.bin");
+  CHECK(h.output == py);
   CHECK_THAT(h.output, Catch::StartsWith("== pack 0 segment 0: document 0, tokens [0, "));
   CHECK_THAT(h.output, Catch::Contains("== pack 1 segment 0: document "));
 }

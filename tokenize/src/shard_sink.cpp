@@ -8,26 +8,18 @@ namespace loom::tokenize {
 
 namespace {
 
-class LoomSink : public ShardSink {
+// A format's writer behind the ShardSink interface.
+template <typename Writer>
+class WriterSink : public ShardSink {
  public:
-  LoomSink(const std::string& path, const TokenizerInfo& info) : w_(path, info) {}
+  template <typename... Args>
+  explicit WriterSink(const Args&... args) : w_(args...) {}
   void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
   uint64_t num_docs() const override { return w_.num_docs(); }
   void commit() override { w_.commit(); }
 
  private:
-  ShardWriter w_;
-};
-
-class InternlmSink : public ShardSink {
- public:
-  explicit InternlmSink(const std::string& path) : w_(path) {}
-  void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
-  uint64_t num_docs() const override { return w_.num_docs(); }
-  void commit() override { w_.commit(); }
-
- private:
-  InternlmWriter w_;
+  Writer w_;
 };
 
 }  // namespace
@@ -35,8 +27,8 @@ class InternlmSink : public ShardSink {
 const char* shard_format_name(ShardFormat f) { return f == ShardFormat::kLoom ? "loom" : "internlm"; }
 
 std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info) {
-  if (format == ShardFormat::kLoom) return std::make_unique<LoomSink>(bin_path, info);
-  return std::make_unique<InternlmSink>(bin_path);
+  if (format == ShardFormat::kLoom) return std::make_unique<WriterSink<ShardWriter>>(bin_path, info);
+  return std::make_unique<WriterSink<InternlmWriter>>(bin_path);
 }
 
 bool shard_complete(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info, std::string& why_not) {
