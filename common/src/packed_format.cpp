@@ -103,34 +103,38 @@ PackedReader::PackedReader(const std::string& bin_path) {
 
   bin_ = sys::MappedFile(bin_path);
   const uint64_t want_bin = h.num_packs * h.seq_len * h.dtype_bytes;
-  LOOM_CHECK(bin_.size() == want_bin, bin_path, ": truncated .bin: ", bin_.size(), " bytes, expected ", want_bin,
-             " (", h.num_packs, " packs of ", h.seq_len, " uint", h.dtype_bytes * 8, " tokens)");
+  // Names the header fields the size comes from: a wrong seq_len or num_packs shows here.
+  LOOM_CHECK(bin_.size() == want_bin, bin_path, ": ", bin_.size() < want_bin ? "truncated .bin" : ".bin too long", ": ",
+             bin_.size(), " bytes, expected ", want_bin, " = num_packs ", h.num_packs, " x seq_len ", h.seq_len, " x ",
+             h.dtype_bytes, " bytes (uint", h.dtype_bytes * 8, ")");
 
   LOOM_CHECK(seg_offsets_[0] == 0, meta_path, ": seg_offsets[0] is ", seg_offsets_[0], ", expected 0");
   uint64_t tokens = 0;
   for (uint64_t p = 0; p < h.num_packs; ++p) {
     const uint64_t at = sizeof(PackedHeader) + (p + 1) * sizeof(uint64_t);
-    LOOM_CHECK(seg_offsets_[p + 1] >= seg_offsets_[p], meta_path, ": offsets out of order: pack ", p,
+    LOOM_CHECK(seg_offsets_[p + 1] >= seg_offsets_[p], meta_path, ": seg_offsets out of order: pack ", p,
                " (byte offset ", at, ") ends at segment ", seg_offsets_[p + 1], ", before it starts at ",
                seg_offsets_[p]);
-    LOOM_CHECK(seg_offsets_[p + 1] <= h.num_segments, meta_path, ": offset past the end: pack ", p, " (byte offset ",
-               at, ") ends at segment ", seg_offsets_[p + 1], ", but there are ", h.num_segments, " segments");
+    LOOM_CHECK(seg_offsets_[p + 1] <= h.num_segments, meta_path, ": seg_offsets past the end: pack ", p,
+               " (byte offset ", at, ") ends at segment ", seg_offsets_[p + 1], ", but there are ", h.num_segments,
+               " segments");
     uint64_t prev_end = 0;
     for (uint64_t s = seg_offsets_[p]; s < seg_offsets_[p + 1]; ++s) {
       const PackedSegment& g = segments_[s];
       const uint64_t sat = reinterpret_cast<const uint8_t*>(&g) - meta_.data();
       LOOM_CHECK(g.length > 0 && g.start >= prev_end && uint64_t{g.start} + g.length <= h.seq_len, meta_path,
-                 ": pack ", p, ", segment ", s, " (byte offset ", sat, "): [", g.start, ", ", uint64_t{g.start} + g.length,
-                 ") must be non-empty, sorted, non-overlapping and inside the pack of ", h.seq_len, " tokens");
-      LOOM_CHECK(g.doc < h.num_source_docs, meta_path, ": pack ", p, ", segment ", s, " (byte offset ", sat,
-                 "): source document ", g.doc, " >= num_source_docs ", h.num_source_docs);
+                 ": segments[", s, "] of pack ", p, " (byte offset ", sat, "): start ", g.start, ", length ", g.length,
+                 ": a segment must be non-empty, after the previous one and inside the pack's seq_len ", h.seq_len,
+                 " tokens");
+      LOOM_CHECK(g.doc < h.num_source_docs, meta_path, ": segments[", s, "] of pack ", p, " (byte offset ", sat,
+                 "): doc ", g.doc, " >= num_source_docs ", h.num_source_docs);
       prev_end = g.start + g.length;
       tokens += g.length;
     }
   }
-  LOOM_CHECK(seg_offsets_[h.num_packs] == h.num_segments, meta_path, ": the last seg_offset is ",
+  LOOM_CHECK(seg_offsets_[h.num_packs] == h.num_segments, meta_path, ": seg_offsets[", h.num_packs, "] is ",
              seg_offsets_[h.num_packs], ", expected num_segments ", h.num_segments);
-  LOOM_CHECK(tokens == h.num_tokens, meta_path, ": segments cover ", tokens, " tokens, the header says ",
+  LOOM_CHECK(tokens == h.num_tokens, meta_path, ": segments cover ", tokens, " tokens, the header's num_tokens is ",
              h.num_tokens);
 }
 

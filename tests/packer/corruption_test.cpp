@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "fixtures.h"
+#include "loom/hash.h"
 #include "loom/internlm_format.h"
 #include "loom/packed_format.h"
 
@@ -33,6 +34,39 @@ void patch(const std::string& path, size_t offset, T value) {
 void truncate_by(const std::string& path, size_t n) {
   std::string bytes = read_all(path);
   write_all(path, bytes.substr(0, bytes.size() - n));
+}
+
+// A small valid packed shard: vocab 50 (uint16), seq_len 4, concat, 2 packs, one source document of
+// 6 tokens cut in two. .meta = 128-byte header + seg_offsets [0, 1, 2] + 2 segments of 24 bytes.
+struct SmallPacked {
+  static constexpr size_t kSegments = 128 + 3 * 8;  // byte offset of segments[0]
+  TempDir dir{"corrupt"};
+  std::string bin = dir / "p.bin";
+  std::string meta = bin + ".meta";
+  SmallPacked() { make(); }
+  void make() {
+    PackedWriter w(bin, TokenizerInfo{50, 1, 2, 3, 7}, 4, PackStrategy::kConcat, 0);
+    w.add_pack({10, 11, 12, 13}, {PackedSegment{0, 0, 4, 0, 0}});
+    w.add_pack({14, 15}, {PackedSegment{0, 0, 2, 4, kSegEndsDoc}});
+    w.commit(1);
+  }
+  // Patches the index (seg_offsets or segments) and rewrites index_xxh64 to match.
+  template <typename T>
+  void patch_index(size_t offset, T value) {
+    patch<T>(meta, offset, value);
+    const std::string bytes = read_all(meta);
+    patch<uint64_t>(meta, 88, xxh64(bytes.data() + 128, bytes.size() - 128));
+  }
+};
+
+std::string xxh64_hex_at(const std::string& path, size_t offset) {
+  uint64_t v = 0;
+  std::memcpy(&v, read_all(path).data() + offset, sizeof v);
+  return hex64(v);
+}
+std::string index_xxh64_hex(const std::string& meta) {
+  const std::string bytes = read_all(meta);
+  return hex64(xxh64(bytes.data() + 128, bytes.size() - 128));
 }
 
 // The message of verify's "FAIL ..." line, without the source location LOOM_CHECK appends.
@@ -172,32 +206,104 @@ TEST_CASE("corrupt InternLM shard - a line whose count disagrees with the .meta,
 }
 
 TEST_CASE("corrupt packed shard - truncated .bin, index and .bin checksums") {
-  TempDir dir("corrupt");
-  const std::string bin = dir / "p.bin", meta = bin + ".meta";
-  auto make = [&] {
-    PackedWriter w(bin, TokenizerInfo{50, 1, 2, 3, 7}, 4, PackStrategy::kConcat, 0);
-    w.add_pack({10, 11, 12, 13}, {PackedSegment{0, 0, 4, 0, 0}});
-    w.add_pack({14, 15}, {PackedSegment{0, 0, 2, 4, kSegEndsDoc}});
-    w.commit(1);
-  };
-  make();
-  RunResult ok = loom_pack("verify --deep " + quote(bin));
+  SmallPacked s;
+  RunResult ok = loom_pack("verify --deep " + quote(s.bin));
   CHECK(ok.exit_code == 0);
-  CHECK_THAT(ok.output, Catch::Contains("OK   " + bin + " (packed, 2 packs, 6 tokens)\n"));
+  CHECK_THAT(ok.output, Catch::Contains("OK   " + s.bin + " (packed, 2 packs, 6 tokens)\n"));
 
-  truncate_by(bin, 2);
-  expect_rejected(bin, bin + ": truncated .bin: 14 bytes, expected 16 (2 packs of 4 uint16 tokens)");
-  make();
-  patch<uint32_t>(meta, 8, 7);
-  expect_rejected(bin, meta + ": format version 7 is newer than this build of loom reads (up to 1); upgrade loom");
-  make();
-  const std::string want = py_xxh64_hex(bin);
-  patch<uint16_t>(bin, 2, 40);
-  expect_rejected(bin, bin + ": checksum mismatch: xxh64 of the .bin is " + py_xxh64_hex(bin) + ", the .meta says " +
-                           want + " (the .bin was modified or corrupted)");
-  make();
-  patch<uint16_t>(bin, 2, 50);
-  expect_rejected(bin, bin + ": token id 50 >= vocab size 50 in pack 0 at byte offset 2 (token 1)");
+  truncate_by(s.bin, 2);
+  expect_rejected(s.bin, s.bin + ": truncated .bin: 14 bytes, expected 16 = num_packs 2 x seq_len 4 x 2 bytes (uint16)");
+  s.make();
+  patch<uint32_t>(s.meta, 8, 7);
+  expect_rejected(s.bin, s.meta + ": format version 7 is newer than this build of loom reads (up to 1); upgrade loom");
+  s.make();
+  const std::string want = py_xxh64_hex(s.bin);
+  patch<uint16_t>(s.bin, 2, 40);
+  expect_rejected(s.bin, s.bin + ": checksum mismatch: xxh64 of the .bin is " + py_xxh64_hex(s.bin) + ", the .meta says " +
+                             want + " (the .bin was modified or corrupted)");
+  s.make();
+  patch<uint16_t>(s.bin, 2, 50);
+  expect_rejected(s.bin, s.bin + ": token id 50 >= vocab size 50 in pack 0 at byte offset 2 (token 1)");
+  s.make();
+  // An index byte changed without its checksum: caught before any segment is looked at.
+  const std::string index_before = xxh64_hex_at(s.meta, 88);
+  patch<uint32_t>(s.meta, SmallPacked::kSegments + 12, 3);
+  expect_rejected(s.bin, s.meta + ": index checksum mismatch: xxh64 " + index_xxh64_hex(s.meta) + ", header says " +
+                             index_before);
+}
+
+TEST_CASE("corrupt packed shard - seq_len") {
+  SmallPacked s;
+  patch<uint32_t>(s.meta, 36, 0);
+  expect_rejected(s.bin, s.meta + ": seq_len is 0");
+  // A seq_len that is not the .bin's: its size disagrees, in either direction.
+  s.make();
+  patch<uint32_t>(s.meta, 36, 8);
+  expect_rejected(s.bin, s.bin + ": truncated .bin: 16 bytes, expected 32 = num_packs 2 x seq_len 8 x 2 bytes (uint16)");
+  s.make();
+  patch<uint32_t>(s.meta, 36, 2);
+  expect_rejected(s.bin, s.bin + ": .bin too long: 16 bytes, expected 8 = num_packs 2 x seq_len 2 x 2 bytes (uint16)");
+}
+
+TEST_CASE("corrupt packed shard - pad_id") {
+  SmallPacked s;
+  patch<uint32_t>(s.meta, 40, 50);
+  expect_rejected(s.bin, s.meta + ": pad_id 50 >= vocab size 50");
+}
+
+TEST_CASE("corrupt packed shard - strategy") {
+  SmallPacked s;
+  patch<uint32_t>(s.meta, 44, 2);
+  expect_rejected(s.bin, s.meta + ": unknown strategy 2, expected 0 (concat) or 1 (bestfit)");
+}
+
+TEST_CASE("corrupt packed shard - counts") {
+  SmallPacked s;
+  patch<uint64_t>(s.meta, 48, 0);
+  expect_rejected(s.bin, s.meta + ": empty shard: it has no packs");
+  s.make();
+  patch<uint64_t>(s.meta, 56, 3);  // num_segments
+  expect_rejected(s.bin, s.meta + ": truncated .meta: 200 bytes, expected 224 for 2 packs and 3 segments");
+  s.make();
+  truncate_by(s.meta, 24);
+  expect_rejected(s.bin, s.meta + ": truncated .meta: 176 bytes, expected 200 for 2 packs and 2 segments");
+}
+
+// seg_offsets and segments are covered by index_xxh64: each case below patches the index and
+// rewrites that checksum, so the check of the field itself is what rejects the file.
+TEST_CASE("corrupt packed shard - seg_offsets") {
+  SmallPacked s;  // seg_offsets = [0, 1, 2] at byte 128
+  s.patch_index<uint64_t>(128, 1);
+  expect_rejected(s.bin, s.meta + ": seg_offsets[0] is 1, expected 0");
+  s.make();
+  s.patch_index<uint64_t>(144, 0);  // [0, 1, 0]
+  expect_rejected(s.bin, s.meta + ": seg_offsets out of order: pack 1 (byte offset 144) ends at segment 0, before it "
+                                  "starts at 1");
+  s.make();
+  s.patch_index<uint64_t>(144, 3);  // [0, 1, 3]
+  expect_rejected(s.bin, s.meta + ": seg_offsets past the end: pack 1 (byte offset 144) ends at segment 3, but there "
+                                  "are 2 segments");
+  s.make();
+  s.patch_index<uint64_t>(144, 1);  // [0, 1, 1]: the second segment belongs to no pack
+  expect_rejected(s.bin, s.meta + ": seg_offsets[2] is 1, expected num_segments 2");
+}
+
+TEST_CASE("corrupt packed shard - segments") {
+  SmallPacked s;  // segments[0] = {doc 0, start 0, length 4} at byte 152, segments[1] = {0, 0, 2} at 176
+  const size_t seg1 = SmallPacked::kSegments + 24;
+  s.patch_index<uint32_t>(SmallPacked::kSegments + 12, 0);  // segments[0].length
+  expect_rejected(s.bin, s.meta + ": segments[0] of pack 0 (byte offset 152): start 0, length 0: a segment must be "
+                                  "non-empty, after the previous one and inside the pack's seq_len 4 tokens");
+  s.make();
+  s.patch_index<uint32_t>(seg1 + 8, 3);  // segments[1].start: [3, 5) overruns the pack
+  expect_rejected(s.bin, s.meta + ": segments[1] of pack 1 (byte offset 176): start 3, length 2: a segment must be "
+                                  "non-empty, after the previous one and inside the pack's seq_len 4 tokens");
+  s.make();
+  s.patch_index<uint64_t>(seg1, 1);  // segments[1].doc
+  expect_rejected(s.bin, s.meta + ": segments[1] of pack 1 (byte offset 176): doc 1 >= num_source_docs 1");
+  s.make();
+  s.patch_index<uint32_t>(seg1 + 12, 1);  // segments[1].length: 5 tokens covered, the header says 6
+  expect_rejected(s.bin, s.meta + ": segments cover 5 tokens, the header's num_tokens is 6");
 }
 
 TEST_CASE("verify walks folders, reports every failure, and exits 2 on bad usage") {
