@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ON THE GPU MACHINE, in one device call: build loom against the image's LibTorch + CUDA
-# (build.sh), run the GPU tests (CTest label gpu) and the fast-path unit tests, then the
+# (build.sh), run the GPU tests (CTest label gpu) and the fast path's CPU unit tests, then the
 # benchmark (bench/gpu/run.sh) unless LOOM_BENCH=0. Logs and figures go to $OUT (what the device
 # tool brings back: at most 8 files), so a failing step still reports.
 #
@@ -25,14 +25,15 @@ export PYTHONUNBUFFERED=1
 } > "$OUT/device.txt" 2>&1
 
 T0=$(date +%s)
-LOOM_TARGETS=${LOOM_TARGETS:-"test_gpu test_fastpath loom-train"} bash scripts/device/build.sh > "$OUT/build.log" 2>&1
+LOOM_TARGETS=${LOOM_TARGETS:-"test_gpu test_trainer loom-train"} bash scripts/device/build.sh > "$OUT/build.log" 2>&1
 echo "build rc=$? in $(( $(date +%s) - T0 )) s" | tee -a "$OUT/device.txt"
 grep -E "error|FAILED" "$OUT/build.log" | head -40
 
 ctest --test-dir build-gpu -L gpu --output-on-failure > "$OUT/tests.log" 2>&1
 echo "gpu tests rc=$?" | tee -a "$OUT/device.txt"
-ctest --test-dir build-gpu -R test_fastpath --output-on-failure >> "$OUT/tests.log" 2>&1
-echo "fastpath tests rc=$?" | tee -a "$OUT/device.txt"
+# The CPU counterparts of the fast path (fused AdamW's reference path, chunked loss) in this build.
+ctest --test-dir build-gpu -R 'test_trainer:(adamw_step|chunked loss|compute_chunked_loss)' --output-on-failure >> "$OUT/tests.log" 2>&1
+echo "fast-path unit tests rc=$?" | tee -a "$OUT/device.txt"
 grep -E "tests passed|Failed|FAILED|\*\*\*" "$OUT/tests.log" | head -30
 
 if [ "${LOOM_BENCH:-1}" != 0 ]; then

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "dist_harness.h"
 #include "loom/sys.h"
 #include "loop_fixture.h"
 #include "safetensors.h"
@@ -21,51 +22,18 @@ using loom::test::quote;
 using loom::test::read_all;
 using loom::test::TempDir;
 
-int free_port() {
-  auto r = loom::test::run(quote(loom::test::python()) +
-                           " -c 'import socket;s=socket.socket();s.bind((\"127.0.0.1\",0));print(s.getsockname()[1])'");
-  REQUIRE(r.exit_code == 0);
-  return std::stoi(r.output);
-}
+using loom::test::RankResult;
+using loom::test::require_success;
 
-struct Rank {
-  int exit_code = -1;
-  std::string log;
-};
-
-// Runs loom-train as `world` ranks with torchrun's variables; rank `kill_rank` (if any) SIGKILLs
-// itself in step 3 (debug.kill_at_step).
-std::vector<Rank> launch(int world, const std::vector<std::string>& args, const TempDir& dir, const std::string& tag,
-                         int kill_rank = -1) {
-  const int port = free_port();
+// loom-train as `world` ranks; rank `kill_rank` (if any) SIGKILLs itself in step 3
+// (debug.kill_at_step). A rank stuck past 240 s is killed.
+std::vector<RankResult> launch(int world, const std::vector<std::string>& args, const TempDir& dir,
+                               const std::string& tag, int kill_rank = -1) {
   std::string cmd;
   for (const auto& a : args) cmd += " " + quote(a);
-  std::ostringstream sh;
-  for (int r = 0; r < world; ++r) {
-    const std::string p = dir / (tag + "." + std::to_string(r));
-    const std::string fault = r == kill_rank ? " --debug.kill_at_step=3" : "";
-    sh << "( RANK=" << r << " WORLD_SIZE=" << world << " LOCAL_RANK=" << r << " LOCAL_WORLD_SIZE=" << world
-       << " MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port << " timeout -s KILL 240 " << quote(LOOM_TRAIN_BIN) << cmd
-       << fault << " > " << quote(p + ".log") << " 2>&1; echo $? > " << quote(p + ".rc")
-       << " ) &\n";
-  }
-  sh << "wait\n";
-  loom::test::write_all(dir / (tag + ".sh"), sh.str());
-  loom::test::run("bash " + quote(dir / (tag + ".sh")));
-  std::vector<Rank> out(world);
-  for (int r = 0; r < world; ++r) {
-    const std::string p = dir / (tag + "." + std::to_string(r));
-    out[r].exit_code = std::stoi(read_all(p + ".rc"));
-    out[r].log = read_all(p + ".log");
-  }
-  return out;
-}
-
-void require_success(const std::vector<Rank>& rs) {
-  for (size_t r = 0; r < rs.size(); ++r) {
-    INFO("rank " << r << " of " << rs.size() << " log:\n" << rs[r].log);
-    REQUIRE(rs[r].exit_code == 0);
-  }
+  return loom::test::launch_ranks(
+      world, LOOM_TRAIN_BIN, [&](int r) { return cmd + (r == kill_rank ? " --debug.kill_at_step=3" : ""); }, dir,
+      tag, 240);
 }
 
 // step -> value of key, from metrics.jsonl lines that have it.

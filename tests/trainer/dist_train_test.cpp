@@ -3,6 +3,8 @@
 // ranks' samples are disjoint and cover the global batch; a dead, throwing or stalled rank takes the
 // job down within the collective timeout, every survivor reporting rank, host, step and collective.
 // The ranks are tests/trainer/dist_worker.cpp (a tiny LM on exactly predictable data).
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "loom/sys.h"
+#include "dist_harness.h"
 #include "safetensors.h"
 #include "test_util.h"
 
@@ -21,53 +24,12 @@ using loom::test::quote;
 using loom::test::read_all;
 using loom::test::TempDir;
 
-struct RankResult {
-  int exit_code = -1;
-  double seconds = 0;  // from the launch to this rank's exit
-  std::string log;
-};
+using loom::test::RankResult;
+using loom::test::require_success;
 
-// A port nobody listens on now (the kernel's pick), so tests may run in parallel.
-int free_port() {
-  auto r = loom::test::run(quote(loom::test::python()) +
-                           " -c 'import socket;s=socket.socket();s.bind((\"127.0.0.1\",0));print(s.getsockname()[1])'");
-  REQUIRE(r.exit_code == 0);
-  return std::stoi(r.output);
-}
-
-// Starts `world` workers as torchrun would (RANK, WORLD_SIZE, ... in the environment) and waits.
+// The workers of one job; a worker stuck past 120 s is killed.
 std::vector<RankResult> launch(int world, const std::string& args, const TempDir& dir, const std::string& tag) {
-  const int port = free_port();
-  std::ostringstream sh;
-  for (int r = 0; r < world; ++r) {
-    std::string p = dir / (tag + "." + std::to_string(r));
-    sh << "( RANK=" << r << " WORLD_SIZE=" << world << " LOCAL_RANK=" << r << " LOCAL_WORLD_SIZE=" << world
-       << " MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port << " timeout -s KILL 120 " << quote(LOOM_DIST_WORKER_BIN) << " "
-       << args << " > " << quote(p + ".log") << " 2>&1; echo $? $(date +%s.%N) > " << quote(p + ".rc") << " ) &\n";
-  }
-  sh << "wait\n";
-  std::vector<RankResult> out(world);
-  std::string script = dir / (tag + ".sh");
-  loom::test::write_all(script, sh.str());
-  auto t0 = std::chrono::system_clock::now();
-  loom::test::run("bash " + quote(script));
-  double start = std::chrono::duration<double>(t0.time_since_epoch()).count();
-  for (int r = 0; r < world; ++r) {
-    std::string p = dir / (tag + "." + std::to_string(r));
-    std::istringstream rc(read_all(p + ".rc"));
-    double end = 0;
-    rc >> out[r].exit_code >> end;
-    out[r].seconds = end - start;
-    out[r].log = read_all(p + ".log");
-  }
-  return out;
-}
-
-void require_success(const std::vector<RankResult>& rs) {
-  for (size_t r = 0; r < rs.size(); ++r) {
-    INFO("rank " << r << " of " << rs.size() << " log:\n" << rs[r].log);
-    REQUIRE(rs[r].exit_code == 0);
-  }
+  return loom::test::launch_ranks(world, LOOM_DIST_WORKER_BIN, [&](int) { return args; }, dir, tag, 120);
 }
 
 std::map<int64_t, double> read_losses(const std::string& path) {
@@ -236,14 +198,20 @@ TEST_CASE("dist: a rank that throws takes the job down and its reason reaches ra
 
 TEST_CASE("dist: a stalled rank makes the others time out with the report", "[dist][e2e]") {
   TempDir d("dist_stall");
-  auto rs = launch(2, "--out " + quote(d.path()) + " --configs m1 --steps 4 --timeout-s 2 --fault stall --fault-rank 1 --fault-step 1", d, "run");
+  // Rank 1 stalls in step 1 until the FIFO is written, which happens only once rank 0 has exited:
+  // rank 0 can only have ended by giving up on the collective, whatever the machine's speed.
+  const std::string fifo = d / "release";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string args = "--out " + quote(d.path()) + " --configs m1 --steps 4 --timeout-s 2 --fault stall " +
+                           "--fault-rank 1 --fault-step 1 --stall-until " + quote(fifo);
+  auto rs = loom::test::launch_ranks(2, LOOM_DIST_WORKER_BIN, [&](int) { return args; }, d, "run", 120,
+                                     "timeout 60 sh -c " + quote("echo go > " + quote(fifo)));
   INFO("rank 0 log:\n" << rs[0].log);
   CHECK(rs[0].exit_code == 1);
-  // Rank 0 gives up 2 s into the stall; rank 1 sleeps 8 s, then finds the job gone.
-  CHECK(rs[1].seconds - rs[0].seconds > 3);
   CHECK_THAT(rs[0].log, Catch::Contains("rank 0 of 2 (host " + loom::sys::hostname() + ") at step 1: all_reduce of "));
   CHECK_THAT(rs[0].log, Catch::Contains("stalled past parallel.timeout_s=2"));
-  CHECK(rs[1].exit_code != 0);  // wakes up to a dead job
+  INFO("rank 1 log:\n" << rs[1].log);
+  CHECK(rs[1].exit_code != 0);  // released into a dead job
 }
 
 TEST_CASE("dist: scripts/launch/torchrun.sh runs the ranks with torchrun --no_python", "[dist][e2e]") {

@@ -7,12 +7,14 @@
 //   OUT/CFG.rR.samples  every rank: the global sample ids it consumed, one per line
 // Checkpoints (--save-at/--resume-from, ZeRO only): rank 0 writes model.safetensors (parameters and
 // consumed samples), each shard rank its ZeRO-1 shard. Faults (--fault=die|throw|stall) test that
-// the other ranks go down with a report.
+// the other ranks go down with a report; a stalled rank blocks until a line can be read from
+// --stall-until (a FIFO the test writes once the other ranks are gone), so no timing is assumed.
 //
 // Exit codes: 0 done, 1 loom::Error (the report), 2 anything else.
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -87,7 +89,7 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 struct Args {
-  std::string out, fault, save_dir, resume_dir;
+  std::string out, fault, stall_until, save_dir, resume_dir;
   std::vector<std::string> configs;
   int64_t steps = 4, global_batch = 12, save_at = -1, fault_rank = -1, fault_step = -1, bucket_bytes = 256;
   double timeout_s = 60, lr = 0.02;
@@ -155,7 +157,12 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
     if (step == a.fault_step && R == a.fault_rank) {
       if (a.fault == "die") std::raise(SIGKILL);
       if (a.fault == "throw") LOOM_FAIL("injected fault at step ", step);
-      if (a.fault == "stall") std::this_thread::sleep_for(std::chrono::duration<double>(a.timeout_s * 4));
+      if (a.fault == "stall") {
+        LOOM_CHECK(!a.stall_until.empty(), "--fault=stall needs --stall-until FIFO");
+        std::ifstream release(a.stall_until);  // opening a FIFO blocks until a writer opens it
+        std::string line;
+        std::getline(release, line);
+      }
     }
     std::vector<torch::Tensor> toks, labs;
     double local_tokens = 0;
@@ -240,6 +247,7 @@ int worker_main(int argc, char** argv) {
       ("save-dir", po::value(&a.save_dir)->default_value(""), "checkpoint folder")
       ("resume-from", po::value(&a.resume_dir)->default_value(""), "checkpoint folder to resume from")
       ("fault", po::value(&a.fault)->default_value(""), "die | throw | stall")
+      ("stall-until", po::value(&a.stall_until)->default_value(""), "FIFO whose line ends a stall")
       ("fault-rank", po::value(&a.fault_rank)->default_value(-1), "rank that faults")
       ("fault-step", po::value(&a.fault_step)->default_value(-1), "step at which it faults")
       ("vocab", po::value(&g_vocab)->default_value(29), "vocabulary size")
