@@ -18,8 +18,20 @@ if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#pkgs[@]} packages present"
   exit 0
 fi
-echo "setup: installing ${missing[*]}"
+log=${LOOM_SETUP_LOG:-${TMPDIR:-/tmp}/loom-setup.log}
+echo "setup: installing ${#missing[@]} packages: ${missing[*]} (apt's output: $log)"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+phase() {  # name command...: one line per phase; apt's output goes to the log, and its tail on failure
+  local name=$1
+  shift
+  if ! "$@" >> "$log" 2>&1; then
+    echo "setup: $name failed; the end of $log:" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+  echo "setup: $name done"
+}
+: > "$log"
+phase "apt-get update" $SUDO apt-get update -qq
+phase "apt-get install" $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
