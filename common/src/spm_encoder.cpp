@@ -4,7 +4,7 @@
 #include <cfloat>
 #include <cstdio>
 #include <cstring>
-#include <queue>
+#include <atomic>
 
 #include "loom/error.h"
 
@@ -40,6 +40,23 @@ size_t valid_utf8_len(std::string_view s) {
   }
   return 0;
 }
+
+// A 64-bit hash of a short byte string (pieces and chunks are mostly under 16 bytes).
+uint64_t hash_bytes(const char* p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
+  uint64_t v;
+  for (; n >= 8; p += 8, n -= 8) {
+    std::memcpy(&v, p, 8);
+    h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  v = 0;
+  std::memcpy(&v, p, n);
+  h = (h ^ v) * 0x94D049BB133111EBull;
+  return h ^ (h >> 29);
+}
+
+std::atomic<uint64_t> next_instance{1};
 
 }  // namespace
 
@@ -81,32 +98,152 @@ struct SpmEncoder::Trie {
   }
 };
 
+// Piece text -> id, open addressing with linear probing; the text itself stays in the model.
+struct SpmEncoder::PieceTable {
+  struct Slot {
+    uint32_t tag = 0, len = 0;
+    int32_t id = -1;  // -1: empty
+  };
+  const std::vector<std::string>& pieces;
+  std::vector<Slot> slots;
+  size_t mask = 0;
+
+  PieceTable(const std::vector<std::string>& p, size_t n) : pieces(p) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    slots.resize(cap);
+    mask = cap - 1;
+  }
+  // First wins, as a map's emplace.
+  void insert(std::string_view s, int id) {
+    const uint64_t h = hash_bytes(s.data(), s.size());
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      Slot& e = slots[i];
+      if (e.id < 0) {
+        e = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(s.size()), id};
+        return;
+      }
+      if (e.tag == static_cast<uint32_t>(h >> 32) && e.len == s.size() && pieces[e.id] == s) return;
+    }
+  }
+  int find(std::string_view s) const {
+    const uint64_t h = hash_bytes(s.data(), s.size());
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot& e = slots[i];
+      if (e.id < 0) return -1;
+      if (e.tag == tag && e.len == s.size() && std::memcmp(pieces[e.id].data(), s.data(), s.size()) == 0) return e.id;
+    }
+  }
+};
+
+// Per-thread buffers, reused across calls so that encoding allocates nothing in the steady state.
+struct SpmEncoder::Scratch {
+  std::string normalized;
+  // BPE
+  struct Symbol {
+    int prev, next;
+    uint32_t begin, len;  // len 0: merged into its left neighbour
+    int id;               // -1: a single character, looked up when emitted
+    bool frozen;          // a user-defined piece: never merged
+  };
+  struct Pair {
+    int left, right;
+    float score;
+    uint32_t size;
+    int id;
+  };
+  std::vector<Symbol> sym;
+  std::vector<Pair> agenda;
+  std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> unmerge;
+  std::vector<uint32_t> chunk_ids;
+  // UNIGRAM
+  struct Best {
+    int id;
+    float score;
+    int64_t starts_at;
+  };
+  std::vector<Best> best;
+  std::vector<std::pair<size_t, int>> path;  // (start, id), last piece first
+  // The chunk cache: chunk text -> ids, flat; dropped whole when full (rare: a chunk is a word).
+  struct Entry {
+    uint64_t hash;
+    uint32_t key_off, key_len, val_off, val_len;  // val_len UINT32_MAX: empty
+  };
+  static constexpr size_t kSlots = 1 << 16, kMaxChunkBytes = 128;
+  uint64_t cache_owner = 0;
+  std::vector<Entry> slots;
+  std::string keys;
+  std::vector<uint32_t> vals;
+  size_t used = 0;
+
+  void reset_cache(uint64_t owner) {
+    cache_owner = owner;
+    slots.assign(kSlots, Entry{0, 0, 0, 0, UINT32_MAX});
+    keys.clear();
+    vals.clear();
+    used = 0;
+  }
+};
+
 SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
   LOOM_CHECK(m_.model_type == kSpmUnigram || m_.model_type == kSpmBpe, "SentencePiece model type ", m_.model_type,
              " (3 word, 4 char) is not supported by loom's encoder; only unigram (1) and bpe (2)");
   LOOM_CHECK(m_.scores.size() == m_.pieces.size() && m_.types.size() == m_.pieces.size(),
              "SentencePiece model: pieces, types and scores differ in number");
+  instance_ = next_instance.fetch_add(1);
+  pieces_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
+  all_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
   vocab_trie_ = std::make_unique<Trie>();
   user_trie_ = std::make_unique<Trie>();
   min_score_ = FLT_MAX;
   max_score_ = FLT_MIN;  // as sentencepiece: the smallest positive float, so scores < 0 leave it there
+  // Where the chunk cache may cut: before a U+2581 whose preceding character no piece has right
+  // before a U+2581 (then no piece, merged or user-defined, can span the cut).
+  const auto add_glue = [&](std::string_view piece) {
+    for (size_t at = 0; (at = piece.find(kSpace, at)) != std::string_view::npos; at += 3) {
+      if (at == 0) continue;
+      size_t b = at - 1;
+      while (b > 0 && (static_cast<unsigned char>(piece[b]) & 0xC0) == 0x80) --b;
+      const std::string_view c = piece.substr(b, at - b);
+      if (c.size() == 1) glue_ascii_[static_cast<unsigned char>(c[0])] = true;
+      else if (std::find(glue_.begin(), glue_.end(), c) == glue_.end()) glue_.emplace_back(c);
+    }
+  };
   for (int i = 0; i < m_.size(); ++i) {
     const std::string_view p = m_.pieces[i];
     const int t = m_.types[i];
     if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) {
-      pieces_.emplace(p, i);  // first wins on duplicates, as sentencepiece refuses them anyway
+      pieces_->insert(p, i);  // first wins on duplicates, as sentencepiece refuses them anyway
       if (m_.model_type == kSpmUnigram && !p.empty()) vocab_trie_->insert(p, i);
+      add_glue(p);
     } else {
-      reserved_.emplace(p, i);
+      all_->insert(p, i);  // control, unknown and byte pieces win, as in sentencepiece's PieceToId
     }
-    if (t == kSpmUserDefined && !p.empty()) user_trie_->insert(p, i);
+    if (t == kSpmUserDefined && !p.empty()) {
+      user_trie_->insert(p, i);
+      user_first_[static_cast<unsigned char>(p[0])] = true;
+    }
+    if (t == kSpmUnused) has_unused_ = true;
     if (t == kSpmNormal) {
       min_score_ = std::min(min_score_, m_.scores[i]);
       max_score_ = std::max(max_score_, m_.scores[i]);
     }
   }
+  for (int i = 0; i < m_.size(); ++i) {
+    const int t = m_.types[i];
+    if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) all_->insert(m_.pieces[i], i);
+  }
   LOOM_CHECK(m_.unk_id >= 0 && m_.unk_id < m_.size() && m_.types[m_.unk_id] == kSpmUnknown,
              "SentencePiece model: unk_id ", m_.unk_id, " is not an unknown piece");
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned>(b));
+    byte_ids_[b] = piece_to_id(name);
+  }
+  if (m_.model_type != kSpmBpe) why_no_cache_ = "a unigram lattice's float scores accumulate over the whole text";
+  else if (has_unused_) why_no_cache_ = "the model has unused pieces (their split depends on the whole text)";
+  chunk_cache_ = why_no_cache_.empty();
 
   const std::string& blob = m_.normalizer.precompiled_charsmap;
   if (!blob.empty()) {
@@ -128,6 +265,7 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
 SpmEncoder::~SpmEncoder() = default;
 
 size_t SpmEncoder::user_defined_prefix(std::string_view s) const {
+  if (s.empty() || !user_first_[static_cast<unsigned char>(s[0])]) return 0;
   size_t longest = 0;
   user_trie_->prefixes(s, [&](size_t n, int) { longest = n; });
   return longest;
@@ -169,10 +307,18 @@ std::pair<std::string_view, size_t> SpmEncoder::normalize_prefix(std::string_vie
 }
 
 std::string SpmEncoder::normalize(std::string_view input) const {
+  std::string out;
+  normalize_into(input, out);
+  return out;
+}
+
+void SpmEncoder::normalize_into(std::string_view input, std::string& out) const {
   const SpmNormalizerSpec& spec = m_.normalizer;
   const bool remove_extra = spec.remove_extra_whitespaces;
-  std::string out;
-  const auto add_space = [&] { out += spec.escape_whitespaces ? kSpace : std::string_view(" "); };
+  const std::string_view space = spec.escape_whitespaces ? kSpace : std::string_view(" ");
+  // Without charsmap rules, an ASCII byte no user-defined piece starts with stands for itself.
+  const bool plain_ascii = charsmap_units_.empty();
+  out.clear();
   if (remove_extra) {
     while (!input.empty()) {
       const auto [r, n] = normalize_prefix(input);
@@ -180,16 +326,28 @@ std::string SpmEncoder::normalize(std::string_view input) const {
       input.remove_prefix(n);
     }
   }
-  if (input.empty()) return out;
-  if (!m_.treat_whitespace_as_suffix && spec.add_dummy_prefix) add_space();
+  if (input.empty()) return;
+  if (!m_.treat_whitespace_as_suffix && spec.add_dummy_prefix) out += space;
   bool prev_space = remove_extra;
   while (!input.empty()) {
+    const auto c = static_cast<unsigned char>(input[0]);
+    if (plain_ascii && c < 0x80 && !user_first_[c]) {
+      if (c != ' ') {
+        out += static_cast<char>(c);
+        prev_space = false;
+      } else {
+        if (!prev_space) out += space;
+        prev_space = remove_extra;
+      }
+      input.remove_prefix(1);
+      continue;
+    }
     auto [r, n] = normalize_prefix(input);
     while (prev_space && !r.empty() && r.front() == ' ') r.remove_prefix(1);
     if (!r.empty()) {
-      for (const char c : r) {
-        if (spec.escape_whitespaces && c == ' ') out += kSpace;
-        else out += c;
+      for (const char ch : r) {
+        if (ch == ' ') out += space;
+        else out += ch;
       }
       prev_space = r.back() == ' ';
     }
@@ -197,31 +355,36 @@ std::string SpmEncoder::normalize(std::string_view input) const {
     if (!remove_extra) prev_space = false;
   }
   if (remove_extra) {
-    const std::string_view space = spec.escape_whitespaces ? kSpace : std::string_view(" ");
     while (out.size() >= space.size() && std::string_view(out).substr(out.size() - space.size()) == space)
       out.resize(out.size() - space.size());
   }
-  if (m_.treat_whitespace_as_suffix && spec.add_dummy_prefix) add_space();
-  return out;
+  if (m_.treat_whitespace_as_suffix && spec.add_dummy_prefix) out += space;
 }
 
 int SpmEncoder::piece_to_id(std::string_view piece) const {
-  if (auto it = reserved_.find(piece); it != reserved_.end()) return it->second;
-  if (auto it = pieces_.find(piece); it != pieces_.end()) return it->second;
-  return m_.unk_id;
+  const int id = all_->find(piece);
+  return id >= 0 ? id : m_.unk_id;
 }
 
-std::vector<SpmEncoder::Piece> SpmEncoder::encode_unigram(std::string_view s) const {
+void SpmEncoder::emit(int id, std::string_view text, std::vector<uint32_t>& out, bool& prev_unk) const {
+  const bool unk = m_.types[id] == kSpmUnknown;
+  if (unk && m_.byte_fallback) {
+    for (const char c : text) out.push_back(static_cast<uint32_t>(byte_ids_[static_cast<unsigned char>(c)]));
+  } else if (!(unk && prev_unk)) {  // a run of unknown pieces is one <unk>
+    out.push_back(static_cast<uint32_t>(id));
+  }
+  prev_unk = unk;
+}
+
+void SpmEncoder::encode_unigram(std::string_view s, Scratch& scratch, std::vector<uint32_t>& out,
+                                bool& prev_unk) const {
   // Best path ending at each byte. As sentencepiece: a piece's candidate is computed in double and
   // stored as float; ties keep the earlier (longer) piece; an unknown node only where no piece is
   // exactly the one character there.
-  struct Best {
-    int id = -1;
-    float score = 0;
-    int64_t starts_at = -1;
-  };
+  using Best = Scratch::Best;
   const size_t size = s.size();
-  std::vector<Best> best(size + 1);
+  std::vector<Best>& best = scratch.best;
+  best.assign(size + 1, Best{-1, 0.0f, -1});
   const float unk_score = min_score_ - kUnkPenalty;
   size_t at = 0;
   while (at < size) {
@@ -253,103 +416,161 @@ std::vector<SpmEncoder::Piece> SpmEncoder::encode_unigram(std::string_view s) co
     }
     at += mblen;
   }
-  std::vector<Piece> out;
+  auto& path = scratch.path;
+  path.clear();
   for (size_t end = size; end > 0;) {
     const Best& b = best[end];
     LOOM_ASSERT(b.starts_at >= 0, "unigram lattice has no path to byte ", end);
-    out.push_back({s.substr(b.starts_at, end - b.starts_at), b.id});
+    path.emplace_back(static_cast<size_t>(b.starts_at), b.id);
     end = static_cast<size_t>(b.starts_at);
   }
-  std::reverse(out.begin(), out.end());
-  return out;
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    const size_t next = it + 1 == path.rend() ? size : (it + 1)->first;
+    emit(it->second, s.substr(it->first, next - it->first), out, prev_unk);
+  }
 }
 
-std::vector<SpmEncoder::Piece> SpmEncoder::encode_bpe(std::string_view s) const {
-  struct Symbol {
-    int prev, next;
-    bool frozen;  // a user-defined piece: never merged
-    std::string_view text;
-  };
-  struct Pair {
-    int left, right;
-    float score;
-    size_t size;
-  };
-  // Highest score first; on equal scores the leftmost pair.
+void SpmEncoder::encode_bpe(std::string_view s, Scratch& scratch, std::vector<uint32_t>& out, bool& prev_unk) const {
+  using Symbol = Scratch::Symbol;
+  using Pair = Scratch::Pair;
+  // Highest score first; on equal scores the leftmost pair (sentencepiece's agenda order).
   const auto lower = [](const Pair& a, const Pair& b) {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   };
-  std::priority_queue<Pair, std::vector<Pair>, decltype(lower)> agenda(lower);
-  std::vector<Symbol> sym;
+  std::vector<Symbol>& sym = scratch.sym;
+  std::vector<Pair>& agenda = scratch.agenda;
+  sym.clear();
+  agenda.clear();
   // An unused piece that a merge produced is split back into the two it came from.
-  std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> unmerge;
+  auto& unmerge = scratch.unmerge;
+  if (has_unused_) unmerge.clear();
+  const auto text = [&](const Symbol& x) { return s.substr(x.begin, x.len); };
   const auto try_pair = [&](int l, int r) {
     if (l < 0 || r < 0 || sym[l].frozen || sym[r].frozen) return;
-    const std::string_view merged(sym[l].text.data(), sym[l].text.size() + sym[r].text.size());
-    auto it = pieces_.find(merged);
-    if (it == pieces_.end()) return;
-    agenda.push({l, r, m_.scores[it->second], merged.size()});
-    if (m_.types[it->second] == kSpmUnused) unmerge[merged] = {sym[l].text, sym[r].text};
+    const std::string_view merged = s.substr(sym[l].begin, sym[l].len + sym[r].len);
+    const int id = pieces_->find(merged);
+    if (id < 0) return;
+    agenda.push_back({l, r, m_.scores[id], static_cast<uint32_t>(merged.size()), id});
+    std::push_heap(agenda.begin(), agenda.end(), lower);
+    if (has_unused_ && m_.types[id] == kSpmUnused) unmerge[merged] = {text(sym[l]), text(sym[r])};
   };
   for (size_t at = 0; at < s.size();) {
-    size_t n = user_defined_prefix(s.substr(at));
+    int id = -1;
+    size_t n = 0;
+    if (user_first_[static_cast<unsigned char>(s[at])])
+      user_trie_->prefixes(s.substr(at), [&](size_t len, int pid) { n = len, id = pid; });
     const bool frozen = n > 0;
     if (!frozen) n = std::min(one_char_len(static_cast<unsigned char>(s[at])), s.size() - at);
     const int i = static_cast<int>(sym.size());
-    sym.push_back({i - 1, at + n < s.size() ? i + 1 : -1, frozen, s.substr(at, n)});
+    sym.push_back({i - 1, at + n < s.size() ? i + 1 : -1, static_cast<uint32_t>(at), static_cast<uint32_t>(n), id,
+                   frozen});
     at += n;
   }
-  if (sym.empty()) return {};
+  if (sym.empty()) return;
   for (size_t i = 1; i < sym.size(); ++i) try_pair(static_cast<int>(i) - 1, static_cast<int>(i));
   while (!agenda.empty()) {
-    const Pair top = agenda.top();
-    agenda.pop();
+    std::pop_heap(agenda.begin(), agenda.end(), lower);
+    const Pair top = agenda.back();
+    agenda.pop_back();
     Symbol& l = sym[top.left];
     Symbol& r = sym[top.right];
-    if (l.text.empty() || r.text.empty() || l.text.size() + r.text.size() != top.size) continue;  // stale
-    l.text = std::string_view(l.text.data(), l.text.size() + r.text.size());
+    if (l.len == 0 || r.len == 0 || l.len + r.len != top.size) continue;  // stale
+    l.len += r.len;
+    l.id = top.id;
     l.next = r.next;
     if (r.next >= 0) sym[r.next].prev = top.left;
-    r.text = {};
+    r.len = 0;
     try_pair(l.prev, top.left);
     try_pair(top.left, l.next);
   }
-  std::vector<Piece> out;
-  const auto emit = [&](const auto& self, std::string_view w) -> void {
-    const int id = piece_to_id(w);
-    auto it = unmerge.find(w);
-    if (m_.types[id] != kSpmUnused || it == unmerge.end()) {
-      out.push_back({w, id});
-      return;
-    }
-    self(self, it->second.first);
-    self(self, it->second.second);
+  const auto resplit = [&](const auto& self, std::string_view w, int id) -> void {
+    auto it = m_.types[id] == kSpmUnused ? unmerge.find(w) : unmerge.end();
+    if (it == unmerge.end()) return emit(id, w, out, prev_unk);
+    self(self, it->second.first, piece_to_id(it->second.first));
+    self(self, it->second.second, piece_to_id(it->second.second));
   };
-  for (int i = 0; i != -1; i = sym[i].next) emit(emit, sym[i].text);
-  return out;
+  for (int i = 0; i != -1; i = sym[i].next) {
+    const std::string_view w = text(sym[i]);
+    const int id = sym[i].id >= 0 ? sym[i].id : piece_to_id(w);
+    if (has_unused_) resplit(resplit, w, id);
+    else emit(id, w, out, prev_unk);
+  }
+}
+
+bool SpmEncoder::glued(std::string_view c) const {
+  if (c.size() == 1) return glue_ascii_[static_cast<unsigned char>(c[0])];
+  return std::find(glue_.begin(), glue_.end(), c) != glue_.end();
+}
+
+void SpmEncoder::encode_bpe_cached(std::string_view s, Scratch& c, std::vector<uint32_t>& out) const {
+  if (c.cache_owner != instance_) c.reset_cache(instance_);
+  bool prev_unk = false;
+  for (size_t at = 0; at < s.size();) {
+    // A chunk ends before the next U+2581 that no piece can join to the character before it.
+    size_t end = at;
+    for (;;) {
+      end = s.find(kSpace, end + 1);
+      if (end == std::string_view::npos) {
+        end = s.size();
+        break;
+      }
+      size_t b = end - 1;
+      while (b > at && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+      if (!glued(s.substr(b, end - b))) break;
+    }
+    const std::string_view chunk = s.substr(at, end - at);
+    at = end;
+    if (chunk.size() > Scratch::kMaxChunkBytes) {
+      encode_bpe(chunk, c, out, prev_unk);
+      continue;
+    }
+    const uint64_t h = hash_bytes(chunk.data(), chunk.size());
+    size_t i = h & (Scratch::kSlots - 1);
+    for (;; i = (i + 1) & (Scratch::kSlots - 1)) {
+      const Scratch::Entry& e = c.slots[i];
+      if (e.val_len == UINT32_MAX) break;
+      if (e.hash == h && e.key_len == chunk.size() && std::memcmp(c.keys.data() + e.key_off, chunk.data(), chunk.size()) == 0)
+        break;
+    }
+    if (c.slots[i].val_len == UINT32_MAX) {
+      if (c.used >= Scratch::kSlots / 2) {  // full: start over
+        c.reset_cache(instance_);
+        i = h & (Scratch::kSlots - 1);
+      }
+      c.chunk_ids.clear();
+      bool chunk_unk = false;
+      encode_bpe(chunk, c, c.chunk_ids, chunk_unk);
+      c.slots[i] = {h, static_cast<uint32_t>(c.keys.size()), static_cast<uint32_t>(chunk.size()),
+                    static_cast<uint32_t>(c.vals.size()), static_cast<uint32_t>(c.chunk_ids.size())};
+      c.keys.append(chunk);
+      c.vals.insert(c.vals.end(), c.chunk_ids.begin(), c.chunk_ids.end());
+      ++c.used;
+    }
+    const Scratch::Entry& e = c.slots[i];
+    const uint32_t* ids = c.vals.data() + e.val_off;
+    uint32_t n = e.val_len;
+    // Each chunk was encoded on its own: a run of <unk> that spans chunks is still one <unk>.
+    if (n > 0 && prev_unk && ids[0] == static_cast<uint32_t>(m_.unk_id) && !m_.byte_fallback) ++ids, --n;
+    out.insert(out.end(), ids, ids + n);
+    if (e.val_len > 0) prev_unk = c.vals[e.val_off + e.val_len - 1] == static_cast<uint32_t>(m_.unk_id);
+  }
+}
+
+void SpmEncoder::encode(std::string_view text, std::vector<uint32_t>& out) const {
+  thread_local Scratch scratch;
+  normalize_into(text, scratch.normalized);
+  const std::string_view s = scratch.normalized;
+  bool prev_unk = false;
+  if (m_.model_type == kSpmUnigram) encode_unigram(s, scratch, out, prev_unk);
+  else if (chunk_cache_) encode_bpe_cached(s, scratch, out);
+  else encode_bpe(s, scratch, out, prev_unk);
 }
 
 std::vector<int64_t> SpmEncoder::encode(std::string_view text) const {
-  const std::string normalized = normalize(text);
-  const std::vector<Piece> pieces =
-      m_.model_type == kSpmUnigram ? encode_unigram(normalized) : encode_bpe(normalized);
-  std::vector<int64_t> ids;
-  ids.reserve(pieces.size());
-  bool prev_unk = false;
-  for (const Piece& p : pieces) {
-    const bool unk = m_.types[p.id] == kSpmUnknown;
-    if (unk && m_.byte_fallback) {
-      for (const char c : p.text) {
-        char name[8];
-        std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        ids.push_back(piece_to_id(name));
-      }
-    } else if (!(unk && prev_unk)) {  // a run of unknown pieces is one <unk>
-      ids.push_back(p.id);
-    }
-    prev_unk = unk;
-  }
-  return ids;
+  thread_local std::vector<uint32_t> ids;
+  ids.clear();
+  encode(text, ids);
+  return std::vector<int64_t>(ids.begin(), ids.end());
 }
 
 }  // namespace loom::spm

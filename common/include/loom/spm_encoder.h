@@ -11,6 +11,16 @@
 //      (leftmost on ties), user-defined pieces frozen as single symbols.
 //   3. Unknown pieces become their UTF-8 bytes as <0xNN> pieces (byte_fallback), or runs of them
 //      one <unk>.
+// Speed, exact by construction: pieces live in a flat open-addressing hash; BPE works on reused
+// per-thread buffers; and for a BPE model without unused pieces, the text is cut before each
+// "\u2581" whose preceding character no piece holds right before a "\u2581" (a set read from the
+// vocabulary at load; InternLM's is tab, newline and U+2581 itself): no merge and no user-defined
+// piece can cross such a cut, so each chunk's ids depend on the chunk alone and are cached per
+// thread (chunk -> ids). UNIGRAM gets no cache: its path scores accumulate in
+// float over the whole text, so a chunk's ids may depend on what precedes it.
+// Not read because sentencepiece 0.1.97 encodes without them: the trainer's pretokenization
+// (split_by_whitespace, split_by_unicode_script, split_by_number, split_digits) shapes only which
+// pieces exist; the denormalizer and unk_surface only decoding.
 // The precompiled charsmap blob: u32 (little endian) trie size in bytes, then that many bytes of a
 // Darts-clone double array (u32 units), then the pool of NUL-terminated replacement strings that
 // the trie's values index.
@@ -37,32 +47,52 @@ class SpmEncoder {
 
   // The ids of SentencePiece's EncodeAsIds (no bos/eos).
   std::vector<int64_t> encode(std::string_view text) const;
+  // The same ids appended to out. Thread-safe: scratch and cache are per thread.
+  void encode(std::string_view text, std::vector<uint32_t>& out) const;
   // The normalized text the model segments ("\u2581" for spaces).
   std::string normalize(std::string_view text) const;
   const SpmModel& model() const { return m_; }
+  // Whether chunk ids are cached (see above), and why not when they are not.
+  bool chunk_cache() const { return chunk_cache_; }
+  const std::string& why_no_chunk_cache() const { return why_no_cache_; }
 
  private:
   struct Trie;
-  struct Piece {
-    std::string_view text;
-    int id;
-  };
+  struct PieceTable;
+  struct Scratch;
   // Length of the user-defined piece at the start of s (longest), 0 if none.
   size_t user_defined_prefix(std::string_view s) const;
   // (replacement, bytes consumed) for the start of s; s non-empty.
   std::pair<std::string_view, size_t> normalize_prefix(std::string_view s) const;
-  std::vector<Piece> encode_unigram(std::string_view normalized) const;
-  std::vector<Piece> encode_bpe(std::string_view normalized) const;
+  void normalize_into(std::string_view text, std::string& out) const;
+  // Appends the ids of a normalized text; prev_unk carries "the last id was <unk>" across calls
+  // (a run of unknown pieces is one <unk> without byte fallback).
+  void encode_unigram(std::string_view normalized, Scratch& scratch, std::vector<uint32_t>& out,
+                      bool& prev_unk) const;
+  void encode_bpe(std::string_view normalized, Scratch& scratch, std::vector<uint32_t>& out, bool& prev_unk) const;
+  void encode_bpe_cached(std::string_view normalized, Scratch& scratch, std::vector<uint32_t>& out) const;
+  // Appends the id of a final piece (its byte pieces when it is unknown and byte_fallback is on).
+  void emit(int id, std::string_view text, std::vector<uint32_t>& out, bool& prev_unk) const;
   int piece_to_id(std::string_view piece) const;
+  // Whether some piece has U+2581 right after character c (then the chunk cache does not cut there).
+  bool glued(std::string_view c) const;
 
   SpmModel m_;
-  std::unordered_map<std::string_view, int> pieces_;    // normal, user-defined and unused pieces
-  std::unordered_map<std::string_view, int> reserved_;  // the other types (control, unknown, byte)
+  std::unique_ptr<PieceTable> pieces_;                  // normal, user-defined and unused pieces
+  std::unique_ptr<PieceTable> all_;                     // every piece (the others win on a clash)
   std::unique_ptr<Trie> vocab_trie_;                    // pieces_, for UNIGRAM's lattice
   std::unique_ptr<Trie> user_trie_;                     // user-defined pieces
+  bool user_first_[256] = {};                           // bytes a user-defined piece starts with
+  int byte_ids_[256] = {};                              // <0xNN> pieces (unk_id where missing)
   std::vector<uint32_t> charsmap_units_;                // Darts double array; empty: no rules
   std::string charsmap_pool_;
   float min_score_ = 0, max_score_ = 0;                 // over normal pieces
+  bool glue_ascii_[256] = {};                           // glued(), ASCII characters
+  std::vector<std::string> glue_;                       // glued(), the others
+  bool has_unused_ = false;
+  bool chunk_cache_ = false;
+  std::string why_no_cache_;
+  uint64_t instance_ = 0;                               // tells the per-thread caches of encoders apart
 };
 
 }  // namespace loom::spm

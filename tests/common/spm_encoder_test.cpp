@@ -2,7 +2,7 @@
 // two real corpora (English, and Japanese with many characters no 1k/2k vocab has) and edge cases,
 // with the three models loom meets (InternLM's BPE with byte fallback and user-defined pieces, an
 // NFKC unigram without byte fallback, the demo's identity unigram with byte fallback). The golden
-// ids are computed at test time by tests/trainer/spm_golden.py with Debian's python3-sentencepiece.
+// ids are computed at test time by tests/common/spm_golden.py with Debian's python3-sentencepiece.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "hf_tokenizer.h"
 #include "loom/error.h"
 #include "loom/spm_encoder.h"
 #include "test_util.h"
@@ -48,7 +47,7 @@ std::vector<std::vector<int64_t>> golden_ids(const std::string& model, const std
                                              const test::TempDir& dir) {
   const std::string out = dir / "golden.txt";
   const test::RunResult r = test::run(test::quote(test::python()) + " " +
-                                      test::quote(test::source_dir() + "/tests/trainer/spm_golden.py") + " " +
+                                      test::quote(test::source_dir() + "/tests/common/spm_golden.py") + " " +
                                       test::quote(model) + " " + test::quote(input) + " " + test::quote(out));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -233,24 +232,137 @@ TEST_CASE("spm encoder refuses what it does not implement", "[spm]") {
   CHECK_THROWS_WITH(spm::SpmEncoder(m), Contains("trie of 16 bytes does not fit the 8-byte blob"));
 }
 
-TEST_CASE("spm exported tokenizer_config names the transformers class that encodes like SentencePiece", "[spm]") {
-  // Measured with transformers 5.17 (bench/hf/check_logits.py --tokenizer-only): its LlamaTokenizer is a
-  // BPE without the charsmap, exact only for a plain BPE model; the rest goes to SentencePieceBackend.
-  const auto config_of = [](const std::string& model) {
-    for (const auto& [name, text] : hf::tokenizer_files(spm::read_spm_model(model), model, 512))
-      if (name == "tokenizer_config.json") return text;
-    FAIL("no tokenizer_config.json");
-    return std::string();
-  };
-  const std::string internlm = config_of(corpus("internlm_v7.model"));
-  CHECK_THAT(internlm, Contains("\"tokenizer_class\": \"LlamaTokenizer\",\n  \"add_prefix_space\": false,\n"));
-  CHECK_THAT(internlm, Contains("\"legacy\": true"));
-  CHECK_THAT(internlm, !Contains("special_tokens_pattern"));
-  for (const std::string& model : {corpus("spm_test_unigram_1k.model"), test::source_dir() + "/data_samples/spm_2k.model"}) {
-    const std::string cfg = config_of(model);
-    INFO(model);
-    CHECK_THAT(cfg, Contains("\"tokenizer_class\": \"SentencePieceBackend\",\n  \"special_tokens_pattern\": \"bos\",\n"));
-    CHECK_THAT(cfg, Contains("\"legacy\": true"));
-    CHECK_THAT(cfg, !Contains("add_prefix_space"));
+namespace {
+
+// UTF-8 of a code point (any value below 0x110000, surrogates included: they make invalid UTF-8).
+std::string utf8(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
   }
+  return s;
+}
+
+// Texts that stress every rule of the normalizer and both models: characters from many scripts
+// and blocks, digit runs, runs of every kind of whitespace, control and private-use characters,
+// invalid UTF-8 (stray continuation bytes, truncated, overlong, surrogate and out-of-range
+// sequences), words of up to 3000 bytes, emoji sequences and stacked combining marks. No '\n'
+// (it separates texts).
+std::vector<std::string> stress_texts(uint64_t seed, size_t count) {
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const std::vector<std::pair<uint32_t, uint32_t>> blocks = {
+      {0x21, 0x7E},       {0xA1, 0x24F},      {0x370, 0x3FF},     {0x400, 0x4FF},    {0x590, 0x5FF},
+      {0x600, 0x6FF},     {0x900, 0x97F},     {0xE00, 0xE7F},     {0x10A0, 0x10FF},  {0x1100, 0x11FF},
+      {0x2000, 0x206F},   {0x2100, 0x22FF},   {0x2460, 0x24FF},   {0x2500, 0x259F},  {0x3000, 0x30FF},
+      {0x3200, 0x33FF},   {0x4E00, 0x9FFF},   {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},  {0xFB00, 0xFB4F},
+      {0xFE30, 0xFE4F},   {0xFF00, 0xFFEF},   {0xFFF0, 0xFFFF},   {0x1D400, 0x1D7FF}, {0x1F000, 0x1FAFF},
+      {0x20000, 0x2A6DF}, {0xE0000, 0xE007F}};
+  const std::vector<uint32_t> spaces = {0x20,   0x09,   0x0B,   0x0C,   0x0D,   0x85,   0xA0,   0x1680,
+                                        0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007,
+                                        0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+                                        0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x2581, 0x180E};
+  const std::vector<std::string> invalid = {"\x80", "\xBF", "\xC0\x80", "\xC1\xBF", "\xC3", "\xE3\x81", "\xED\xA0\x80",
+                                            "\xED\xBF\xBF", "\xF0\x80\x80\x80", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80",
+                                            "\xF8\x88\x80\x80\x80", "\xFE", "\xFF", "\xE2\x96", "\xF0\x9F\x98"};
+  const std::vector<std::string> emoji = {"\xF0\x9F\x98\x80", "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",
+                                          "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7",
+                                          "\xF0\x9F\x87\xAF\xF0\x9F\x87\xB5", "\xE2\x9D\xA4\xEF\xB8\x8F",
+                                          "1\xEF\xB8\x8F\xE2\x83\xA3"};
+  const std::vector<std::string> words = {"the", "The", "of", "and", "ing", "tion", "Botchan", "<s>", "</s>", "<unk>",
+                                          "<eoh>", "<eoa>", "<0x41>", "\xE5\x90\xBE\xE8\xBC\xA9", "\xE7\x8C\xAB",
+                                          "\xE3\x81\xA7\xE3\x81\x82\xE3\x82\x8B"};
+  const auto code_point = [&](uint32_t lo, uint32_t hi) { return lo + static_cast<uint32_t>(rng() % (hi - lo + 1)); };
+  std::vector<std::string> texts(count);
+  for (std::string& t : texts) {
+    const size_t parts = pick(40);
+    for (size_t p = 0; p < parts; ++p) {
+      switch (pick(12)) {
+        case 0: case 1: {  // a run from one block: one script at a time, as real text
+          const auto& [lo, hi] = blocks[pick(blocks.size())];
+          for (size_t n = 1 + pick(8); n > 0; --n) t += utf8(code_point(lo, hi));
+          break;
+        }
+        case 2:  // a whitespace run, mixed kinds
+          for (size_t n = 1 + pick(6); n > 0; --n) t += utf8(spaces[pick(spaces.size())]);
+          break;
+        case 3:  // digits
+          for (size_t n = 1 + pick(12); n > 0; --n) t += static_cast<char>('0' + pick(10));
+          break;
+        case 4:  // control (C0 but '\n', DEL, C1) and private use (BMP and plane 15)
+          t += pick(2) ? utf8(pick(3) ? (pick(2) ? code_point(0, 9) : code_point(11, 31)) : code_point(0x7F, 0x9F))
+                       : utf8(pick(2) ? code_point(0xE000, 0xF8FF) : code_point(0xF0000, 0xFFFFD));
+          break;
+        case 5:
+          t += invalid[pick(invalid.size())];
+          break;
+        case 6:
+          t += emoji[pick(emoji.size())];
+          break;
+        case 7: {  // a base letter with up to 5 combining marks
+          t += static_cast<char>('a' + pick(26));
+          for (size_t n = pick(6); n > 0; --n) t += utf8(code_point(0x300, 0x36F));
+          break;
+        }
+        case 8: {  // a very long word: Latin, or CJK without spaces
+          const bool cjk = pick(2);
+          for (size_t n = 50 + pick(cjk ? 1000 : 3000); n > 0; --n)
+            t += cjk ? utf8(code_point(0x4E00, 0x4FFF)) : std::string(1, static_cast<char>('a' + pick(26)));
+          break;
+        }
+        default:
+          t += (pick(2) ? " " : "") + words[pick(words.size())];
+      }
+    }
+  }
+  return texts;
+}
+
+}  // namespace
+
+TEST_CASE("spm encoder equals Python sentencepiece on a generated corpus that stresses every rule", "[spm]") {
+  const std::vector<std::string> texts = stress_texts(20270101, 1500);
+  std::string file;
+  for (const std::string& t : texts) file += t + "\n";
+  test::TempDir dir("spm_stress");
+  const std::string input = dir / "stress.txt";
+  test::write_all(input, file);
+  INFO(file.size() << " bytes of generated text");
+  for (const std::string& model : spm_models()) {
+    const spm::SpmEncoder enc(spm::read_spm_model(model));
+    CHECK(check_texts(enc, model, texts, input, dir) == texts.size());
+  }
+}
+
+TEST_CASE("spm encoder's chunk cache: on for InternLM's BPE, off for unigram; ids the same warm or cold", "[spm]") {
+  const spm::SpmModel internlm = spm::read_spm_model(corpus("internlm_v7.model"));
+  const spm::SpmEncoder bpe(internlm);
+  CHECK(bpe.chunk_cache());
+  const spm::SpmEncoder unigram(spm::read_spm_model(corpus("spm_test_unigram_1k.model")));
+  CHECK_FALSE(unigram.chunk_cache());
+  CHECK_THAT(unigram.why_no_chunk_cache(), Contains("unigram"));
+  // An unused piece disables it: its split depends on the merges of the whole text.
+  spm::SpmModel with_unused = internlm;
+  with_unused.types[1000] = spm::kSpmUnused;
+  CHECK_FALSE(spm::SpmEncoder(with_unused).chunk_cache());
+  // The same text encoded again (every chunk now cached), and by a second encoder of the same model
+  // in the same thread (its own cache), gives the same ids; so does each chunk alone, in any order.
+  const std::string text = "Tab\tafter  two  spaces\t\t then \n\n newline and\t\ttabs, <eoh> user piece\t x";
+  const std::vector<int64_t> first = bpe.encode(text);
+  CHECK(bpe.encode(text) == first);
+  const spm::SpmEncoder other(internlm);
+  CHECK(other.encode(text) == first);
+  CHECK(bpe.encode("spaces\t\t then") == other.encode("spaces\t\t then"));
 }
