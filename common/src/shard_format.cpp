@@ -129,8 +129,8 @@ void fail_bin_checksum(const std::string& bin_path, uint64_t got, uint64_t want)
 
 // ---- ShardWriter ----
 
-ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info)
-    : bin_path_(bin_path), info_(info), bin_(bin_path, dtype_bytes_for_vocab(info.vocab_size)) {
+ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t encoder)
+    : bin_path_(bin_path), info_(info), encoder_(encoder), bin_(bin_path, dtype_bytes_for_vocab(info.vocab_size)) {
   LOOM_CHECK(info.vocab_size > 0, bin_path, ": vocab size must be positive");
 }
 
@@ -149,6 +149,7 @@ void ShardWriter::commit() {
   detail::fill_loom_header(h, kShardMagic, kShardVersion, bin_.dtype_bytes(), info_);
   h.num_docs = num_docs();
   h.num_tokens = num_tokens();
+  h.encoder = encoder_;
   h.bin_xxh64 = bin_.digest();
   const size_t offsets_bytes = offsets_.size() * sizeof(uint64_t);
   h.offsets_xxh64 = xxh64(offsets_.data(), offsets_bytes);

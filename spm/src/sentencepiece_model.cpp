@@ -4,11 +4,12 @@
 
 #include "loom/error.h"
 #include "loom/hash.h"
+#include "loom/spm_encoder.h"
 #include "loom/sys.h"
 
 namespace loom {
 
-SentencePieceModel::SentencePieceModel(const std::string& model_path)
+SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderChoice encoder)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   LOOM_CHECK(sys::exists(model_path), model_path, ": no such SentencePiece model file");
   const auto status = sp_->Load(model_path);
@@ -17,9 +18,20 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path)
   bos_id_ = sp_->bos_id();
   eos_id_ = sp_->eos_id();
   fingerprint_ = xxh64_file(model_path);
+  if (encoder == EncoderChoice::kSentencePiece) return;
+  try {
+    loom_ = std::make_unique<spm::SpmEncoder>(spm::read_spm_model(model_path));
+  } catch (const Error& e) {
+    LOOM_CHECK(encoder == EncoderChoice::kAuto, model_path, ": loom's encoder cannot encode this model: ", e.what(),
+               "; use --encoder sentencepiece (or auto)");
+    why_not_loom_ = e.what();
+  }
 }
 
 SentencePieceModel::~SentencePieceModel() = default;
+
+uint32_t SentencePieceModel::encoder() const { return loom_ ? kShardEncoderLoom : kShardEncoderSentencePiece; }
+const char* SentencePieceModel::encoder_name() const { return loom_ ? "loom" : "sentencepiece"; }
 
 TokenizerInfo SentencePieceModel::info(bool bos, bool eos) const {
   LOOM_CHECK(!bos || bos_id_ >= 0, path_, ": the model has no BOS id (bos_id = -1); run with --no-bos");
@@ -34,6 +46,7 @@ TokenizerInfo SentencePieceModel::info(bool bos, bool eos) const {
 }
 
 void SentencePieceModel::encode(std::string_view text, std::vector<uint32_t>& out) const {
+  if (loom_) return loom_->encode(text, out);
   // Thread-local scratch: Encode() fills a vector<int>.
   thread_local std::vector<int> ids;
   ids.clear();

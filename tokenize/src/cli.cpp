@@ -78,7 +78,10 @@ int tokenize_main(const std::vector<std::string>& args) {
        "documents longer than this are cut on whitespace into pieces of at most this many bytes, encoded "
        "separately and concatenated (bos/eos only around the whole document)")
       ("batch-bytes", po::value<uint64_t>()->default_value(64 << 10), "bytes of text per encoder work item")
-      ("resume", po::bool_switch(), "skip inputs whose complete shards already exist in --output-dir");
+      ("resume", po::bool_switch(), "skip inputs whose complete shards already exist in --output-dir")
+      ("encoder", po::value<std::string>()->default_value("auto"),
+       "auto (loom's own where it encodes the model, else libsentencepiece), loom or sentencepiece; "
+       "the ids are the same");
   p.positional("input");
   if (!p.parse(args)) return kExitOk;  // --help
   if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
@@ -99,6 +102,9 @@ int tokenize_main(const std::vector<std::string>& args) {
   opt.pipeline.batch_bytes = p.get<uint64_t>("batch-bytes");
   if (opt.pipeline.batch_bytes < 1) throw UsageError("--batch-bytes must be at least 1");
   opt.resume = p.get<bool>("resume");
+  opt.encoder = one_of<EncoderChoice>("encoder", p.get<std::string>("encoder"),
+                                      {{"auto", EncoderChoice::kAuto}, {"loom", EncoderChoice::kLoom},
+                                       {"sentencepiece", EncoderChoice::kSentencePiece}});
 
   log::info("loom-tokenize configuration:\n", p.resolved_ini(), "(resolved) bos = ", opt.pipeline.bos ? "on" : "off",
             ", eos = ", opt.pipeline.eos ? "on" : "off", "; ", opt.inputs.size(), " input(s)");

@@ -26,8 +26,9 @@ class WriterSink : public ShardSink {
 
 const char* shard_format_name(ShardFormat f) { return f == ShardFormat::kLoom ? "loom" : "internlm"; }
 
-std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info) {
-  if (format == ShardFormat::kLoom) return std::make_unique<WriterSink<ShardWriter>>(bin_path, info);
+std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info,
+                                           uint32_t encoder) {
+  if (format == ShardFormat::kLoom) return std::make_unique<WriterSink<ShardWriter>>(bin_path, info, encoder);
   return std::make_unique<WriterSink<InternlmWriter>>(bin_path);
 }
 

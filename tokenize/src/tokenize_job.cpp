@@ -32,10 +32,12 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     bins.push_back(bin);
     total_bytes += sys::file_size(in);
   }
-  const SentencePieceModel encoder(opt.model);
+  const SentencePieceModel encoder(opt.model, opt.encoder);
   const TokenizerInfo info = encoder.info(opt.pipeline.bos, opt.pipeline.eos);
   log::info("model ", opt.model, ": vocab ", info.vocab_size, ", bos ", info.bos_id, ", eos ", info.eos_id,
             ", fingerprint ", hex64(info.model_fingerprint));
+  log::info("encoder: ", encoder.encoder_name(),
+            encoder.why_not_loom().empty() ? std::string() : str(" (loom's encoder cannot: ", encoder.why_not_loom(), ")"));
   sys::make_dirs(opt.output_dir);
 
   TokenizeSummary sum;
@@ -55,7 +57,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     }
     if (opt.resume) log::info(in, ": tokenizing (", why_not, ")");
     auto reader = make_document_reader(in, opt.reader);
-    auto sink = make_shard_sink(opt.format, bins[i], info);
+    auto sink = make_shard_sink(opt.format, bins[i], info, encoder.encoder());
     const FileStats st = tokenize_documents(*reader, encoder, *sink, opt.pipeline, [&](uint64_t bytes, uint64_t tokens) {
       progress.set(bytes_before + bytes);
       progress.set_extra("tokens", sum.tokens + tokens);

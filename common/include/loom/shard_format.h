@@ -24,8 +24,12 @@
 //    56    8 bin_xxh64          u64, XXH64 (seed 0) of NAME.bin's bytes
 //    64    8 offsets_xxh64      u64, XXH64 (seed 0) of the offsets array's bytes
 //    72    8 model_fingerprint  u64, XXH64 (seed 0) of the SentencePiece .model file
-//    80   48 reserved           zero; readers of version 1 ignore it, later versions may use it
+//    80    4 encoder            u32, what encoded the text: 0 not recorded, 1 libsentencepiece,
+//                               2 loom's encoder (loom/spm_encoder.h); the ids are the same either way
+//    84   44 reserved           zero; readers of version 1 ignore it, later versions may use it
 //
+// Adding a field: take it from `reserved`, with 0 meaning what files written before it mean, and
+// keep the version (readers of version 1 ignore reserved bytes, so every reader still reads it).//
 // Readers check magic, version, header_size, dtype, sizes and offsets before trusting anything
 // (ShardReader); token ids and checksums are checked by verify_deep(), one sequential pass.
 #pragma once
@@ -48,6 +52,10 @@ inline constexpr char kShardMagic[8] = {'L', 'O', 'O', 'M', 'T', 'O', 'K', '\0'}
 inline constexpr uint32_t kShardVersion = 1;
 inline constexpr uint32_t kShardFlagBos = 1u << 0;
 inline constexpr uint32_t kShardFlagEos = 1u << 1;
+// ShardHeader::encoder values.
+inline constexpr uint32_t kShardEncoderUnrecorded = 0;
+inline constexpr uint32_t kShardEncoderSentencePiece = 1;
+inline constexpr uint32_t kShardEncoderLoom = 2;
 
 struct ShardHeader {
   char magic[8];
@@ -64,7 +72,8 @@ struct ShardHeader {
   uint64_t bin_xxh64;
   uint64_t offsets_xxh64;
   uint64_t model_fingerprint;
-  uint8_t reserved[48];
+  uint32_t encoder;
+  uint8_t reserved[44];
 };
 static_assert(sizeof(ShardHeader) == 128, "the shard header is 128 bytes on disk");
 
@@ -169,7 +178,8 @@ const char* shard_kind_name(ShardKind kind);
 // are refused. Destroyed without commit(), it leaves nothing behind.
 class ShardWriter {
  public:
-  ShardWriter(const std::string& bin_path, const TokenizerInfo& info);
+  // encoder: a kShardEncoder* value, recorded in the header.
+  ShardWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t encoder = kShardEncoderUnrecorded);
   // ids as uint32; stored as the shard's dtype.
   void add_doc(const uint32_t* ids, size_t n);
   void add_doc(const std::vector<uint32_t>& ids) { add_doc(ids.data(), ids.size()); }
@@ -181,6 +191,7 @@ class ShardWriter {
  private:
   std::string bin_path_;
   TokenizerInfo info_;
+  uint32_t encoder_;
   detail::TokenBinWriter bin_;
   std::vector<uint64_t> offsets_{0};
 };

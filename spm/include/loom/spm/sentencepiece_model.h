@@ -1,7 +1,11 @@
 // A SentencePiece .model loaded by libsentencepiece: what a shard header records of it (vocab size,
 // bos/eos ids, fingerprint = XXH64 of the .model file), encoding text and decoding ids. The one
 // loader of loom-tokenize and loom-pack. encode() and decode() are const and thread-safe
-// (SentencePieceProcessor's are, after Load), so threads share one model.
+// (SentencePieceProcessor's are, after Load; loom's encoder keeps its scratch per thread), so
+// threads share one model.
+// Encoding goes through libsentencepiece or through loom's own exact encoder (loom/spm_encoder.h,
+// several times faster, the same ids): kAuto takes loom's wherever it encodes the model (unigram and
+// BPE; not word or char models), else libsentencepiece.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +22,17 @@ class SentencePieceProcessor;
 
 namespace loom {
 
+namespace spm {
+class SpmEncoder;
+}
+
+enum class EncoderChoice { kAuto, kLoom, kSentencePiece };
+
 class SentencePieceModel {
  public:
-  // Throws loom::Error when the file is missing or is not a SentencePiece model.
-  explicit SentencePieceModel(const std::string& model_path);
+  // Throws loom::Error when the file is missing or is not a SentencePiece model, or with kLoom when
+  // loom's encoder cannot encode it.
+  explicit SentencePieceModel(const std::string& model_path, EncoderChoice encoder = EncoderChoice::kSentencePiece);
   ~SentencePieceModel();
   SentencePieceModel(const SentencePieceModel&) = delete;
   SentencePieceModel& operator=(const SentencePieceModel&) = delete;
@@ -34,6 +45,11 @@ class SentencePieceModel {
   // What a shard header records when documents carry bos and/or eos (both false: flags 0, as for a
   // model given only to name the tokenizer); throws when a flag asks for an id the model lacks.
   TokenizerInfo info(bool bos, bool eos) const;
+  // Which encoder encode() uses: kShardEncoderLoom or kShardEncoderSentencePiece, and its name.
+  uint32_t encoder() const;
+  const char* encoder_name() const;
+  // Why kAuto chose libsentencepiece ("" when it chose loom's encoder or was not asked).
+  const std::string& why_not_loom() const { return why_not_loom_; }
 
   // Appends the ids of text (no bos/eos) to out.
   void encode(std::string_view text, std::vector<uint32_t>& out) const;
@@ -43,6 +59,8 @@ class SentencePieceModel {
  private:
   std::string path_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<spm::SpmEncoder> loom_;  // set: encode() uses it
+  std::string why_not_loom_;
   uint32_t vocab_size_ = 0;
   int32_t bos_id_ = -1, eos_id_ = -1;
   uint64_t fingerprint_ = 0;

@@ -21,7 +21,9 @@ class ShardSink {
   virtual void commit() = 0;
 };
 
-std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info);
+// encoder: the kShardEncoder* value a loom shard's header records (InternLM's format has no place for it).
+std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info,
+                                           uint32_t encoder = kShardEncoderUnrecorded);
 // Whether bin_path already holds a complete shard of this format written with this tokenizer
 // setup (for --resume). A loom shard must match the model fingerprint and bos/eos flags.
 bool shard_complete(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info, std::string& why_not);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/spm/sentencepiece_model.h"
 #include "loom/tokenize/document_reader.h"
 #include "loom/tokenize/pipeline.h"
 #include "loom/tokenize/shard_sink.h"
@@ -19,6 +20,7 @@ struct TokenizeOptions {
   ReaderOptions reader;
   PipelineOptions pipeline;  // bos/eos resolved here
   ShardFormat format = ShardFormat::kLoom;
+  EncoderChoice encoder = EncoderChoice::kAuto;  // the ids are the same; loom's is faster
   bool resume = false;
 };
 
