@@ -2,22 +2,28 @@
 # loom-tokenize against its peers on the same documents, in one run:
 #   (a) InternLM's tools/tokenizer.py way (Python, one process)      bench/tokenize_peer.py internlm
 #   (b) raw single-thread SentencePiece encode (C++, Debian's spm_encode --output_format=id)
-#   loom-tokenize with all cores, --format loom and --format internlm
+#   loom-tokenize with all cores, --format loom and --format internlm; with one thread, with loom's
+#   encoder (the default) and with --encoder sentencepiece
+#   loom's encoder against libsentencepiece per core, side by side in one process on each corpus
+#   (bench/spm_encode_bench: median thread CPU time of ROUNDS interleaved rounds)
 # Figures: MB/s = bytes of document text (stripped non-empty lines) / wall seconds; tokens/s =
 # tokens written (loom's count, BOS+EOS included) / wall seconds. Best of REPEAT runs each.
-# Appends a section to bench/RESULTS.md. Usage: bench/tokenize_bench.sh [BUILD_DIR] [REPEAT]
+# Appends a section to bench/RESULTS.md. Usage: bench/tokenize_bench.sh [BUILD_DIR] [REPEAT] [ROUNDS]
+# Inputs default to tests/data (MODEL=... and INPUTS="a.txt b.txt" in the environment override them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 REPEAT=${2:-3}
+ROUNDS=${3:-9}
 PY=/usr/bin/python3
 TOK=$BUILD/tokenize/loom-tokenize
-MODEL=../shared/corpora/internlm_v7.model
-INPUTS=(../shared/corpora/botchan.txt ../shared/corpora/wagahaiwa_nekodearu.txt)
+MODEL=${MODEL:-tests/data/internlm_v7.model}
+read -r -a INPUTS <<< "${INPUTS:-tests/data/botchan.txt tests/data/wagahaiwa_nekodearu.txt}"
 CORES=$(nproc)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 [ -x "$TOK" ] || { echo "build loom-tokenize first ($TOK)"; exit 1; }
+[ -x "$BUILD/bench/spm_encode_bench" ] || { echo "build spm_encode_bench first ($BUILD/bench/spm_encode_bench)"; exit 1; }
 
 now() { date +%s.%N; }
 calc() { $PY -c "print($1)"; }
@@ -58,8 +64,9 @@ run_b() { spm_encode --model=$MODEL --output_format=id < "$WORK/all.docs" > "$WO
 run_loom() { $TOK --model $MODEL --output-dir "$WORK/loom" --threads "$CORES" $INPUT_LIST; }
 run_loom_il() { $TOK --model $MODEL --output-dir "$WORK/il" --format internlm --threads "$CORES" $INPUT_LIST; }
 run_loom_1() { $TOK --model $MODEL --output-dir "$WORK/loom1" --threads 1 $INPUT_LIST; }
+run_loom_1_sp() { $TOK --model $MODEL --output-dir "$WORK/loom1sp" --encoder sentencepiece --threads 1 $INPUT_LIST; }
 
-ra=$(best_of run_a); rb=$(best_of run_b); rl=$(best_of run_loom); ri=$(best_of run_loom_il); r1=$(best_of run_loom_1)
+ra=$(best_of run_a); rb=$(best_of run_b); rl=$(best_of run_loom); ri=$(best_of run_loom_il); r1=$(best_of run_loom_1); r1s=$(best_of run_loom_1_sp)
 ta=${ra% *}; tb=${rb% *}; tl=${rl% *}; ti=${ri% *}; t1=${r1% *}
 # Same bytes as the Python peer: the comparison is of equal work.
 for f in "${INPUTS[@]}"; do cmp -s "$WORK/a_$(basename "$f").bin" "$WORK/il/$(basename "${f%.txt}").bin" || { echo "internlm output differs from the peer: $f"; exit 1; }; done
@@ -79,7 +86,8 @@ row() { printf "| %s | %.3f | %.2f | %.0f | %.3f | %.0f |\n" "$1" "${2% *}" "$(c
   echo "| --- | --- | --- | --- | --- | --- |"
   row "(a) InternLM tools/tokenizer.py way (Python, 1 process)" "$ra"
   row "(b) spm_encode, 1 thread (raw SentencePiece)" "$rb"
-  row "loom-tokenize --threads 1" "$r1"
+  row "loom-tokenize --threads 1 (loom's encoder)" "$r1"
+  row "loom-tokenize --threads 1 --encoder sentencepiece" "$r1s"
   row "loom-tokenize --threads $CORES (loom format)" "$rl"
   row "loom-tokenize --threads $CORES --format internlm" "$ri"
   echo
@@ -88,6 +96,14 @@ row() { printf "| %s | %.3f | %.2f | %.0f | %.3f | %.0f |\n" "$1" "${2% *}" "$(c
        "loom --format internlm / (a) = $(fmt "$ta" "$ti")x."
   echo "Per CPU second: loom / (a) = $(fmt "${rl#* }" "${ra#* }" | $PY -c "print(round(1/float(input()), 2))")x," \
        "loom / (b) = $(fmt "${rl#* }" "${rb#* }" | $PY -c "print(round(1/float(input()), 2))")x."
+  echo "One thread, per CPU second (reader and writer included): loom's encoder / --encoder sentencepiece =" \
+       "$(fmt "${r1s#* }" "${r1#* }")x."
+  echo
+  echo "loom's encoder against libsentencepiece, one core, $BUILD/bench/spm_encode_bench MODEL TEXT $ROUNDS:"
+  echo
+  echo '```'
+  for f in "${INPUTS[@]}"; do "$BUILD/bench/spm_encode_bench" "$MODEL" "$f" "$ROUNDS"; done
+  echo '```'
   if [ "$(calc "int($LOAD0 > $CORES)")" = 1 ]; then
     echo
     echo "Note: the machine was shared while this ran (load average $LOAD0 on $CORES cores), so the"
