@@ -136,7 +136,7 @@ TEST_CASE("train config rejects unknown keys and names bad values") {
                     Catch::Contains("loss.label_smoothing must be in [0, 1), got 1.5"));
   auto c = parse_train_config({"--job.run_dir=x", "--data.train_folder=y", "--adam.lr=0.5"});
   REQUIRE(c);
-  CHECK(c->lr.base_lr == 0.5);
+  CHECK(c->adam.lr == 0.5);
   CHECK(c->ckpt.folder == "x/checkpoints");
   CHECK(c->resolved_ini.find("[adam]\nadam_beta1 = 0.90000000000000002\nadam_beta2 = 0.94999999999999996\n") !=
         std::string::npos);

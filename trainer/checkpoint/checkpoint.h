@@ -34,9 +34,15 @@ namespace loom {
 inline constexpr int64_t kCheckpointVersion = 1;
 inline constexpr const char* kCheckpointFormat = "loom-checkpoint";
 
+// The [ckpt] section. The Checkpointer reads folder and keep; the loop reads the rest. Every field
+// after keep has an initializer, so CheckpointOptions{folder, keep} stays complete.
 struct CheckpointOptions {
-  std::string folder;  // ckpt.save_ckpt_folder (default JOB.run_dir/checkpoints)
-  int64_t keep = 2;    // ckpt.keep: complete checkpoints kept (0 = all)
+  std::string folder;            // ckpt.save_ckpt_folder (default JOB.run_dir/checkpoints)
+  int64_t keep = 2;              // ckpt.keep: complete checkpoints kept (0 = all)
+  bool enable_save = true;       // ckpt.enable_save_ckpt
+  int64_t checkpoint_every = 0;  // ckpt.checkpoint_every: steps between checkpoints (0 = only at the end)
+  std::string stop_file{};       // ckpt.stop_file: InternLM's stop file ("" = off)
+  bool async_save = false;       // ckpt.async_save: write checkpoints from a background thread
 };
 
 // What one checkpoint holds.

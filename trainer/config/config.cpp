@@ -8,77 +8,94 @@
 
 namespace loom {
 
+OptimizerOptions TrainConfig::optimizer_options() const {
+  OptimizerOptions out;
+  out.beta1 = adam.beta1;
+  out.beta2 = adam.beta2;
+  out.eps = adam.eps;
+  out.weight_decay = adam.weight_decay;
+  out.decay_embeddings = adam.decay_embeddings;
+  out.clip_grad_norm = hybrid_zero_optimizer.clip_grad_norm;
+  return out;
+}
+
+LrScheduleOptions TrainConfig::lr_schedule_options() const {
+  LrScheduleOptions out;
+  out.kind = lr_scheduler.kind;
+  out.base_lr = adam.lr;
+  out.warmup_ratio = lr_scheduler.warmup_ratio;
+  out.init_steps = lr_scheduler.init_steps;
+  out.eta_min = lr_scheduler.eta_min;
+  out.total_steps = data.total_steps;
+  return out;
+}
+
 std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args) {
   TrainConfig c;
-  ModelOptions& m = c.model;
-  DataOptions& d = c.data;
-  OptimizerOptions& o = c.optimizer;
-  LrScheduleOptions& lr = c.lr;
-  LoopOptions& l = c.loop;
   std::string dtype = "float32";
 
   OptionParser p("loom-train", "loom-train --config FILE.ini [--section.key=value ...]");
   // clang-format off
   p.options().add_options()
-    ("resume", po::value(&l.resume)->default_value(""), "auto (newest valid checkpoint of ckpt.save_ckpt_folder, "
+    ("resume", po::value(&c.flags.resume)->default_value(""), "auto (newest valid checkpoint of ckpt.save_ckpt_folder, "
         "falling back past damaged ones), a step_N folder, or empty to start fresh")
-    ("init-from", po::value(&l.init_from)->default_value(""), "a step_N folder whose model weights start the run")
-    ("init-from-hf", po::value(&l.init_from_hf)->default_value(""), "a Hugging Face folder (export-hf's or "
+    ("init-from", po::value(&c.flags.init_from)->default_value(""), "a step_N folder whose model weights start the run")
+    ("init-from-hf", po::value(&c.flags.init_from_hf)->default_value(""), "a Hugging Face folder (export-hf's or "
         "transformers') whose weights start the run; its architecture must equal model.*")
-    ("profile-memory", po::bool_switch(&l.profile_memory), "CUDA: write run_dir/memory_profile.json (parameters, "
+    ("profile-memory", po::bool_switch(&c.flags.profile_memory), "CUDA: write run_dir/memory_profile.json (parameters, "
         "gradients, optimizer state, activations) after the second step")
-    ("profiling", po::bool_switch(&l.profiling), "record steps 2-4 with LibTorch's profiler (chrome trace in run_dir)")
-    ("job.run_dir", po::value(&l.run_dir)->default_value(""), "output folder: metrics.jsonl, tensorboard/, "
+    ("profiling", po::bool_switch(&c.flags.profiling), "record steps 2-4 with LibTorch's profiler (chrome trace in run_dir)")
+    ("job.run_dir", po::value(&c.job.run_dir)->default_value(""), "output folder: metrics.jsonl, tensorboard/, "
         "checkpoints/ (default runs/run_YYYYMMDD_HHMMSS from rank 0's launch time, UTC)")
-    ("job.device", po::value(&l.device)->default_value("cpu"), "cpu, cuda or cuda:N")
-    ("job.attention", po::value(&l.attention)->default_value("auto"), "attention kernel: auto, flash, segments or masked")
-    ("job.seed", po::value(&l.seed)->default_value(1024), "seed of the model initialisation and dropout")
-    ("job.threads", po::value(&l.threads)->default_value(0), "torch intra-op threads (0 = LibTorch's default)")
-    ("job.log_every", po::value(&l.log_every)->default_value(1), "steps between metrics lines")
-    ("job.peak_tflops", po::value(&l.peak_tflops)->default_value(1.0), "peak TFLOP/s of one device, for MFU")
-    ("job.tensorboard", po::value(&l.tensorboard)->default_value(true), "write tensorboard/ event files")
-    ("data.seq_len", po::value(&d.seq_len)->default_value(2048), "tokens per pack (T)")
-    ("data.micro_bsz", po::value(&d.micro_bsz)->default_value(1), "packs per micro-batch (B)")
-    ("data.micro_num", po::value(&d.micro_num)->default_value(1), "micro-batches per step (gradient accumulation)")
-    ("data.total_steps", po::value(&l.total_steps)->default_value(100), "optimizer steps of the run")
-    ("data.valid_every", po::value(&l.valid_every)->default_value(0), "steps between validations (0 = at the end)")
-    ("data.skip_batches", po::value(&d.skip_batches)->default_value(""), "steps whose data is consumed without an update, \"a-b,c\"")
-    ("data.train_folder", po::value(&d.train_folder)->required(), "folder of packed shards (sub-folders = named datasets)")
-    ("data.valid_folder", po::value(&d.valid_folder)->default_value(""), "folder of packed shards for validation")
-    ("data.seed", po::value(&d.seed)->default_value(1024), "sampler seed")
-    ("data.prefetch", po::value(&d.prefetch)->default_value(4), "micro-batches built ahead by the loader thread")
-    ("data.dataset_weights", po::value(&d.dataset_weights)->default_value(""), "\"name:weight,...\" (unlisted = 1)")
-    ("data.verify_checksums", po::value(&d.verify_checksums)->default_value(false), "read every shard fully at start")
-    ("model.hidden_size", po::value(&m.hidden_size)->default_value(512), "C")
-    ("model.num_layers", po::value(&m.num_layers)->default_value(4), "layers")
-    ("model.num_attention_heads", po::value(&m.num_attention_heads)->default_value(8), "H")
-    ("model.num_kv_attention_heads", po::value(&m.num_kv_attention_heads)->default_value(0), "K (GQA; 0 = H)")
-    ("model.mlp_ratio", po::value(&m.mlp_ratio)->default_value(8.0 / 3.0), "F = 256*ceil(C*mlp_ratio/256)")
-    ("model.vocab_size", po::value(&m.vocab_size)->default_value(103168), "V (>= the data's vocabulary)")
-    ("model.layer_norm_epsilon", po::value(&m.norm_eps)->default_value(1e-5), "RMSNorm epsilon")
-    ("model.qkv_bias", po::value(&m.qkv_bias)->default_value(true), "bias on the fused QKV projection")
-    ("model.out_bias", po::value(&m.out_bias)->default_value(true), "bias on the attention output projection")
-    ("model.tie_embeddings", po::value(&m.tie_embeddings)->default_value(false), "head shares the embedding")
-    ("model.init_std", po::value(&m.init_std)->default_value(0.02), "normal init std")
-    ("model.scaled_init", po::value(&m.scaled_init)->default_value(true), "wo, w3 init std / sqrt(2*layers)")
-    ("model.dropout", po::value(&m.dropout)->default_value(0.0), "residual dropout")
-    ("model.checkpoint", po::value(&m.checkpoint)->default_value(0.0), "fraction of layers recomputed in backward")
-    ("model.rope_base", po::value(&m.rope_base)->default_value(10000.0), "rotary base")
+    ("job.device", po::value(&c.job.device)->default_value("cpu"), "cpu, cuda or cuda:N")
+    ("job.attention", po::value(&c.job.attention)->default_value("auto"), "attention kernel: auto, flash, segments or masked")
+    ("job.seed", po::value(&c.job.seed)->default_value(1024), "seed of the model initialisation and dropout")
+    ("job.threads", po::value(&c.job.threads)->default_value(0), "torch intra-op threads (0 = LibTorch's default)")
+    ("job.log_every", po::value(&c.job.log_every)->default_value(1), "steps between metrics lines")
+    ("job.peak_tflops", po::value(&c.job.peak_tflops)->default_value(1.0), "peak TFLOP/s of one device, for MFU")
+    ("job.tensorboard", po::value(&c.job.tensorboard)->default_value(true), "write tensorboard/ event files")
+    ("data.seq_len", po::value(&c.data.seq_len)->default_value(2048), "tokens per pack (T)")
+    ("data.micro_bsz", po::value(&c.data.micro_bsz)->default_value(1), "packs per micro-batch (B)")
+    ("data.micro_num", po::value(&c.data.micro_num)->default_value(1), "micro-batches per step (gradient accumulation)")
+    ("data.total_steps", po::value(&c.data.total_steps)->default_value(100), "optimizer steps of the run")
+    ("data.valid_every", po::value(&c.data.valid_every)->default_value(0), "steps between validations (0 = at the end)")
+    ("data.skip_batches", po::value(&c.data.skip_batches)->default_value(""), "steps whose data is consumed without an update, \"a-b,c\"")
+    ("data.train_folder", po::value(&c.data.train_folder)->required(), "folder of packed shards (sub-folders = named datasets)")
+    ("data.valid_folder", po::value(&c.data.valid_folder)->default_value(""), "folder of packed shards for validation")
+    ("data.seed", po::value(&c.data.seed)->default_value(1024), "sampler seed")
+    ("data.prefetch", po::value(&c.data.prefetch)->default_value(4), "micro-batches built ahead by the loader thread")
+    ("data.dataset_weights", po::value(&c.data.dataset_weights)->default_value(""), "\"name:weight,...\" (unlisted = 1)")
+    ("data.verify_checksums", po::value(&c.data.verify_checksums)->default_value(false), "read every shard fully at start")
+    ("model.hidden_size", po::value(&c.model.hidden_size)->default_value(512), "C")
+    ("model.num_layers", po::value(&c.model.num_layers)->default_value(4), "layers")
+    ("model.num_attention_heads", po::value(&c.model.num_attention_heads)->default_value(8), "H")
+    ("model.num_kv_attention_heads", po::value(&c.model.num_kv_attention_heads)->default_value(0), "K (GQA; 0 = H)")
+    ("model.mlp_ratio", po::value(&c.model.mlp_ratio)->default_value(8.0 / 3.0), "F = 256*ceil(C*mlp_ratio/256)")
+    ("model.vocab_size", po::value(&c.model.vocab_size)->default_value(103168), "V (>= the data's vocabulary)")
+    ("model.layer_norm_epsilon", po::value(&c.model.norm_eps)->default_value(1e-5), "RMSNorm epsilon")
+    ("model.qkv_bias", po::value(&c.model.qkv_bias)->default_value(true), "bias on the fused QKV projection")
+    ("model.out_bias", po::value(&c.model.out_bias)->default_value(true), "bias on the attention output projection")
+    ("model.tie_embeddings", po::value(&c.model.tie_embeddings)->default_value(false), "head shares the embedding")
+    ("model.init_std", po::value(&c.model.init_std)->default_value(0.02), "normal init std")
+    ("model.scaled_init", po::value(&c.model.scaled_init)->default_value(true), "wo, w3 init std / sqrt(2*layers)")
+    ("model.dropout", po::value(&c.model.dropout)->default_value(0.0), "residual dropout")
+    ("model.checkpoint", po::value(&c.model.checkpoint)->default_value(0.0), "fraction of layers recomputed in backward")
+    ("model.rope_base", po::value(&c.model.rope_base)->default_value(10000.0), "rotary base")
     ("model.dtype", po::value(&dtype)->default_value("float32"), "float32, bfloat16 or float16")
-    ("adam.lr", po::value(&lr.base_lr)->default_value(1e-4), "peak learning rate")
-    ("adam.adam_beta1", po::value(&o.beta1)->default_value(0.9), "beta1")
-    ("adam.adam_beta2", po::value(&o.beta2)->default_value(0.95), "beta2")
-    ("adam.adam_eps", po::value(&o.eps)->default_value(1e-8), "eps")
-    ("adam.weight_decay", po::value(&o.weight_decay)->default_value(0.01), "decoupled weight decay of matrices")
-    ("adam.decay_embeddings", po::value(&o.decay_embeddings)->default_value(false), "also decay embeddings")
-    ("hybrid_zero_optimizer.clip_grad_norm", po::value(&o.clip_grad_norm)->default_value(1.0), "global-norm clip (0 = off)")
-    ("lr_scheduler.kind", po::value(&lr.kind)->default_value("cosine"), "cosine or constant")
-    ("lr_scheduler.warmup_ratio", po::value(&lr.warmup_ratio)->default_value(0.01), "warmup = int(total_steps*ratio)")
-    ("lr_scheduler.init_steps", po::value(&lr.init_steps)->default_value(0), "updates at lr 0 before warmup")
-    ("lr_scheduler.eta_min", po::value(&lr.eta_min)->default_value(1e-5), "final learning rate")
-    ("loss.label_smoothing", po::value(&l.label_smoothing)->default_value(0.0), "label smoothing")
-    ("ckpt.enable_save_ckpt", po::value(&l.save_ckpt)->default_value(true), "write checkpoints")
-    ("ckpt.checkpoint_every", po::value(&l.checkpoint_every)->default_value(0), "steps between checkpoints (0 = at the end)")
+    ("adam.lr", po::value(&c.adam.lr)->default_value(1e-4), "peak learning rate")
+    ("adam.adam_beta1", po::value(&c.adam.beta1)->default_value(0.9), "beta1")
+    ("adam.adam_beta2", po::value(&c.adam.beta2)->default_value(0.95), "beta2")
+    ("adam.adam_eps", po::value(&c.adam.eps)->default_value(1e-8), "eps")
+    ("adam.weight_decay", po::value(&c.adam.weight_decay)->default_value(0.01), "decoupled weight decay of matrices")
+    ("adam.decay_embeddings", po::value(&c.adam.decay_embeddings)->default_value(false), "also decay embeddings")
+    ("hybrid_zero_optimizer.clip_grad_norm", po::value(&c.hybrid_zero_optimizer.clip_grad_norm)->default_value(1.0), "global-norm clip (0 = off)")
+    ("lr_scheduler.kind", po::value(&c.lr_scheduler.kind)->default_value("cosine"), "cosine or constant")
+    ("lr_scheduler.warmup_ratio", po::value(&c.lr_scheduler.warmup_ratio)->default_value(0.01), "warmup = int(total_steps*ratio)")
+    ("lr_scheduler.init_steps", po::value(&c.lr_scheduler.init_steps)->default_value(0), "updates at lr 0 before warmup")
+    ("lr_scheduler.eta_min", po::value(&c.lr_scheduler.eta_min)->default_value(1e-5), "final learning rate")
+    ("loss.label_smoothing", po::value(&c.loss.label_smoothing)->default_value(0.0), "label smoothing")
+    ("ckpt.enable_save_ckpt", po::value(&c.ckpt.enable_save)->default_value(true), "write checkpoints")
+    ("ckpt.checkpoint_every", po::value(&c.ckpt.checkpoint_every)->default_value(0), "steps between checkpoints (0 = at the end)")
     ("ckpt.save_ckpt_folder", po::value(&c.ckpt.folder)->default_value(""), "checkpoint folder (default run_dir/checkpoints)")
     ("ckpt.keep", po::value(&c.ckpt.keep)->default_value(2), "checkpoints kept (0 = all)")
     ("parallel.zero1", po::value(&c.parallel.zero1)->default_value(1), "optimizer-state shards over the "
@@ -105,34 +122,34 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
         "than this x the median is flagged")
     ("monitor.startup_probe", po::value(&c.monitor.startup_probe)->default_value(true), "time a matmul (and an "
         "all-reduce) on every rank at start and flag slow ranks")
-    ("ckpt.stop_file", po::value(&c.monitor.stop_file)->default_value(""), "InternLM's stop file: -N saves at step "
+    ("ckpt.stop_file", po::value(&c.ckpt.stop_file)->default_value(""), "InternLM's stop file: -N saves at step "
         "N, +N saves and quits at step N")
-    ("ckpt.async_save", po::value(&c.monitor.async_save)->default_value(false), "write checkpoints from a background "
+    ("ckpt.async_save", po::value(&c.ckpt.async_save)->default_value(false), "write checkpoints from a background "
         "thread (training blocks only for the copy)")
-    ("debug.hang_at_step", po::value(&c.monitor.hang_at_step)->default_value(-1), "TEST ONLY: step N's forward never ends")
-    ("debug.spike_at_step", po::value(&c.monitor.spike_at_step)->default_value(-1), "TEST ONLY: step N's loss looks 100x larger")
-    ("debug.kill_at_step", po::value(&c.monitor.kill_at_step)->default_value(-1), "TEST ONLY: SIGKILL during step N")
-    ("debug.kill_in_save", po::value(&c.monitor.kill_in_save)->default_value(-1), "TEST ONLY: SIGKILL inside the "
+    ("debug.hang_at_step", po::value(&c.debug.hang_at_step)->default_value(-1), "TEST ONLY: step N's forward never ends")
+    ("debug.spike_at_step", po::value(&c.debug.spike_at_step)->default_value(-1), "TEST ONLY: step N's loss looks 100x larger")
+    ("debug.kill_at_step", po::value(&c.debug.kill_at_step)->default_value(-1), "TEST ONLY: SIGKILL during step N")
+    ("debug.kill_in_save", po::value(&c.debug.kill_in_save)->default_value(-1), "TEST ONLY: SIGKILL inside the "
         "save of step N (after its model file)")
-    ("debug.inject_nan_step", po::value(&l.inject_nan_step)->default_value(-1), "TEST ONLY: make step N's gradients NaN")
-    ("debug.stop_at_step", po::value(&l.stop_at_step)->default_value(-1), "TEST ONLY: stop as on SIGTERM once N steps are done");
+    ("debug.inject_nan_step", po::value(&c.debug.inject_nan_step)->default_value(-1), "TEST ONLY: make step N's gradients NaN")
+    ("debug.stop_at_step", po::value(&c.debug.stop_at_step)->default_value(-1), "TEST ONLY: stop as on SIGTERM once N steps are done");
   // clang-format on
   if (!p.parse(args)) return std::nullopt;
 
-  m.dtype = parse_dtype(dtype);
-  lr.total_steps = l.total_steps;
-  if (c.ckpt.folder.empty() && !l.run_dir.empty()) c.ckpt.folder = l.run_dir + "/checkpoints";
-  LOOM_CHECK(l.total_steps >= 1, "data.total_steps must be >= 1, got ", l.total_steps);
-  LOOM_CHECK(l.log_every >= 1, "job.log_every must be >= 1, got ", l.log_every);
-  LOOM_CHECK(l.valid_every >= 0 && l.checkpoint_every >= 0, "data.valid_every and ckpt.checkpoint_every must be >= 0");
-  LOOM_CHECK(l.label_smoothing >= 0 && l.label_smoothing < 1, "loss.label_smoothing must be in [0, 1), got ",
-             l.label_smoothing);
-  LOOM_CHECK(l.peak_tflops > 0, "job.peak_tflops must be > 0, got ", l.peak_tflops);
-  parse_attention_kernel(l.attention);  // rejects unknown names now, not after the data is read
-  LOOM_CHECK(l.resume.empty() + l.init_from.empty() + l.init_from_hf.empty() >= 2,
+  c.model.dtype = parse_dtype(dtype);
+  if (c.ckpt.folder.empty() && !c.job.run_dir.empty()) c.ckpt.folder = c.job.run_dir + "/checkpoints";
+  LOOM_CHECK(c.data.total_steps >= 1, "data.total_steps must be >= 1, got ", c.data.total_steps);
+  LOOM_CHECK(c.job.log_every >= 1, "job.log_every must be >= 1, got ", c.job.log_every);
+  LOOM_CHECK(c.data.valid_every >= 0 && c.ckpt.checkpoint_every >= 0,
+             "data.valid_every and ckpt.checkpoint_every must be >= 0");
+  LOOM_CHECK(c.loss.label_smoothing >= 0 && c.loss.label_smoothing < 1, "loss.label_smoothing must be in [0, 1), got ",
+             c.loss.label_smoothing);
+  LOOM_CHECK(c.job.peak_tflops > 0, "job.peak_tflops must be > 0, got ", c.job.peak_tflops);
+  parse_attention_kernel(c.job.attention);  // rejects unknown names now, not after the data is read
+  LOOM_CHECK(c.flags.resume.empty() + c.flags.init_from.empty() + c.flags.init_from_hf.empty() >= 2,
              "--resume, --init-from and --init-from-hf exclude each other");
-  m.validate();
-  d.validate();
+  c.model.validate();
+  c.data.validate();
   c.parallel.validate();
   LOOM_CHECK(c.monitor.hang_timeout >= 0, "monitor.hang_timeout must be >= 0, got ", c.monitor.hang_timeout);
   LOOM_CHECK(c.monitor.spike.ratio == 0 || c.monitor.spike.ratio > 1, "monitor.spike_ratio must be 0 (off) or > 1, got ",
@@ -141,14 +158,14 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   LOOM_CHECK(c.monitor.diag_every >= 0, "monitor.diag_every must be >= 0, got ", c.monitor.diag_every);
   LOOM_CHECK(c.monitor.diag_outlier_ratio > 1, "monitor.diag_outlier_ratio must be > 1, got ",
              c.monitor.diag_outlier_ratio);
-  LrSchedule check(lr);  // validates the lr_scheduler.* keys
+  LrSchedule check(c.lr_schedule_options());  // validates the lr_scheduler.* keys
   c.resolved_ini = p.resolved_ini();
   return c;
 }
 
 void set_run_dir(TrainConfig& c, const std::string& dir) {
-  if (c.ckpt.folder.empty() || c.ckpt.folder == c.loop.run_dir + "/checkpoints") c.ckpt.folder = dir + "/checkpoints";
-  c.loop.run_dir = dir;
+  if (c.ckpt.folder.empty() || c.ckpt.folder == c.job.run_dir + "/checkpoints") c.ckpt.folder = dir + "/checkpoints";
+  c.job.run_dir = dir;
   // Rewrite the [job] run_dir line of the resolved INI (OptionParser writes "key = value").
   std::istringstream in(c.resolved_ini);
   std::string line, out, section;

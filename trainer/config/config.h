@@ -18,31 +18,60 @@
 
 namespace loom {
 
-// The loop's own keys.
-struct LoopOptions {
-  int64_t total_steps = 100;       // data.total_steps
-  int64_t valid_every = 0;         // data.valid_every (0 = only at the end)
-  int64_t checkpoint_every = 0;    // ckpt.checkpoint_every (0 = only at the end)
-  bool save_ckpt = true;           // ckpt.enable_save_ckpt
-  int64_t log_every = 1;           // job.log_every
-  double label_smoothing = 0.0;    // loss.label_smoothing
+// One struct per INI section, each holding exactly that section's keys; where a subsystem reads a
+// whole section, the section is its own options struct ([data] DataOptions, [model] ModelOptions,
+// [ckpt] CheckpointOptions, [parallel] ParallelOptions).
+
+// [job]
+struct JobOptions {
   std::string run_dir;             // job.run_dir: metrics.jsonl, tensorboard/, checkpoints/
   std::string device = "cpu";      // job.device: cpu, cuda, cuda:N
   std::string attention = "auto";  // job.attention: auto, flash, segments or masked (flash_attention.h)
   uint64_t seed = 1024;            // job.seed: model initialisation (torch's default generator)
   int64_t threads = 0;             // job.threads: torch intra-op threads (0 = LibTorch's default)
+  int64_t log_every = 1;           // job.log_every
   double peak_tflops = 1.0;        // job.peak_tflops: per-device peak for MFU (dtype of the run)
   bool tensorboard = true;         // job.tensorboard
+};
+
+// Command-line switches that are no INI key: how the run starts, what it profiles.
+struct FlagOptions {
   std::string resume;              // --resume: "" (none), "auto", or a step_N folder
   std::string init_from;           // --init-from: a step_N folder (weights only)
   std::string init_from_hf;        // --init-from-hf: a Hugging Face folder (weights only, hf_import.h)
   bool profiling = false;          // --profiling
   bool profile_memory = false;     // --profile-memory: device memory breakdown at step 2 (CUDA)
-  int64_t inject_nan_step = -1;    // debug.inject_nan_step: TEST ONLY, poisons that step's gradients
-  int64_t stop_at_step = -1;       // debug.stop_at_step: TEST ONLY, acts as a SIGTERM once step N is done
 };
 
-// Monitoring and fault tolerance (docs/MONITOR.md).
+// [adam]
+struct AdamOptions {
+  double lr = 1e-4;                // adam.lr: the peak learning rate
+  double beta1 = 0.9;              // adam.adam_beta1
+  double beta2 = 0.95;             // adam.adam_beta2
+  double eps = 1e-8;               // adam.adam_eps
+  double weight_decay = 0.01;      // adam.weight_decay
+  bool decay_embeddings = false;   // adam.decay_embeddings
+};
+
+// [hybrid_zero_optimizer]
+struct HybridZeroOptions {
+  double clip_grad_norm = 1.0;     // hybrid_zero_optimizer.clip_grad_norm (0 = off)
+};
+
+// [lr_scheduler]
+struct LrSchedulerOptions {
+  std::string kind = "cosine";     // lr_scheduler.kind: cosine or constant
+  double warmup_ratio = 0.01;      // lr_scheduler.warmup_ratio
+  int64_t init_steps = 0;          // lr_scheduler.init_steps
+  double eta_min = 1e-5;           // lr_scheduler.eta_min
+};
+
+// [loss]
+struct LossOptions {
+  double label_smoothing = 0.0;    // loss.label_smoothing
+};
+
+// [monitor]: monitoring and fault tolerance (docs/MONITOR.md).
 struct MonitorOptions {
   AlertOptions alerts;             // monitor.alert_webhook, monitor.alert_command, monitor.alert_timeout_s
   double hang_timeout = 0;         // monitor.hang_timeout: seconds without a finished step (0 = off)
@@ -50,24 +79,36 @@ struct MonitorOptions {
   int64_t diag_every = 0;          // monitor.diag_every: steps between per-rank step-time reports (0 = off)
   double diag_outlier_ratio = 1.5; // monitor.diag_outlier_ratio
   bool startup_probe = true;       // monitor.startup_probe: matmul (+ all-reduce) probe at start
-  std::string stop_file;           // ckpt.stop_file: InternLM's stop file ("" = off)
-  bool async_save = false;         // ckpt.async_save: write checkpoints from a background thread
-  int64_t hang_at_step = -1;       // debug.hang_at_step: TEST ONLY, that step's forward never ends
-  int64_t spike_at_step = -1;      // debug.spike_at_step: TEST ONLY, that step's loss looks 100x larger
-  int64_t kill_at_step = -1;       // debug.kill_at_step: TEST ONLY, SIGKILL in that step's forward
-  int64_t kill_in_save = -1;       // debug.kill_in_save: TEST ONLY, SIGKILL inside the save of step N
+};
+
+// [debug]: TEST ONLY fault injection (-1 = off), played by the loop's FaultInjector.
+struct DebugOptions {
+  int64_t inject_nan_step = -1;    // debug.inject_nan_step: poisons that step's gradients
+  int64_t stop_at_step = -1;       // debug.stop_at_step: acts as a SIGTERM once step N is done
+  int64_t hang_at_step = -1;       // debug.hang_at_step: that step's forward never ends
+  int64_t spike_at_step = -1;      // debug.spike_at_step: that step's loss looks 100x larger
+  int64_t kill_at_step = -1;       // debug.kill_at_step: SIGKILL in that step's forward
+  int64_t kill_in_save = -1;       // debug.kill_in_save: SIGKILL inside the save of step N
 };
 
 struct TrainConfig {
-  ModelOptions model;
+  JobOptions job;
+  FlagOptions flags;
   DataOptions data;
-  OptimizerOptions optimizer;
-  LrScheduleOptions lr;
+  ModelOptions model;
+  AdamOptions adam;
+  HybridZeroOptions hybrid_zero_optimizer;
+  LrSchedulerOptions lr_scheduler;
+  LossOptions loss;
   CheckpointOptions ckpt;
-  LoopOptions loop;
   ParallelOptions parallel;
   MonitorOptions monitor;
+  DebugOptions debug;
   std::string resolved_ini;  // every key's final value, printed at start and saved with checkpoints
+
+  // The optimizer's and the schedule's options span sections: assembled here, in one place.
+  OptimizerOptions optimizer_options() const;  // adam.*, hybrid_zero_optimizer.clip_grad_norm
+  LrScheduleOptions lr_schedule_options() const;  // lr_scheduler.*, adam.lr, data.total_steps
 };
 
 // nullopt when --help was printed. Throws loom::Error on unknown keys or bad values (naming the key).

@@ -20,7 +20,7 @@
 
 namespace loom {
 
-// The data.* keys the data pipeline reads (LOOP's config registers them under these names).
+// The [data] section (config.h registers the keys under these names).
 struct DataOptions {
   int64_t seq_len = 2048;         // data.seq_len: T; must equal every packed shard's seq_len
   int64_t micro_bsz = 1;          // data.micro_bsz: B, packs per micro-batch
@@ -32,6 +32,8 @@ struct DataOptions {
   int64_t prefetch = 4;           // data.prefetch: micro-batches built ahead by the loader thread (0 = none)
   std::string dataset_weights;    // data.dataset_weights: "name:weight,..." (unlisted datasets weigh 1)
   bool verify_checksums = false;  // data.verify_checksums: read every shard fully at start (ids, xxh64)
+  int64_t total_steps = 100;      // data.total_steps: optimizer steps of the run (read by the loop)
+  int64_t valid_every = 0;        // data.valid_every: steps between validations (0 = only at the end)
 
   // Throws loom::Error naming the key of the first bad value.
   void validate() const;

@@ -96,13 +96,13 @@ class Loop {
         comm_(comm),
         alerts_(alerts),
         watchdog_(watchdog),
-        device_(c.loop.device),
+        device_(c.job.device),
         data_(c.data),
         loader_(data_, c.data, comm.rank(), comm.world()),
-        schedule_(c.lr),
+        schedule_(c.lr_schedule_options()),
         ckpt_(c.ckpt),
         spike_(c.monitor.spike),
-        stop_file_(c.monitor.stop_file, comm.rank() == 0) {}
+        stop_file_(c.ckpt.stop_file, comm.rank() == 0) {}
 
   TrainSummary run();
 
@@ -176,15 +176,15 @@ void keep_freed_memory_in_heap() {
 }  // namespace
 
 void Loop::start() {
-  if (c_.loop.threads > 0) torch::set_num_threads(static_cast<int>(c_.loop.threads));
+  if (c_.job.threads > 0) torch::set_num_threads(static_cast<int>(c_.job.threads));
   if (device_.is_cpu()) keep_freed_memory_in_heap();
   LOOM_CHECK(static_cast<int64_t>(data_.vocab_size()) <= c_.model.vocab_size, "model.vocab_size ",
              c_.model.vocab_size, " is smaller than the data's vocabulary ", data_.vocab_size());
-  data_.log_summary(loader_.layout().global_batch(), c_.loop.total_steps);
+  data_.log_summary(loader_.layout().global_batch(), c_.data.total_steps);
   if (!c_.data.valid_folder.empty())
     valid_ = std::make_unique<ValidationSets>(c_.data, comm_.rank(), comm_.world(), &data_);
 
-  torch::manual_seed(c_.loop.seed);
+  torch::manual_seed(c_.job.seed);
   model_ = InternLM(c_.model);
   model_->to(device_);
   model_->train();
@@ -196,19 +196,19 @@ void Loop::start() {
     transfer_ = std::make_unique<cuda::BatchTransfer>(cuda_index());
 #endif
   }
-  select_attention(device_, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.loop.attention));
-  update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer, c_.parallel);
+  select_attention(device_, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.job.attention));
+  update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer_options(), c_.parallel);
   flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
   log::info("model: ", model_->num_parameters(), " parameters, ", update_->num_decay(), " tensors with weight decay, ",
             update_->num_no_decay(), " without; ", flops_per_token_ / 1e9, " GFLOP per token");
   log::info("update: ", update_->describe());
 
   std::string resume_dir;
-  if (c_.loop.resume == "auto") {
+  if (c_.flags.resume == "auto") {
     resume_dir = ckpt_.find_latest_valid();
     if (resume_dir.empty()) log::info("--resume auto: no valid checkpoint in ", c_.ckpt.folder, ", starting fresh");
-  } else if (!c_.loop.resume.empty()) {
-    resume_dir = c_.loop.resume;
+  } else if (!c_.flags.resume.empty()) {
+    resume_dir = c_.flags.resume;
     validate_checkpoint(resume_dir);
   }
   int64_t keep_logs_through = -1;
@@ -225,17 +225,17 @@ void Loop::start() {
     saved_step_ = state_.step;
     log::info("resumed from ", resume_dir, ": step ", state_.step, ", ", state_.updates, " updates, ",
               state_.sampler.consumed_samples, " samples consumed (saved at world size ", state_.world_size, ")");
-  } else if (!c_.loop.init_from.empty()) {
-    validate_checkpoint(c_.loop.init_from);
-    load_named_state(*model_, safetensors::Reader(c_.loop.init_from + "/model.safetensors"));
-    log::info("initialised the weights from ", c_.loop.init_from);
+  } else if (!c_.flags.init_from.empty()) {
+    validate_checkpoint(c_.flags.init_from);
+    load_named_state(*model_, safetensors::Reader(c_.flags.init_from + "/model.safetensors"));
+    log::info("initialised the weights from ", c_.flags.init_from);
   } else if (init_weights_) {
     init_weights_(*model_);
   }
   // The same start on every rank whatever happened above (seeds, a file read by one rank only...).
   update_->broadcast_parameters();
   state_.sampler = loader_.state();
-  if (c_.monitor.async_save && c_.loop.save_ckpt) {
+  if (c_.ckpt.async_save && c_.ckpt.enable_save) {
     if (update_->sharded())
       log::warn("ckpt.async_save: the ZeRO-1 shards are written by their ranks, so checkpoints stay synchronous");
     else if (lead_)
@@ -244,9 +244,9 @@ void Loop::start() {
       });
   }
   if (!lead_) return;
-  metrics_ = std::make_unique<MetricsLog>(c_.loop.run_dir + "/metrics.jsonl", keep_logs_through);
-  if (c_.loop.tensorboard)
-    tb_ = std::make_unique<TensorBoardWriter>(c_.loop.run_dir + "/tensorboard", keep_logs_through);
+  metrics_ = std::make_unique<MetricsLog>(c_.job.run_dir + "/metrics.jsonl", keep_logs_through);
+  if (c_.job.tensorboard)
+    tb_ = std::make_unique<TensorBoardWriter>(c_.job.run_dir + "/tensorboard", keep_logs_through);
 }
 
 StepSums Loop::forward_backward(std::vector<Batch>& micro) {
@@ -262,8 +262,8 @@ StepSums Loop::forward_backward(std::vector<Batch>& micro) {
     update_->before_backward(m + 1 == micro.size());
     // On CUDA the head and the loss run chunk by chunk (chunked_loss.h): no [B, T, V] fp32 logits.
     LossResult r = device_.is_cuda() ? compute_chunked_loss(model_->hidden_states(b), model_->head_weight(), b,
-                                                            c_.loop.label_smoothing, num_datasets)
-                                     : compute_loss(model_->forward(b), b, c_.loop.label_smoothing, num_datasets);
+                                                            c_.loss.label_smoothing, num_datasets)
+                                     : compute_loss(model_->forward(b), b, c_.loss.label_smoothing, num_datasets);
     (r.loss_sum / denom).backward();
     auto acc = [](torch::Tensor& into, const torch::Tensor& t) { into = into.defined() ? into + t : t.detach(); };
     acc(s.loss_sum, r.loss_sum.detach());
@@ -307,7 +307,7 @@ void Loop::log_step(const StepTotals& t, const OptimizerStepResult& r, double lr
   const double tokens = std::max(t.loss_tokens, 1.0);
   const double loss = t.loss_sum / tokens;
   summary_.last_loss = loss;
-  if (!lead_ || (state_.step % c_.loop.log_every != 0 && state_.step != c_.loop.total_steps)) return;
+  if (!lead_ || (state_.step % c_.job.log_every != 0 && state_.step != c_.data.total_steps)) return;
   const double step_s = step_t_.seconds();
   const double world = static_cast<double>(comm_.world());
   // Model FLOPs of the packs one device processed (padding included: it is computed).
@@ -328,7 +328,7 @@ void Loop::log_step(const StepTotals& t, const OptimizerStepResult& r, double lr
       {"tokens_per_s", t.real_tokens / step_s},     // all ranks
       {"tgs", t.real_tokens / step_s / world},      // per device (one device per rank)
       {"tflops", tflops},                           // per device
-      {"mfu", tflops / c_.loop.peak_tflops},
+      {"mfu", tflops / c_.job.peak_tflops},
       {"step_time", step_s},
       {"data_time", data_t_.seconds()},
       {"fwd_bwd_time", fwd_t_.seconds()},
@@ -392,14 +392,14 @@ void Loop::profile_memory() {
 #ifdef LOOM_CUDA_KERNELS
   if (device_.is_cuda()) {
     const cuda::MemoryBreakdown b = memory_breakdown(model_, *update_, cuda_index());
-    sys::AtomicFile out(c_.loop.run_dir + "/memory_profile.json");
+    sys::AtomicFile out(c_.job.run_dir + "/memory_profile.json");
     out.write(cuda::to_json(b) + "\n");
     out.commit();
     log::info("memory at step ", state_.step, ": ", cuda::describe(b), " (", out.path(), ")");
     return;
   }
 #endif
-  log::warn("--profile-memory: the breakdown needs a CUDA device (job.device=", c_.loop.device, ")");
+  log::warn("--profile-memory: the breakdown needs a CUDA device (job.device=", c_.job.device, ")");
 }
 
 void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
@@ -422,7 +422,7 @@ std::string Loop::save() {
   state_.updates = update_->updates();
   state_.world_size = comm_.world();
   state_.spike_json = spike_.to_json();
-  if (c_.monitor.async_save && !update_->sharded()) {
+  if (c_.ckpt.async_save && !update_->sharded()) {
     // Rank 0 copies the state to host memory and a background thread writes it; the others go on.
     saved_step_ = state_.step;
     const std::string dir = ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
@@ -453,7 +453,7 @@ std::string Loop::save() {
                                                              std::to_string(mine->xxh64));
   }
   std::string dir;
-  if (lead_ && state_.step == c_.monitor.kill_in_save) {
+  if (lead_ && state_.step == c_.debug.kill_in_save) {
     safetensors::write(tmp + "/model.safetensors", named_state(*model_));  // a half-written checkpoint
     log::warn("debug.kill_in_save: SIGKILL inside the save of step ", state_.step);
     std::raise(SIGKILL);
@@ -506,15 +506,15 @@ TrainSummary Loop::run() {
   }
   probe();
   alert(AlertLevel::kInfo, "training started",
-        "run " + c_.loop.run_dir + " at step " + std::to_string(state_.step) + " of " +
-            std::to_string(c_.loop.total_steps) + ", " + std::to_string(comm_.world()) + " rank(s)");
+        "run " + c_.job.run_dir + " at step " + std::to_string(state_.step) + " of " +
+            std::to_string(c_.data.total_steps) + ", " + std::to_string(comm_.world()) + " rank(s)");
   StopSignal stop;
-  Profiler profiler(c_.loop.profiling, c_.loop.run_dir + "/profile_trace.json");
+  Profiler profiler(c_.flags.profiling, c_.job.run_dir + "/profile_trace.json");
   const int64_t first = state_.step;
   bool stop_agreed = false;  // a signal reached some rank: every rank stops after the same step
   bool quit_by_file = false;
-  for (; state_.step < c_.loop.total_steps;) {
-    if (stop_agreed || quit_by_file || state_.step == c_.loop.stop_at_step) {
+  for (; state_.step < c_.data.total_steps;) {
+    if (stop_agreed || quit_by_file || state_.step == c_.debug.stop_at_step) {
       log::warn(quit_by_file     ? std::string("ckpt.stop_file")
                 : stop.requested() ? "signal " + std::to_string(stop.signal_number())
                 : stop_agreed      ? std::string("another rank's stop request")
@@ -555,8 +555,8 @@ TrainSummary Loop::run() {
       log::warn("step ", step, ": skipped by data.skip_batches (data consumed, no update)");
     } else {
       set_phase("forward_backward");
-      if (step == c_.monitor.kill_at_step) std::raise(SIGKILL);
-      while (step == c_.monitor.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (step == c_.debug.kill_at_step) std::raise(SIGKILL);
+      while (step == c_.debug.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));
       fwd_t_.start();
       ProfileRange fb_range("forward_backward");
       try {
@@ -567,7 +567,7 @@ TrainSummary Loop::run() {
       }
       fb_range.end();
       fwd_t_.stop();
-      if (step == c_.loop.inject_nan_step) {
+      if (step == c_.debug.inject_nan_step) {
         torch::NoGradGuard g;
         for (auto& p : model_->parameters())
           if (p.grad().defined()) p.mutable_grad().fill_(std::nan(""));
@@ -581,7 +581,7 @@ TrainSummary Loop::run() {
     bool spike_skip = false;
     if (!skip_batch && spike_.enabled()) {
       double loss = totals.loss_sum / std::max(totals.loss_tokens, 1.0);
-      if (step == c_.monitor.spike_at_step) loss *= 100;
+      if (step == c_.debug.spike_at_step) loss *= 100;
       const SpikeVerdict v = spike_.observe(step, loss);
       if (v.is_spike) {
         spike_skip = c_.monitor.spike.exclude_spikes;
@@ -623,7 +623,7 @@ TrainSummary Loop::run() {
     step_t_.stop();
     if (watchdog_) watchdog_->heartbeat(state_.step);
     set_phase("between steps");
-    if (c_.loop.profile_memory && state_.step == first + 2) profile_memory();
+    if (c_.flags.profile_memory && state_.step == first + 2) profile_memory();
     if (!skip_batch) {
       ProfileRange log_range("log");
       log_step(totals, r, lr);
@@ -634,23 +634,23 @@ TrainSummary Loop::run() {
       log::info("health: ", describe(st, "step time", c_.monitor.diag_outlier_ratio));
       if (!st.outliers.empty()) alert(AlertLevel::kWarn, "slow ranks", describe(st, "step time", c_.monitor.diag_outlier_ratio));
     }
-    if (c_.loop.valid_every > 0 && state_.step % c_.loop.valid_every == 0 && state_.step != c_.loop.total_steps)
+    if (c_.data.valid_every > 0 && state_.step % c_.data.valid_every == 0 && state_.step != c_.data.total_steps)
       validate();
     const StopDecision by_file = stop_file_.check(state_.step, &comm_);
     quit_by_file = by_file.quit;
-    const bool periodic = c_.loop.checkpoint_every > 0 && state_.step % c_.loop.checkpoint_every == 0;
-    if (c_.loop.save_ckpt && (periodic || (by_file.save && !by_file.quit))) summary_.last_checkpoint = save();
+    const bool periodic = c_.ckpt.checkpoint_every > 0 && state_.step % c_.ckpt.checkpoint_every == 0;
+    if (c_.ckpt.enable_save && (periodic || (by_file.save && !by_file.quit))) summary_.last_checkpoint = save();
   }
   profiler.finish();
-  if (state_.step == c_.loop.total_steps && !summary_.stopped_by_signal) validate();
-  if (c_.loop.save_ckpt && saved_step_ != state_.step) summary_.last_checkpoint = save();
+  if (state_.step == c_.data.total_steps && !summary_.stopped_by_signal) validate();
+  if (c_.ckpt.enable_save && saved_step_ != state_.step) summary_.last_checkpoint = save();
   if (async_) {  // the process must not end mid-write
     const AsyncSaveResult last = async_->wait();
     if (last.ok()) log::info("checkpoint ", last.path, " written (step ", last.step, ")");
     LOOM_CHECK(last.error.empty(), "the last checkpoint (step ", last.step, ") failed: ", last.error);
   }
   summary_.final_step = state_.step;
-  const std::string done = "step " + std::to_string(state_.step) + "/" + std::to_string(c_.loop.total_steps) + ", " +
+  const std::string done = "step " + std::to_string(state_.step) + "/" + std::to_string(c_.data.total_steps) + ", " +
                            std::to_string(summary_.steps_done) + " steps this run, " +
                            std::to_string(state_.consumed_tokens) + " tokens consumed, " +
                            std::to_string(state_.inf_nan_skips) + " inf/nan skips, " +
@@ -669,14 +669,14 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
   log::set_rank(li.rank);
   if (li.rank != 0) log::set_level(log::Level::kWarn);  // rank 0 speaks for the job; others on trouble
   // One device per rank: a bare "cuda" means this rank's local GPU.
-  if (config.loop.device == "cuda") config.loop.device = "cuda:" + std::to_string(li.local_rank);
+  if (config.job.device == "cuda") config.job.device = "cuda:" + std::to_string(li.local_rank);
   CommOptions co;
   co.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
   co.backend = config.parallel.backend;
   Alerts alerts(config.monitor.alerts, li.rank, li.host);  // first: a failed rendezvous is alerted too
   std::unique_ptr<Communicator> comm_owner;
   try {
-    comm_owner = std::make_unique<Communicator>(li, co, torch::Device(config.loop.device));
+    comm_owner = std::make_unique<Communicator>(li, co, torch::Device(config.job.device));
   } catch (const std::exception& e) {
     alerts.send_exception(e.what());
     alerts.flush(config.monitor.alerts.timeout_s);
@@ -685,14 +685,14 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
   Communicator& comm = *comm_owner;
   std::unique_ptr<Watchdog> watchdog;
   try {
-    if (config.loop.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
+    if (config.job.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
     const std::vector<RankRow> table =
-        gather_rank_table(comm, RankRow{li.rank, li.local_rank, li.host, config.loop.device});
+        gather_rank_table(comm, RankRow{li.rank, li.local_rank, li.host, config.job.device});
     if (li.world > 1)
       log::info(li.launcher, " launch, ", li.world, " ranks, backend ", comm.backend_name(), ":\n",
                 format_rank_table(table));
     log::info("loom-train configuration:\n", config.resolved_ini);
-    if (li.rank == 0) sys::make_dirs(config.loop.run_dir);
+    if (li.rank == 0) sys::make_dirs(config.job.run_dir);
     comm.barrier();
     if (config.monitor.hang_timeout > 0) {
       watchdog = std::make_unique<Watchdog>(config.monitor.hang_timeout, &alerts);
