@@ -42,8 +42,9 @@ std::string alert_json(AlertLevel level, const std::string& title, const std::st
 std::string exception_alert_body(const std::string& what, int rank, const std::string& host, int64_t step,
                                  size_t max_lines = 20);
 
-// The delivery primitives, exposed for tests. Both return "" on success, else what went wrong; they
-// never throw and return within about timeout_s.
+// The two deliveries (sys::http_post of loom/net.h, sys::run_process of loom/process.h with the
+// alert's wording), exposed for tests. Both return "" on success, else what went wrong; they never
+// throw and return within about timeout_s.
 std::string http_post_json(const std::string& url, const std::string& json, double timeout_s);
 std::string run_command_with_input(const std::string& command, const std::string& input, double timeout_s);
 
