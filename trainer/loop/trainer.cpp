@@ -7,16 +7,14 @@
 #include <limits>
 #include <sstream>
 
-#include <csignal>
-#include <thread>
-
 #include "alerts.h"
 #include "async_checkpoint.h"
 #include "chunked_loss.h"
 #include "communicator.h"
 #include "data_parallel.h"
-#include "evaluator.h"
 #include "attention_select.h"
+#include "evaluator.h"
+#include "fault_injector.h"
 #include "flops.h"
 #include "health_check.h"
 #include "launch.h"
@@ -28,12 +26,11 @@
 #include "metrics.h"
 #include "model_state.h"
 #include "memory_usage.h"
-#include "timer.h"
 #include "profiling.h"
 #include "spike_detector.h"
 #include "stop_file.h"
 #include "stop_signal.h"
-#include "tensorboard.h"
+#include "timer.h"
 #include "torch_compat.h"
 #include "train_state.h"
 #include "watchdog.h"
@@ -61,6 +58,18 @@ struct StepTotals {
   double loss_tokens = 0;  // already global in StepSums
   std::vector<double> ds_loss, ds_tokens, ds_correct;
   bool stop = false;
+};
+
+// What one step carries from one stage of Loop::run to the next.
+struct StepRecord {
+  int64_t index = 0;        // 0-based index of this step (data.skip_batches counts these)
+  bool skip_batch = false;  // data.skip_batches: the data is consumed, nothing computed or updated
+  double lr = 0;
+  std::vector<Batch> micro;
+  StepSums sums;
+  StepTotals totals;
+  bool spike_skip = false;  // a loss spike cancels the update (monitor.skip_spike_batches)
+  OptimizerStepResult result;
 };
 
 std::string rng_hex() {
@@ -102,15 +111,27 @@ class Loop {
         schedule_(c.lr_schedule_options()),
         ckpt_(c.ckpt),
         spike_(c.monitor.spike),
-        stop_file_(c.ckpt.stop_file, comm.rank() == 0) {}
+        stop_file_(c.ckpt.stop_file, comm.rank() == 0),
+        faults_(c.debug) {}
 
   TrainSummary run();
 
  private:
   void start();
-  StepSums forward_backward(std::vector<Batch>& micro);
-  StepTotals reduce(const StepSums& s, bool stop_here);
-  void log_step(const StepTotals& t, const OptimizerStepResult& r, double lr);
+  // One step, in the order run() calls them.
+  bool should_stop(const StopSignal& signal);
+  StepRecord begin_step(Profiler& profiler);
+  void next_batches(StepRecord& s);
+  void forward_backward(StepRecord& s);
+  void reduce(StepRecord& s, bool stop_here);
+  void check_spike(StepRecord& s);
+  void optimizer_step(StepRecord& s);
+  void end_step(const StepRecord& s);
+  void after_step(const StepRecord& s);  // metrics, health report, validation, checkpoint, stop file
+  void finish();                          // the last validation and checkpoint, the summary
+
+  StepSums accumulate_gradients(std::vector<Batch>& micro);
+  void log_step(const StepRecord& s);
   void validate();
   std::string save();
   void probe();
@@ -144,11 +165,14 @@ class Loop {
   std::unique_ptr<AsyncCheckpointer> async_;  // rank 0, ckpt.async_save with a replicated optimizer
   SpikeDetector spike_;
   StopFile stop_file_;
-  std::unique_ptr<MetricsLog> metrics_;
-  std::unique_ptr<TensorBoardWriter> tb_;
+  FaultInjector faults_;
+  std::unique_ptr<MetricsFanout> metrics_;  // rank 0: metrics.jsonl, the log line, TensorBoard
   TrainState state_;
   Timer data_t_, fwd_t_, opt_t_, step_t_;
   double flops_per_token_ = 0;
+  int64_t first_step_ = 0;      // state_.step when this process started
+  bool stop_agreed_ = false;    // a signal reached some rank: every rank stops after the same step
+  bool quit_by_file_ = false;   // ckpt.stop_file's +N
   int64_t saved_step_ = -1;
   int64_t saves_ = 0;  // names this process's saves in the store
   TrainSummary summary_;
@@ -244,12 +268,14 @@ void Loop::start() {
       });
   }
   if (!lead_) return;
-  metrics_ = std::make_unique<MetricsLog>(c_.job.run_dir + "/metrics.jsonl", keep_logs_through);
+  metrics_ = std::make_unique<MetricsFanout>();
+  metrics_->add(std::make_unique<JsonlSink>(c_.job.run_dir + "/metrics.jsonl", keep_logs_through));
+  metrics_->add(std::make_unique<LogLineSink>());
   if (c_.job.tensorboard)
-    tb_ = std::make_unique<TensorBoardWriter>(c_.job.run_dir + "/tensorboard", keep_logs_through);
+    metrics_->add(std::make_unique<TensorBoardSink>(c_.job.run_dir + "/tensorboard", keep_logs_through));
 }
 
-StepSums Loop::forward_backward(std::vector<Batch>& micro) {
+StepSums Loop::accumulate_gradients(std::vector<Batch>& micro) {
   StepSums s;
   for (const Batch& b : micro) s.loss_tokens += b.num_loss_tokens;  // counted on the host
   // Every token of the global batch weighs the same: divide each micro-batch's sum by the total
@@ -275,7 +301,9 @@ StepSums Loop::forward_backward(std::vector<Batch>& micro) {
   return s;
 }
 
-StepTotals Loop::reduce(const StepSums& s, bool stop_here) {
+void Loop::reduce(StepRecord& step, bool stop_here) {
+  set_phase("reduce");
+  const StepSums& s = step.sums;
   // One small vector, one collective: [loss, correct, real tokens, stop, per-dataset loss/tokens/correct].
   const int64_t nd = static_cast<int64_t>(data_.datasets().size());
   const bool computed = s.loss_sum.defined() && s.ds_loss.defined();
@@ -294,16 +322,18 @@ StepTotals Loop::reduce(const StepSums& s, bool stop_here) {
     all = on_comm.cpu();
   }
   const double* v = all.data_ptr<double>();
-  StepTotals t;
+  StepTotals& t = step.totals;
   t.loss_sum = v[0], t.correct = v[1], t.real_tokens = v[2], t.stop = v[3] > 0;
   t.loss_tokens = static_cast<double>(s.loss_tokens);
   t.ds_loss.assign(v + 4, v + 4 + nd);
   t.ds_tokens.assign(v + 4 + nd, v + 4 + 2 * nd);
   t.ds_correct.assign(v + 4 + 2 * nd, v + 4 + 3 * nd);
-  return t;
+  stop_agreed_ = t.stop;
 }
 
-void Loop::log_step(const StepTotals& t, const OptimizerStepResult& r, double lr) {
+void Loop::log_step(const StepRecord& s) {
+  const StepTotals& t = s.totals;
+  const OptimizerStepResult& r = s.result;
   const double tokens = std::max(t.loss_tokens, 1.0);
   const double loss = t.loss_sum / tokens;
   summary_.last_loss = loss;
@@ -320,7 +350,7 @@ void Loop::log_step(const StepTotals& t, const OptimizerStepResult& r, double lr
       {"loss", loss},
       {"acc", t.correct / tokens},
       {"perplexity", std::exp(loss)},
-      {"lr", lr},
+      {"lr", s.lr},
       {"grad_norm", r.grad_norm},
       {"inf_nan_skip_batches", static_cast<double>(state_.inf_nan_skips)},
       {"skip_batches", static_cast<double>(state_.skipped_batches)},
@@ -349,13 +379,6 @@ void Loop::log_step(const StepTotals& t, const OptimizerStepResult& r, double lr
     f.emplace_back("plex/" + names[d], std::exp(dl));
   }
   metrics_->write(f);
-  log::info(metrics_log_line(f));
-  if (tb_) {
-    std::vector<std::pair<std::string, float>> scalars;
-    for (const auto& [k, v] : f)
-      if (k != "step") scalars.emplace_back(k, static_cast<float>(v));
-    tb_->add_scalars(state_.step, scalars);
-  }
 }
 
 void Loop::validate() {
@@ -370,12 +393,6 @@ void Loop::validate() {
     f.emplace_back("val/" + e.name + "_plex", e.perplexity);
   }
   metrics_->write(f);
-  log::info(metrics_log_line(f));
-  if (tb_) {
-    std::vector<std::pair<std::string, float>> scalars;
-    for (size_t i = 1; i < f.size(); ++i) scalars.emplace_back(f[i].first, static_cast<float>(f[i].second));
-    tb_->add_scalars(state_.step, scalars);
-  }
 }
 
 Batch Loop::to_device(const Batch& host) {
@@ -453,12 +470,8 @@ std::string Loop::save() {
                                                              std::to_string(mine->xxh64));
   }
   std::string dir;
-  if (lead_ && state_.step == c_.debug.kill_in_save) {
-    safetensors::write(tmp + "/model.safetensors", named_state(*model_));  // a half-written checkpoint
-    log::warn("debug.kill_in_save: SIGKILL inside the save of step ", state_.step);
-    std::raise(SIGKILL);
-  }
   if (lead_) {
+    faults_.in_save(state_.step, tmp, named_state(*model_));
     for (int r = 1; r < update_->shards(); ++r) {  // ranks 1..S-1 hold the other distinct shards
       std::istringstream in(comm_.store_get(key + std::to_string(r)));
       CheckpointFile f;
@@ -508,140 +521,157 @@ TrainSummary Loop::run() {
   alert(AlertLevel::kInfo, "training started",
         "run " + c_.job.run_dir + " at step " + std::to_string(state_.step) + " of " +
             std::to_string(c_.data.total_steps) + ", " + std::to_string(comm_.world()) + " rank(s)");
-  StopSignal stop;
+  StopSignal signal;
   Profiler profiler(c_.flags.profiling, c_.job.run_dir + "/profile_trace.json");
-  const int64_t first = state_.step;
-  bool stop_agreed = false;  // a signal reached some rank: every rank stops after the same step
-  bool quit_by_file = false;
-  for (; state_.step < c_.data.total_steps;) {
-    if (stop_agreed || quit_by_file || state_.step == c_.debug.stop_at_step) {
-      log::warn(quit_by_file     ? std::string("ckpt.stop_file")
-                : stop.requested() ? "signal " + std::to_string(stop.signal_number())
-                : stop_agreed      ? std::string("another rank's stop request")
-                                   : std::string("debug.stop_at_step"),
-                " received: saving at step ", state_.step, " and stopping");
-      summary_.stopped_by_signal = true;
-      break;
-    }
-    comm_.set_step(state_.step);
-    alerts_.set_step(state_.step);
-    profiler.on_step_begin(state_.step - first);
-    data_t_.reset(), fwd_t_.reset(), opt_t_.reset(), step_t_.reset();
-#ifdef LOOM_CUDA_KERNELS
-    if (device_.is_cuda()) cuda::reset_peak_memory(cuda_index());  // peak_memory_mb: this step's
-#endif
-    step_t_.start();
-    const int64_t step = state_.step;  // 0-based index of this step (skip_batches counts these)
-    set_phase("data");
-    data_t_.start();
-    ProfileRange data_range("data");
-    std::vector<Batch> micro;
-    int64_t real_tokens = 0;  // counted on the host copy: no device read-back
-    for (int64_t m = 0; m < c_.data.micro_num; ++m) {
-      const Batch host = loader_.next();
-      real_tokens += host.segments.ge(0).sum().item<int64_t>();
-      micro.push_back(to_device(host));
-    }
-    data_range.end();
-    data_t_.stop();
-
-    const bool skip_batch = loader_.should_skip(step);
-    StepSums sums;
-    OptimizerStepResult r;
-    const double lr = schedule_.lr(update_->updates());
-    if (skip_batch) {
-      // InternLM's BatchSkipper: the data is consumed, nothing is computed or updated.
-      ++state_.skipped_batches;
-      log::warn("step ", step, ": skipped by data.skip_batches (data consumed, no update)");
-    } else {
-      set_phase("forward_backward");
-      if (step == c_.debug.kill_at_step) std::raise(SIGKILL);
-      while (step == c_.debug.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));
-      fwd_t_.start();
-      ProfileRange fb_range("forward_backward");
-      try {
-        sums = forward_backward(micro);
-      } catch (const c10::OutOfMemoryError& e) {
-        report_out_of_memory(e);
-        throw;
-      }
-      fb_range.end();
-      fwd_t_.stop();
-      if (step == c_.debug.inject_nan_step) {
-        torch::NoGradGuard g;
-        for (auto& p : model_->parameters())
-          if (p.grad().defined()) p.mutable_grad().fill_(std::nan(""));
-      }
-    }
-    sums.real_tokens = real_tokens;
-    // The step's figures over all ranks, before the update: a spike can still cancel it.
-    set_phase("reduce");
-    const StepTotals totals = reduce(sums, stop.requested());
-    stop_agreed = totals.stop;
-    bool spike_skip = false;
-    if (!skip_batch && spike_.enabled()) {
-      double loss = totals.loss_sum / std::max(totals.loss_tokens, 1.0);
-      if (step == c_.debug.spike_at_step) loss *= 100;
-      const SpikeVerdict v = spike_.observe(step, loss);
-      if (v.is_spike) {
-        spike_skip = c_.monitor.spike.exclude_spikes;
-        if (spike_skip) ++state_.spike_skips;
-        const std::string what = "step " + std::to_string(step) + " (0-based; data.skip_batches index): loss " +
-                                 std::to_string(loss) + " is " + std::to_string(v.ratio) + "x the median " +
-                                 std::to_string(v.reference) + " of the last " +
-                                 std::to_string(c_.monitor.spike.window) + " losses" +
-                                 (spike_skip ? "; update skipped" : "");
-        log::warn("loss spike: ", what);
-        alert(AlertLevel::kWarn, "loss spike", what);
-      }
-    }
-    if (!skip_batch) {
-      set_phase("optimizer");
-      opt_t_.start();
-      ProfileRange opt_range("optimizer");
-      if (spike_skip) {
-        r.skipped = true;  // grad_norm stays 0: not computed
-      } else {
-        r = update_->step(lr);
-        if (r.skipped) {
-          ++state_.inf_nan_skips;
-          const std::string what = "step " + std::to_string(step) + ": gradient norm is " + std::to_string(r.grad_norm) +
-                                   ", update skipped (" + std::to_string(state_.inf_nan_skips) +
-                                   " so far); the LR schedule does not advance";
-          log::warn(what);
-          alert(AlertLevel::kWarn, "update skipped (inf/NaN gradients)", what);
-        }
-      }
-      update_->zero_grad();
-      opt_range.end();
-      opt_t_.stop();
-    }
-    ++state_.step;
-    state_.updates = update_->updates();
-    state_.sampler = loader_.state();
-    state_.consumed_tokens += static_cast<uint64_t>(totals.real_tokens);
-    step_t_.stop();
-    if (watchdog_) watchdog_->heartbeat(state_.step);
-    set_phase("between steps");
-    if (c_.flags.profile_memory && state_.step == first + 2) profile_memory();
-    if (!skip_batch) {
-      ProfileRange log_range("log");
-      log_step(totals, r, lr);
-    }
-    ++summary_.steps_done;
-    if (c_.monitor.diag_every > 0 && state_.step % c_.monitor.diag_every == 0) {
-      const RankTimeStats st = step_time_report(&comm_, step_t_.seconds(), c_.monitor.diag_outlier_ratio);
-      log::info("health: ", describe(st, "step time", c_.monitor.diag_outlier_ratio));
-      if (!st.outliers.empty()) alert(AlertLevel::kWarn, "slow ranks", describe(st, "step time", c_.monitor.diag_outlier_ratio));
-    }
-    if (c_.data.valid_every > 0 && state_.step % c_.data.valid_every == 0 && state_.step != c_.data.total_steps)
-      validate();
-    const StopDecision by_file = stop_file_.check(state_.step, &comm_);
-    quit_by_file = by_file.quit;
-    const bool periodic = c_.ckpt.checkpoint_every > 0 && state_.step % c_.ckpt.checkpoint_every == 0;
-    if (c_.ckpt.enable_save && (periodic || (by_file.save && !by_file.quit))) summary_.last_checkpoint = save();
+  first_step_ = state_.step;
+  while (state_.step < c_.data.total_steps && !should_stop(signal)) {
+    StepRecord s = begin_step(profiler);
+    next_batches(s);
+    forward_backward(s);
+    reduce(s, signal.requested());  // the step's figures over all ranks, before the update
+    check_spike(s);                 // a spike can still cancel the update
+    optimizer_step(s);
+    end_step(s);
+    after_step(s);
   }
   profiler.finish();
+  finish();
+  return summary_;
+}
+
+bool Loop::should_stop(const StopSignal& signal) {
+  const bool by_fault = faults_.stop_requested(state_.step);
+  if (!stop_agreed_ && !quit_by_file_ && !by_fault) return false;
+  log::warn(quit_by_file_        ? std::string("ckpt.stop_file")
+            : signal.requested() ? "signal " + std::to_string(signal.signal_number())
+            : stop_agreed_       ? std::string("another rank's stop request")
+                                 : std::string("debug.stop_at_step"),
+            " received: saving at step ", state_.step, " and stopping");
+  summary_.stopped_by_signal = true;
+  return true;
+}
+
+StepRecord Loop::begin_step(Profiler& profiler) {
+  comm_.set_step(state_.step);
+  alerts_.set_step(state_.step);
+  profiler.on_step_begin(state_.step - first_step_);
+  data_t_.reset(), fwd_t_.reset(), opt_t_.reset(), step_t_.reset();
+#ifdef LOOM_CUDA_KERNELS
+  if (device_.is_cuda()) cuda::reset_peak_memory(cuda_index());  // peak_memory_mb: this step's
+#endif
+  step_t_.start();
+  StepRecord s;
+  s.index = state_.step;
+  return s;
+}
+
+void Loop::next_batches(StepRecord& s) {
+  set_phase("data");
+  data_t_.start();
+  ProfileRange range("data");
+  for (int64_t m = 0; m < c_.data.micro_num; ++m) {
+    const Batch host = loader_.next();
+    s.sums.real_tokens += host.segments.ge(0).sum().item<int64_t>();  // on the host copy: no device read-back
+    s.micro.push_back(to_device(host));
+  }
+  range.end();
+  data_t_.stop();
+  s.skip_batch = loader_.should_skip(s.index);
+  s.lr = schedule_.lr(update_->updates());
+}
+
+void Loop::forward_backward(StepRecord& s) {
+  if (s.skip_batch) {  // InternLM's BatchSkipper
+    ++state_.skipped_batches;
+    log::warn("step ", s.index, ": skipped by data.skip_batches (data consumed, no update)");
+    return;
+  }
+  set_phase("forward_backward");
+  faults_.in_forward(s.index);
+  fwd_t_.start();
+  ProfileRange range("forward_backward");
+  const int64_t real_tokens = s.sums.real_tokens;
+  try {
+    s.sums = accumulate_gradients(s.micro);
+  } catch (const c10::OutOfMemoryError& e) {
+    report_out_of_memory(e);
+    throw;
+  }
+  s.sums.real_tokens = real_tokens;
+  range.end();
+  fwd_t_.stop();
+  faults_.after_backward(s.index, model_->parameters());
+}
+
+void Loop::check_spike(StepRecord& s) {
+  if (s.skip_batch || !spike_.enabled()) return;
+  const double loss = faults_.observed_loss(s.index, s.totals.loss_sum / std::max(s.totals.loss_tokens, 1.0));
+  const SpikeVerdict v = spike_.observe(s.index, loss);
+  if (!v.is_spike) return;
+  s.spike_skip = c_.monitor.spike.exclude_spikes;
+  if (s.spike_skip) ++state_.spike_skips;
+  const std::string what = "step " + std::to_string(s.index) + " (0-based; data.skip_batches index): loss " +
+                           std::to_string(loss) + " is " + std::to_string(v.ratio) + "x the median " +
+                           std::to_string(v.reference) + " of the last " + std::to_string(c_.monitor.spike.window) +
+                           " losses" + (s.spike_skip ? "; update skipped" : "");
+  log::warn("loss spike: ", what);
+  alert(AlertLevel::kWarn, "loss spike", what);
+}
+
+void Loop::optimizer_step(StepRecord& s) {
+  if (s.skip_batch) return;
+  set_phase("optimizer");
+  opt_t_.start();
+  ProfileRange range("optimizer");
+  if (s.spike_skip) {
+    s.result.skipped = true;  // grad_norm stays 0: not computed
+  } else {
+    s.result = update_->step(s.lr);
+    if (s.result.skipped) {
+      ++state_.inf_nan_skips;
+      const std::string what = "step " + std::to_string(s.index) + ": gradient norm is " +
+                               std::to_string(s.result.grad_norm) + ", update skipped (" +
+                               std::to_string(state_.inf_nan_skips) + " so far); the LR schedule does not advance";
+      log::warn(what);
+      alert(AlertLevel::kWarn, "update skipped (inf/NaN gradients)", what);
+    }
+  }
+  update_->zero_grad();
+  range.end();
+  opt_t_.stop();
+}
+
+void Loop::end_step(const StepRecord& s) {
+  ++state_.step;
+  state_.updates = update_->updates();
+  state_.sampler = loader_.state();
+  state_.consumed_tokens += static_cast<uint64_t>(s.totals.real_tokens);
+  step_t_.stop();
+  if (watchdog_) watchdog_->heartbeat(state_.step);
+  set_phase("between steps");
+}
+
+void Loop::after_step(const StepRecord& s) {
+  if (c_.flags.profile_memory && state_.step == first_step_ + 2) profile_memory();
+  if (!s.skip_batch) {
+    ProfileRange range("log");
+    log_step(s);
+  }
+  ++summary_.steps_done;
+  if (c_.monitor.diag_every > 0 && state_.step % c_.monitor.diag_every == 0) {
+    const RankTimeStats st = step_time_report(&comm_, step_t_.seconds(), c_.monitor.diag_outlier_ratio);
+    log::info("health: ", describe(st, "step time", c_.monitor.diag_outlier_ratio));
+    if (!st.outliers.empty()) alert(AlertLevel::kWarn, "slow ranks", describe(st, "step time", c_.monitor.diag_outlier_ratio));
+  }
+  if (c_.data.valid_every > 0 && state_.step % c_.data.valid_every == 0 && state_.step != c_.data.total_steps)
+    validate();
+  const StopDecision by_file = stop_file_.check(state_.step, &comm_);
+  quit_by_file_ = by_file.quit;
+  const bool periodic = c_.ckpt.checkpoint_every > 0 && state_.step % c_.ckpt.checkpoint_every == 0;
+  if (c_.ckpt.enable_save && (periodic || (by_file.save && !by_file.quit))) summary_.last_checkpoint = save();
+}
+
+void Loop::finish() {
   if (state_.step == c_.data.total_steps && !summary_.stopped_by_signal) validate();
   if (c_.ckpt.enable_save && saved_step_ != state_.step) summary_.last_checkpoint = save();
   if (async_) {  // the process must not end mid-write
@@ -658,7 +688,6 @@ TrainSummary Loop::run() {
                            std::to_string(summary_.last_loss);
   log::info("done: ", done);
   alert(AlertLevel::kInfo, summary_.stopped_by_signal ? "training stopped" : "training finished", done);
-  return summary_;
 }
 
 }  // namespace

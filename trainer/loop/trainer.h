@@ -1,6 +1,7 @@
 // The train/eval loop: composes the data (TrainData, Loader, ValidationSets), the model and loss,
-// the Optimizer and LrSchedule, the Checkpointer and the logs (MetricsLog, TensorBoardWriter). Each
-// piece lives in its own folder (docs/ARCHITECTURE.md); this one only orders them:
+// the Optimizer and LrSchedule, the Checkpointer and the metrics sinks (metrics.h). Each piece
+// lives in its own folder (docs/ARCHITECTURE.md); this one only orders them (Loop::run names each
+// stage of a step; the debug.* faults are played at named points by FaultInjector):
 //
 //   start: resume (--resume auto|DIR) or init (--init-from DIR) -> log the data summary
 //   step:  M micro-batches: forward, loss_sum / tokens of the global batch, backward

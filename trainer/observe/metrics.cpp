@@ -1,10 +1,10 @@
 #include "metrics.h"
 
-
 #include <cmath>
 #include <sstream>
 
 #include "loom/error.h"
+#include "loom/log.h"
 
 namespace loom {
 
@@ -32,7 +32,7 @@ std::string metrics_log_line(const MetricFields& f) {
   return s;
 }
 
-MetricsLog::MetricsLog(const std::string& path, int64_t keep_through_step) : path_(path) {
+JsonlSink::JsonlSink(const std::string& path, int64_t keep_through_step) : path_(path) {
   sys::make_dirs(sys::dirname(path));
   std::string kept;
   if (keep_through_step >= 0 && sys::exists(path)) {
@@ -51,10 +51,23 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keep_through_step) : pat
   file_.write_all(kept.data(), kept.size());
 }
 
-void MetricsLog::write(const MetricFields& f) {
+void JsonlSink::write(const MetricFields& f) {
   LOOM_ASSERT(!f.empty() && f.front().first == "step", "metrics: the first field must be step");
   const std::string line = metrics_json_line(f);
   file_.write_all(line.data(), line.size());
+}
+
+void LogLineSink::write(const MetricFields& f) { log::info(metrics_log_line(f)); }
+
+void TensorBoardSink::write(const MetricFields& f) {
+  LOOM_ASSERT(!f.empty() && f.front().first == "step", "metrics: the first field must be step");
+  std::vector<std::pair<std::string, float>> scalars;
+  for (size_t i = 1; i < f.size(); ++i) scalars.emplace_back(f[i].first, static_cast<float>(f[i].second));
+  writer_.add_scalars(static_cast<int64_t>(f.front().second), scalars);
+}
+
+void MetricsFanout::write(const MetricFields& f) {
+  for (const auto& sink : sinks_) sink->write(f);
 }
 
 }  // namespace loom

@@ -1,0 +1,29 @@
+#include "fault_injector.h"
+
+#include <csignal>
+#include <thread>
+
+#include "loom/log.h"
+
+namespace loom {
+
+void FaultInjector::in_forward(int64_t step) const {
+  if (step == o_.kill_at_step) std::raise(SIGKILL);
+  while (step == o_.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+void FaultInjector::after_backward(int64_t step, const std::vector<torch::Tensor>& params) const {
+  if (step != o_.inject_nan_step) return;
+  torch::NoGradGuard g;
+  for (const torch::Tensor& p : params)
+    if (p.grad().defined()) p.mutable_grad().fill_(std::nan(""));
+}
+
+void FaultInjector::in_save(int64_t step, const std::string& tmp_dir, const safetensors::NamedTensors& model) const {
+  if (step != o_.kill_in_save) return;
+  safetensors::write(tmp_dir + "/model.safetensors", model);
+  log::warn("debug.kill_in_save: SIGKILL inside the save of step ", step);
+  std::raise(SIGKILL);
+}
+
+}  // namespace loom

@@ -1,0 +1,34 @@
+// debug.*: TEST ONLY faults that the fault-tolerance tests provoke (docs/MONITOR.md). The loop calls
+// every hook at its named point; each is a no-op unless its debug key names the current step, so
+// the loop carries no debug branches of its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.h"
+
+namespace loom {
+
+class FaultInjector {
+ public:
+  explicit FaultInjector(const DebugOptions& o) : o_(o) {}
+
+  // Between steps, with `step` steps done: debug.stop_at_step acts as a SIGTERM.
+  bool stop_requested(int64_t step) const { return step == o_.stop_at_step; }
+  // At the start of the step's forward: debug.kill_at_step SIGKILLs, debug.hang_at_step never returns.
+  void in_forward(int64_t step) const;
+  // After the step's backward: debug.inject_nan_step makes every gradient NaN.
+  void after_backward(int64_t step, const std::vector<torch::Tensor>& params) const;
+  // The loss the spike detector sees: debug.spike_at_step makes it 100x larger.
+  double observed_loss(int64_t step, double loss) const { return step == o_.spike_at_step ? loss * 100 : loss; }
+  // Inside rank 0's save, before its files: debug.kill_in_save leaves a half-written checkpoint
+  // (the model file in tmp_dir, no manifest) and SIGKILLs.
+  void in_save(int64_t step, const std::string& tmp_dir, const safetensors::NamedTensors& model) const;
+
+ private:
+  DebugOptions o_;
+};
+
+}  // namespace loom
