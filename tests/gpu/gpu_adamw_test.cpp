@@ -23,10 +23,10 @@ TEST_CASE("fused AdamW on CUDA equals the reference step and honours the skip fl
     m_gpu.push_back(torch::zeros({n}, torch::device(cuda())));
     v_gpu.push_back(torch::zeros({n}, torch::device(cuda())));
   }
-  loom::AdamWStepOptions o;
-  o.lr = 1e-2;
+  loom::OptimizerOptions o;
   o.beta2 = 0.95;
   o.weight_decay = 0.1;
+  const loom::AdamWStepArgs args{1e-2};
   const torch::Tensor step_cpu = torch::zeros({}), step_gpu = torch::zeros({}, torch::device(cuda()));
   for (int i = 0; i < 3; ++i) {
     g_cpu.clear();
@@ -37,15 +37,15 @@ TEST_CASE("fused AdamW on CUDA equals the reference step and honours the skip fl
     }
     step_cpu.add_(1);
     step_gpu.add_(1);
-    loom::adamw_step(p_cpu, g_cpu, m_cpu, v_cpu, step_cpu, o);
-    loom::adamw_step(p_gpu, g_gpu, m_gpu, v_gpu, step_gpu, o, torch::zeros({}, torch::device(cuda())));
+    loom::adamw_step(p_cpu, g_cpu, m_cpu, v_cpu, step_cpu, o, args);
+    loom::adamw_step(p_gpu, g_gpu, m_gpu, v_gpu, step_gpu, o, args, torch::zeros({}, torch::device(cuda())));
   }
   for (size_t j = 0; j < numels.size(); ++j) {
     CHECK((p_gpu[j].cpu() - p_cpu[j]).abs().max().item<double>() < 1e-5);
     CHECK((v_gpu[j].cpu() - v_cpu[j]).abs().max().item<double>() < 1e-6);
   }
   const torch::Tensor before = p_gpu[1].clone();
-  loom::adamw_step(p_gpu, g_gpu, m_gpu, v_gpu, step_gpu, o, torch::ones({}, torch::device(cuda())));
+  loom::adamw_step(p_gpu, g_gpu, m_gpu, v_gpu, step_gpu, o, args, torch::ones({}, torch::device(cuda())));
   CHECK(torch::equal(p_gpu[1], before));
 }
 
@@ -72,13 +72,11 @@ TEST_CASE("adamw_step with bf16 grads on CUDA (loom's kernel) equals ATen's step
     m_ref.push_back(m[j].clone());
     v_ref.push_back(v[j].clone());
   }
-  loom::AdamWStepOptions o;
-  o.lr = 1e-2;
+  loom::OptimizerOptions o;
   o.beta2 = 0.95;
   o.weight_decay = 0.1;
-  o.grad_scale = 0.5;
-  loom::AdamWStepOptions o_ref = o;
-  o_ref.grad_scale = 1.0;
+  const loom::AdamWStepArgs args{1e-2, /*decay=*/true, /*grad_scale=*/0.5};
+  const loom::AdamWStepArgs args_ref{1e-2};
   const torch::Tensor step = torch::zeros({}, f32);
   std::vector<torch::Tensor> g;
   for (int i = 0; i < 3; ++i) {
@@ -90,8 +88,8 @@ TEST_CASE("adamw_step with bf16 grads on CUDA (loom's kernel) equals ATen's step
     }
     const std::vector<torch::Tensor> g_before = {g[2].clone()};
     step.add_(1);
-    loom::adamw_step(p, g, m, v, step, o, torch::zeros({}, f32), low);
-    loom::adamw_step(p_ref, g_ref, m_ref, v_ref, step, o_ref);
+    loom::adamw_step(p, g, m, v, step, o, args, torch::zeros({}, f32), low);
+    loom::adamw_step(p_ref, g_ref, m_ref, v_ref, step, o, args_ref);
     CHECK(torch::equal(g[2], g_before[0]));  // the gradients are read, not scaled in place
   }
   for (size_t j = 0; j < p.size(); ++j) {
@@ -102,7 +100,7 @@ TEST_CASE("adamw_step with bf16 grads on CUDA (loom's kernel) equals ATen's step
     CHECK(torch::equal(low[j], p[j].to(torch::kBFloat16)));
   }
   const torch::Tensor before = p[3].clone(), low_before = low[3].clone();
-  loom::adamw_step(p, g, m, v, step, o, torch::ones({}, f32), low);
+  loom::adamw_step(p, g, m, v, step, o, args, torch::ones({}, f32), low);
   CHECK(torch::equal(p[3], before));
   CHECK(torch::equal(low[3], low_before));
 }

@@ -93,8 +93,10 @@ TEST_CASE("a short bf16 run with flash attention, fused kernels, chunked loss an
     v.push_back(torch::zeros_like(master.back()));
   }
   const torch::Tensor step = torch::zeros({}, torch::device(cuda()));
-  loom::AdamWStepOptions ao;
-  ao.lr = 3e-3;
+  loom::OptimizerOptions ao;  // torch's AdamW defaults
+  ao.beta2 = 0.999;
+  ao.weight_decay = 0;
+  const loom::AdamWStepArgs args{3e-3};
   std::vector<double> losses;
   for (int i = 0; i < 30; ++i) {
     // The trainer's CUDA path: hidden states, then head + loss chunk by chunk (fused kernel).
@@ -105,7 +107,7 @@ TEST_CASE("a short bf16 run with flash attention, fused kernels, chunked loss an
     std::vector<torch::Tensor> g;
     for (auto& p : params) g.push_back(p.grad().to(torch::kFloat32));
     step.add_(1);
-    loom::adamw_step(master, g, m, v, step, ao);
+    loom::adamw_step(master, g, m, v, step, ao, args);
     {
       torch::NoGradGuard ng;
       for (size_t j = 0; j < params.size(); ++j) params[j].copy_(master[j]);

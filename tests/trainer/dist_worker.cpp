@@ -112,8 +112,8 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
     decay.push_back(d);
     (d ? decay_params : plain_params).push_back(kv.value());
   }
-  AdamWOptions ao;
-  ao.max_grad_norm = 0.5;
+  OptimizerOptions ao;
+  ao.clip_grad_norm = 0.5;
   ao.weight_decay = 0.1;
 
   std::unique_ptr<Zero1Optimizer> zero;
@@ -194,7 +194,7 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
       zero->zero_grad();
     } else {
       sync->finish();
-      torch::nn::utils::clip_grad_norm_(params, ao.max_grad_norm);
+      torch::nn::utils::clip_grad_norm_(params, ao.clip_grad_norm);
       adamw->step();
       adamw->zero_grad();
     }

@@ -3,9 +3,12 @@
 #include <cmath>
 #include <limits>
 
+#include "communicator.h"
+#include "launch.h"
 #include "optimizer.h"
 #include "safetensors.h"
 #include "test_util.h"
+#include "zero1.h"
 
 using namespace loom;
 
@@ -91,4 +94,55 @@ TEST_CASE("optimizer state round-trips through safetensors, with bf16 master wei
   Optimizer c({{"w", w3}}, opts());
   CHECK_THROWS_WITH(c.load_state(safetensors::Reader(dir / "o.safetensors")),
                     Catch::Contains("tensor 'exp_avg.w' has shape [2, 2], the optimizer expects [3]"));
+}
+
+// ZeRO-1's update is adamw_step on views of its flat shard. Its reference here is the whole-vector
+// arithmetic it replaced (one pass over the flat shard, weight decay through a mask): the results
+// must be the same bits, with clipping active and runs of odd lengths between decay and no-decay.
+TEST_CASE("ZeRO-1 at one rank updates bitwise as the whole-vector AdamW it replaced") {
+  torch::manual_seed(7);
+  const std::vector<std::vector<int64_t>> shapes{{37, 5}, {7}, {13, 3}, {11, 11}, {5}, {3, 29}};
+  const std::vector<bool> decay{true, false, false, true, false, true};
+  std::vector<torch::Tensor> params;
+  for (const auto& s : shapes) params.push_back(torch::randn(s).requires_grad_(true));
+  OptimizerOptions o;
+  o.weight_decay = 0.1;
+  o.clip_grad_norm = 3.0;
+  LaunchInfo li;
+  Communicator comm(li, {}, torch::Device(torch::kCPU));
+  Zero1Optimizer zero(comm, params, decay, o, -1);
+
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flat_parts, mask_parts;
+  for (size_t i = 0; i < params.size(); ++i) {
+    flat_parts.push_back(params[i].detach().reshape(-1).clone());
+    mask_parts.push_back(torch::full({params[i].numel()}, static_cast<bool>(decay[i]), torch::kBool));
+  }
+  torch::Tensor master = torch::cat(flat_parts), mask = torch::cat(mask_parts);
+  torch::Tensor m = torch::zeros_like(master), v = torch::zeros_like(master);
+  const double lr = 1e-2;
+  for (int t = 1; t <= 4; ++t) {
+    std::vector<torch::Tensor> grads;
+    for (auto& p : params) {
+      p.mutable_grad() = torch::randn(p.sizes()) * (t % 2 ? 1.0 : 0.05);  // odd steps clip
+      grads.push_back(p.grad().reshape(-1));
+    }
+    torch::Tensor g = torch::cat(grads);
+    const double norm = std::sqrt(g.to(torch::kFloat64).pow(2).sum().item<double>());
+    const double coef = o.clip_grad_norm / (norm + 1e-6);
+    if (coef < 1.0) g.mul_(coef);
+    master.mul_(torch::where(mask, torch::full({}, 1.0 - lr * o.weight_decay), torch::ones({})));
+    m.mul_(o.beta1).add_(g, 1 - o.beta1);
+    v.mul_(o.beta2).addcmul_(g, g, 1 - o.beta2);
+    const double bc1 = 1 - std::pow(o.beta1, t), bc2 = 1 - std::pow(o.beta2, t);
+    master.addcdiv_(m, (v.sqrt() / std::sqrt(bc2)).add_(o.eps), -lr / bc1);
+
+    const Zero1StepResult r = zero.step(lr);
+    CHECK_FALSE(r.skipped);
+    CHECK(r.grad_norm == norm);
+    std::vector<torch::Tensor> now;
+    for (const auto& p : params) now.push_back(p.reshape(-1));
+    CHECK(torch::equal(torch::cat(now), master));
+  }
+  CHECK(zero.updates() == 4);
 }

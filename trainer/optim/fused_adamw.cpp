@@ -16,12 +16,31 @@ namespace loom {
 
 bool adamw_is_fused(const torch::Device& device) { return LOOM_TORCH2 && device.is_cuda(); }
 
+void OptimizerOptions::validate() const {
+  LOOM_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "adam betas must be in [0, 1), got ", beta1, ", ",
+             beta2);
+  LOOM_CHECK(eps > 0, "adam.adam_eps must be > 0, got ", eps);
+  LOOM_CHECK(weight_decay >= 0, "adam.weight_decay must be >= 0, got ", weight_decay);
+  LOOM_CHECK(clip_grad_norm >= 0, "hybrid_zero_optimizer.clip_grad_norm must be >= 0, got ", clip_grad_norm);
+}
+
+double clip_coefficient(double max_norm, double norm) {
+  if (max_norm <= 0) return 1.0;
+  const double coef = max_norm / (norm + 1e-6);
+  return coef < 1.0 ? coef : 1.0;
+}
+
 namespace {
+
+// The scalars of one update: OptimizerOptions and the step's arguments, resolved once.
+struct Hyper {
+  double lr, beta1, beta2, eps, weight_decay, grad_scale;
+};
 
 // One update over tensors whose grads already have the params' dtype.
 void adamw_step_same_dtype(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                            const std::vector<torch::Tensor>& exp_avg, const std::vector<torch::Tensor>& exp_avg_sq,
-                           const torch::Tensor& step, const AdamWStepOptions& o, const torch::Tensor& found_inf) {
+                           const torch::Tensor& step, const Hyper& o, const torch::Tensor& found_inf) {
 #if LOOM_TORCH2
   if (adamw_is_fused(params.front().device())) {
     // The kernel reads one step tensor per parameter; they may all be the same tensor.
@@ -72,14 +91,16 @@ bool takes_kernel(size_t i, const std::vector<torch::Tensor>& params, const std:
 
 void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                 const std::vector<torch::Tensor>& exp_avg, const std::vector<torch::Tensor>& exp_avg_sq,
-                const torch::Tensor& step, const AdamWStepOptions& o, const torch::Tensor& found_inf,
-                const std::vector<torch::Tensor>& low_precision) {
+                const torch::Tensor& step, const OptimizerOptions& options, const AdamWStepArgs& args,
+                const torch::Tensor& found_inf, const std::vector<torch::Tensor>& low_precision) {
   LOOM_ASSERT(grads.size() == params.size() && exp_avg.size() == params.size() && exp_avg_sq.size() == params.size(),
               "adamw_step: ", params.size(), " params but ", grads.size(), " grads, ", exp_avg.size(), " exp_avg, ",
               exp_avg_sq.size(), " exp_avg_sq");
   LOOM_ASSERT(low_precision.empty() || low_precision.size() == params.size(), "adamw_step: ", params.size(),
               " params but ", low_precision.size(), " low-precision copies");
   if (params.empty()) return;
+  const Hyper o{args.lr, options.beta1, options.beta2, options.eps, args.decay ? options.weight_decay : 0.0,
+                args.grad_scale};
   torch::NoGradGuard no_grad;
   std::vector<size_t> rest;  // tensors for the ATen / reference path
 #ifdef LOOM_CUDA_KERNELS

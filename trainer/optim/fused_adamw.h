@@ -1,5 +1,7 @@
-// One AdamW update (torch.optim.AdamW's: decoupled weight decay, bias-corrected moments, eps
-// added after the square root) over a group of tensors, as few kernel launches as possible.
+// The one AdamW of loom (torch.optim.AdamW's update: decoupled weight decay, bias-corrected
+// moments, eps added after the square root) over a group of tensors, in as few kernel launches as
+// possible. The replicated optimizer (optimizer.h) calls it per parameter group; ZeRO-1 (zero1.h)
+// on views of its flat fp32 shard. Both clip with clip_coefficient.
 //
 // On CUDA with LibTorch >= 2 this is ATen's fused multi-tensor kernel (at::_fused_adamw_): a few
 // launches for the whole group, the step count and the skip flag read on the device, so the
@@ -14,15 +16,29 @@ namespace loom {
 
 inline constexpr int64_t kCastBucketBytes = int64_t{1} << 30;
 
-struct AdamWStepOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  // Every gradient is multiplied by this first (the clip coefficient), without touching grads.
-  double grad_scale = 1.0;
+// The optimizer's hyperparameters, one INI section's worth (config/ fills it); every AdamW
+// implementation reads them from here.
+struct OptimizerOptions {
+  double beta1 = 0.9;            // adam.adam_beta1
+  double beta2 = 0.95;           // adam.adam_beta2
+  double eps = 1e-8;             // adam.adam_eps
+  double weight_decay = 0.01;    // adam.weight_decay
+  bool decay_embeddings = false; // adam.decay_embeddings
+  double clip_grad_norm = 1.0;   // hybrid_zero_optimizer.clip_grad_norm (0 = no clipping)
+  // Throws loom::Error naming the key of a value out of range.
+  void validate() const;
 };
+
+// What changes from one adamw_step call to the next.
+struct AdamWStepArgs {
+  double lr = 1e-3;
+  bool decay = true;        // this group takes OptimizerOptions::weight_decay (else none)
+  double grad_scale = 1.0;  // every gradient is multiplied by this first, without touching grads
+};
+
+// The factor that clips gradients of global L2 norm `norm` to max_norm: max_norm / (norm + 1e-6)
+// (InternLM's and torch's clip_grad_norm_) when that is below 1; 1 when max_norm <= 0 (no clipping).
+double clip_coefficient(double max_norm, double norm);
 
 // params: the weights updated in place (fp32 master weights when the model runs in bf16);
 // grads: same shapes as params, any float dtype: gradients of another dtype (the bf16 model's) are
@@ -39,7 +55,7 @@ struct AdamWStepOptions {
 // gradient is read as bf16, scaled, and the bf16 copy written in the same pass; no fp32 copies.
 void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                 const std::vector<torch::Tensor>& exp_avg, const std::vector<torch::Tensor>& exp_avg_sq,
-                const torch::Tensor& step, const AdamWStepOptions& options,
+                const torch::Tensor& step, const OptimizerOptions& options, const AdamWStepArgs& args,
                 const torch::Tensor& found_inf = torch::Tensor(),
                 const std::vector<torch::Tensor>& low_precision = {});
 

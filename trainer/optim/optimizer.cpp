@@ -15,11 +15,7 @@ bool takes_weight_decay(const std::string& name, const torch::Tensor& param, con
 Optimizer::Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
                      const OptimizerOptions& o)
     : o_(o) {
-  LOOM_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "adam betas must be in [0, 1), got ",
-             o.beta1, ", ", o.beta2);
-  LOOM_CHECK(o.eps > 0, "adam.adam_eps must be > 0, got ", o.eps);
-  LOOM_CHECK(o.weight_decay >= 0, "adam.weight_decay must be >= 0, got ", o.weight_decay);
-  LOOM_CHECK(o.clip_grad_norm >= 0, "hybrid_zero_optimizer.clip_grad_norm must be >= 0, got ", o.clip_grad_norm);
+  o.validate();
   torch::NoGradGuard no_grad;
   for (const auto& [name, p] : named_params) {
     if (!p.requires_grad()) continue;
@@ -61,7 +57,7 @@ double Optimizer::grad_norm() const {
   return sq.defined() ? std::sqrt(sq.item<double>()) : 0.0;
 }
 
-void Optimizer::update_group(const std::vector<size_t>& group, double lr, double weight_decay, double grad_scale) {
+void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepArgs& args) {
   // CUDA: the update writes the model's low-precision weights itself (adamw_step's low_precision).
   const bool cuda = !slots_.empty() && slots_.front().master.is_cuda();
   std::vector<torch::Tensor> params, grads, m, v, low;
@@ -75,17 +71,10 @@ void Optimizer::update_group(const std::vector<size_t>& group, double lr, double
     v.push_back(s.exp_avg_sq);
     if (cuda) low.push_back(s.param);
   }
-  AdamWStepOptions ao;
-  ao.lr = lr;
-  ao.beta1 = o_.beta1;
-  ao.beta2 = o_.beta2;
-  ao.eps = o_.eps;
-  ao.weight_decay = weight_decay;
-  ao.grad_scale = grad_scale;
   const torch::Tensor step = torch::full({}, static_cast<double>(updates_), torch::TensorOptions()
                                                                             .dtype(torch::kFloat32)
                                                                             .device(slots_.front().master.device()));
-  adamw_step(params, grads, m, v, step, ao, torch::Tensor(), low);
+  adamw_step(params, grads, m, v, step, o_, args, torch::Tensor(), low);
 }
 
 OptimizerStepResult Optimizer::step(double lr) {
@@ -98,23 +87,22 @@ OptimizerStepResult Optimizer::step(double lr) {
   torch::NoGradGuard no_grad;
   if (slots_.empty()) return r;
   // CUDA: the clip coefficient scales the gradients inside the update (no pass of its own) and the
-  // update writes the model's weights; elsewhere as before (CPU results bitwise unchanged).
+  // update writes the model's weights. CPU: the gradients are scaled in place, in their own dtype
+  // (a bf16 gradient in bf16, before adamw_step casts it), which the CPU references expect.
   const bool cuda = slots_.front().master.is_cuda();
   double grad_scale = 1.0;
-  if (o_.clip_grad_norm > 0) {
-    const double coef = o_.clip_grad_norm / (r.grad_norm + 1e-6);
-    if (coef < 1.0) {
-      if (cuda) {
-        grad_scale = coef;
-      } else {
-        for (auto& s : slots_)
-          if (s.param.grad().defined()) s.param.mutable_grad().mul_(coef);
-      }
+  const double coef = clip_coefficient(o_.clip_grad_norm, r.grad_norm);
+  if (coef != 1.0) {
+    if (cuda) {
+      grad_scale = coef;
+    } else {
+      for (auto& s : slots_)
+        if (s.param.grad().defined()) s.param.mutable_grad().mul_(coef);
     }
   }
   ++updates_;
-  update_group(decay_, lr, o_.weight_decay, grad_scale);
-  update_group(no_decay_, lr, 0.0, grad_scale);
+  update_group(decay_, AdamWStepArgs{lr, /*decay=*/true, grad_scale});
+  update_group(no_decay_, AdamWStepArgs{lr, /*decay=*/false, grad_scale});
   if (!cuda)
     for (auto& s : slots_)
       if (!s.master.is_same(s.param)) s.param.copy_(s.master);

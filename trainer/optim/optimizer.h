@@ -6,7 +6,7 @@
 // copies it back into the model's parameter: small updates are not lost to rounding.
 // One step: global L2 norm of all gradients (in fp32) -> if not finite, the update is skipped
 // (weights, moments and the step count unchanged; the caller counts it) -> else gradients are
-// scaled by min(1, max_norm / (norm + 1e-6)) (InternLM's clip) and AdamW runs with the given lr.
+// scaled by clip_coefficient (InternLM's clip) and adamw_step (fused_adamw.h) runs with the given lr.
 #pragma once
 
 #include <cstdint>
@@ -17,18 +17,10 @@
 
 #include <torch/torch.h>
 
+#include "fused_adamw.h"
 #include "safetensors.h"
 
 namespace loom {
-
-struct OptimizerOptions {
-  double beta1 = 0.9;            // adam.adam_beta1
-  double beta2 = 0.95;           // adam.adam_beta2
-  double eps = 1e-8;             // adam.adam_eps
-  double weight_decay = 0.01;    // adam.weight_decay
-  bool decay_embeddings = false; // adam.decay_embeddings
-  double clip_grad_norm = 1.0;   // hybrid_zero_optimizer.clip_grad_norm (0 = no clipping)
-};
 
 struct OptimizerStepResult {
   double grad_norm = 0;  // before clipping (inf or nan when skipped)
@@ -67,7 +59,7 @@ class Optimizer {
     torch::Tensor master;  // fp32 copy, or param itself when param is fp32
     torch::Tensor exp_avg, exp_avg_sq;
   };
-  void update_group(const std::vector<size_t>& group, double lr, double weight_decay, double grad_scale);
+  void update_group(const std::vector<size_t>& group, const AdamWStepArgs& args);
   void load_state_from(const std::function<torch::Tensor(const std::string&)>& get, const std::string& where);
 
   OptimizerOptions o_;

@@ -30,10 +30,7 @@ DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::Na
     num_decay_ += decay.back() ? 1 : 0;
   }
   if (p.zero1 != 1) {
-    AdamWOptions ao;
-    ao.beta1 = o.beta1, ao.beta2 = o.beta2, ao.eps = o.eps, ao.weight_decay = o.weight_decay;
-    ao.max_grad_norm = o.clip_grad_norm;
-    zero_ = std::make_unique<Zero1Optimizer>(comm_, params, decay, ao, static_cast<int>(p.zero1));
+    zero_ = std::make_unique<Zero1Optimizer>(comm_, params, decay, o, static_cast<int>(p.zero1));
   } else {
     opt_ = std::make_unique<Optimizer>(named_, o);
     if (comm_.distributed())

@@ -1,5 +1,6 @@
 #include "zero1.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "loom/error.h"
@@ -24,9 +25,10 @@ int64_t meta_int(const safetensors::Reader& r, const std::string& key) {
 
 }  // namespace
 
-Zero1Optimizer::Zero1Optimizer(Communicator& comm, std::vector<torch::Tensor> params, std::vector<bool> decay,
-                               AdamWOptions opts, int shards)
+Zero1Optimizer::Zero1Optimizer(Communicator& comm, std::vector<torch::Tensor> params, const std::vector<bool>& decay,
+                               const OptimizerOptions& opts, int shards)
     : comm_(comm), params_(std::move(params)), opts_(opts) {
+  opts_.validate();
   LOOM_ASSERT(decay.size() == params_.size(), "Zero1Optimizer: ", decay.size(), " decay flags for ",
               params_.size(), " parameters");
   const int world = comm_.world();
@@ -45,13 +47,20 @@ Zero1Optimizer::Zero1Optimizer(Communicator& comm, std::vector<torch::Tensor> pa
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(comm_.device());
   torch::NoGradGuard no_grad;
   torch::Tensor flat = torch::zeros({padded_}, f32);
-  torch::Tensor mask = torch::zeros({padded_}, f32.dtype(torch::kBool));
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = 0; i < params_.size(); ++i)
     flat.narrow(0, offsets_[i], params_[i].numel()).copy_(params_[i].detach().reshape({-1}));
-    if (decay[i]) mask.narrow(0, offsets_[i], params_[i].numel()).fill_(true);
-  }
   master_ = flat.narrow(0, shard_index_ * shard_size_, shard_size_).clone();
-  decay_mask_ = mask.narrow(0, shard_index_ * shard_size_, shard_size_).clone();
+  // Each parameter's part of this shard, adjacent parts of the same rule merged.
+  const int64_t lo = shard_index_ * shard_size_, hi = lo + shard_size_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t b = std::max(lo, offsets_[i]), e = std::min(hi, offsets_[i] + params_[i].numel());
+    if (b >= e) continue;
+    std::vector<Run>& runs = decay[i] ? decay_runs_ : plain_runs_;
+    if (!runs.empty() && runs.back().begin + runs.back().length == b - lo)
+      runs.back().length += e - b;
+    else
+      runs.push_back({b - lo, e - b});
+  }
   exp_avg_ = torch::zeros_like(master_);
   exp_avg_sq_ = torch::zeros_like(master_);
   flat_grad_ = torch::zeros({padded_}, f32);
@@ -90,23 +99,22 @@ Zero1StepResult Zero1Optimizer::step(double lr, double grad_scale) {
     res.skipped = true;
     return res;
   }
-  // 3. Clip.
-  if (opts_.max_grad_norm > 0) {
-    double coef = opts_.max_grad_norm / (res.grad_norm + 1e-6);
-    if (coef < 1.0) grad.mul_(coef);
-  }
-  // 4. AdamW, torch::optim::AdamW's operations in its order.
+  // 3. Clip, in place: the shard is this step's own buffer.
+  const double coef = clip_coefficient(opts_.clip_grad_norm, res.grad_norm);
+  if (coef != 1.0) grad.mul_(coef);
+  // 4. The one AdamW, on views of the shard.
   ++updates_;
-  if (opts_.weight_decay != 0) {
-    torch::Tensor keep = torch::full({}, 1.0 - lr * opts_.weight_decay, master_.options());
-    master_.mul_(torch::where(decay_mask_, keep, torch::ones({}, master_.options())));
+  const torch::Tensor step = torch::full({}, static_cast<double>(updates_), master_.options());
+  for (const bool decay : {true, false}) {
+    std::vector<torch::Tensor> p, g, m, v;
+    for (const Run& run : decay ? decay_runs_ : plain_runs_) {
+      p.push_back(master_.narrow(0, run.begin, run.length));
+      g.push_back(grad.narrow(0, run.begin, run.length));
+      m.push_back(exp_avg_.narrow(0, run.begin, run.length));
+      v.push_back(exp_avg_sq_.narrow(0, run.begin, run.length));
+    }
+    adamw_step(p, g, m, v, step, opts_, AdamWStepArgs{lr, decay});
   }
-  exp_avg_.mul_(opts_.beta1).add_(grad, 1 - opts_.beta1);
-  exp_avg_sq_.mul_(opts_.beta2).addcmul_(grad, grad, 1 - opts_.beta2);
-  double bc1 = 1 - std::pow(opts_.beta1, static_cast<double>(updates_));
-  double bc2 = 1 - std::pow(opts_.beta2, static_cast<double>(updates_));
-  torch::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(opts_.eps);
-  master_.addcdiv_(exp_avg_, denom, -lr / bc1);
   // 5. Everyone gets the new parameters.
   gather_params();
   return res;

@@ -11,9 +11,11 @@
 //      scaled by grad_scale (1 / global tokens if the loss was not normalised before backward)
 //   2. global grad norm: each distinct shard's sum of squares (float64), all-reduced once; an
 //      inf/NaN anywhere makes the norm non-finite on every rank, so every rank skips together
-//   3. clip to max_norm (coefficient max_norm / (norm + 1e-6), as torch's clip_grad_norm_)
-//   4. AdamW on the shard, exactly torch::optim::AdamW's arithmetic (decoupled decay on the
-//      parameters with decay, bias-corrected moments, eps outside the square root)
+//   3. clip: the shard is scaled by clip_coefficient(clip_grad_norm, norm), the replicated
+//      optimizer's coefficient (fused_adamw.h)
+//   4. AdamW on the shard: adamw_step, the replicated optimizer's update, on views of the flat
+//      fp32 master, moments and gradient, one view per run of parameters with the same weight-decay
+//      rule (padding is left alone); on CUDA that is the fused multi-tensor kernel
 //   5. all-gather the fp32 shards and copy them into the model's parameters (in their dtype)
 //
 // Checkpoint. The ranks of shards 0..S-1 each write their shard (master, exp_avg, exp_avg_sq) with
@@ -28,17 +30,10 @@
 #include <torch/torch.h>
 
 #include "communicator.h"
+#include "fused_adamw.h"
 #include "safetensors.h"
 
 namespace loom {
-
-struct AdamWOptions {
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double eps = 1e-8;
-  double weight_decay = 0.01;
-  double max_grad_norm = 1.0;  // <= 0: no clipping
-};
 
 struct Zero1StepResult {
   double grad_norm = 0;  // before clipping
@@ -57,9 +52,10 @@ Zero1FullState read_zero1_shards(const std::vector<std::string>& paths);
 class Zero1Optimizer {
  public:
   // decay[i]: whether params[i] takes weight decay (false for norms, biases, embeddings).
+  // opts: the replicated optimizer's options (decay_embeddings is already in `decay`).
   // shards: parallel.zero1 (-1 or 0 = all ranks; must divide the world size).
-  Zero1Optimizer(Communicator& comm, std::vector<torch::Tensor> params, std::vector<bool> decay,
-                 AdamWOptions opts, int shards);
+  Zero1Optimizer(Communicator& comm, std::vector<torch::Tensor> params, const std::vector<bool>& decay,
+                 const OptimizerOptions& opts, int shards);
 
   // After the last backward of a step (each rank's .grad holds its LOCAL gradient sum).
   Zero1StepResult step(double lr, double grad_scale = 1.0);
@@ -88,12 +84,17 @@ class Zero1Optimizer {
 
   Communicator& comm_;
   std::vector<torch::Tensor> params_;
-  AdamWOptions opts_;
+  OptimizerOptions opts_;
   int shards_ = 1;
   int shard_index_ = 0;
   int64_t numel_ = 0, padded_ = 0, shard_size_ = 0;
   std::vector<int64_t> offsets_;  // of each parameter in the flat vector
-  torch::Tensor master_, exp_avg_, exp_avg_sq_, decay_mask_;  // [shard_size] fp32
+  torch::Tensor master_, exp_avg_, exp_avg_sq_;  // [shard_size] fp32
+  // Runs [begin, begin + length) of the shard with weight decay, and without (step 4's views).
+  struct Run {
+    int64_t begin, length;
+  };
+  std::vector<Run> decay_runs_, plain_runs_;
   torch::Tensor flat_grad_;  // [padded] fp32
   int64_t updates_ = 0;
 };
