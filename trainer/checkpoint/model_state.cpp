@@ -22,4 +22,8 @@ void load_named_state(torch::nn::Module& module, const safetensors::Reader& r) {
   }
 }
 
+void ModuleState::load_state(const std::string& dir) {
+  load_named_state(module_, safetensors::Reader(dir + "/model.safetensors"));
+}
+
 }  // namespace loom

@@ -27,11 +27,11 @@
 #include "model_state.h"
 #include "memory_usage.h"
 #include "profiling.h"
+#include "run_state.h"
 #include "spike_detector.h"
 #include "stop_file.h"
 #include "stop_signal.h"
 #include "timer.h"
-#include "torch_compat.h"
 #include "train_state.h"
 #include "watchdog.h"
 
@@ -71,18 +71,6 @@ struct StepRecord {
   bool spike_skip = false;  // a loss spike cancels the update (monitor.skip_spike_batches)
   OptimizerStepResult result;
 };
-
-std::string rng_hex() {
-  torch::Tensor s = compat::get_rng_state(torch::kCPU).contiguous();
-  return to_hex(s.data_ptr(), static_cast<size_t>(s.numel()));
-}
-
-void set_rng_hex(const std::string& hex, const std::string& where) {
-  const std::string bytes = from_hex(hex, where);
-  torch::Tensor s = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  std::memcpy(s.data_ptr(), bytes.data(), bytes.size());
-  compat::set_rng_state(torch::kCPU, s);
-}
 
 #ifdef LOOM_CUDA_KERNELS
 // Where the device memory goes: parameters, gradients, optimizer state, and the rest of the peak.
@@ -135,7 +123,7 @@ class Loop {
   void validate();
   std::string save();
   void probe();
-  CheckpointContents contents();  // what rank 0 writes (everything but the ZeRO-1 shards)
+  CheckpointContents contents();  // what rank 0 writes (everything but the ZeRO-1 shards), from checkpointed_
   void set_phase(const char* phase) {
     if (watchdog_) watchdog_->set_phase(phase);
   }
@@ -160,6 +148,7 @@ class Loop {
   std::unique_ptr<ValidationSets> valid_;
   InternLM model_{nullptr};
   std::unique_ptr<DataParallelUpdate> update_;
+  std::vector<std::unique_ptr<Stateful>> checkpointed_;  // what a checkpoint holds, in load order
   LrSchedule schedule_;
   Checkpointer ckpt_;
   std::unique_ptr<AsyncCheckpointer> async_;  // rank 0, ckpt.async_save with a replicated optimizer
@@ -226,6 +215,9 @@ void Loop::start() {
   log::info("model: ", model_->num_parameters(), " parameters, ", update_->num_decay(), " tensors with weight decay, ",
             update_->num_no_decay(), " without; ", flops_per_token_ / 1e9, " GFLOP per token");
   log::info("update: ", update_->describe());
+  checkpointed_.push_back(std::make_unique<RunState>(state_, loader_, spike_, *update_, comm_.world()));
+  checkpointed_.push_back(std::make_unique<ModuleState>(*model_));
+  checkpointed_.push_back(std::make_unique<OptimizerState>(*update_));  // after the model: master weights
 
   std::string resume_dir;
   if (c_.flags.resume == "auto") {
@@ -237,21 +229,16 @@ void Loop::start() {
   }
   int64_t keep_logs_through = -1;
   if (!resume_dir.empty()) {
-    state_ = TrainState::from_json(sys::read_file(resume_dir + "/state.json"), resume_dir + "/state.json");
-    load_named_state(*model_, safetensors::Reader(resume_dir + "/model.safetensors"));
-    update_->load(resume_dir);
+    for (const auto& part : checkpointed_) part->load_state(resume_dir);
     LOOM_CHECK(update_->updates() == state_.updates, resume_dir, ": optimizer step ", update_->updates(),
                " disagrees with state.json updates ", state_.updates);
-    loader_.restore(state_.sampler);
-    set_rng_hex(state_.cpu_rng_state_hex, resume_dir + "/state.json");
-    spike_.from_json(state_.spike_json);
     keep_logs_through = state_.step;
     saved_step_ = state_.step;
     log::info("resumed from ", resume_dir, ": step ", state_.step, ", ", state_.updates, " updates, ",
               state_.sampler.consumed_samples, " samples consumed (saved at world size ", state_.world_size, ")");
   } else if (!c_.flags.init_from.empty()) {
     validate_checkpoint(c_.flags.init_from);
-    load_named_state(*model_, safetensors::Reader(c_.flags.init_from + "/model.safetensors"));
+    ModuleState(*model_).load_state(c_.flags.init_from);
     log::info("initialised the weights from ", c_.flags.init_from);
   } else if (init_weights_) {
     init_weights_(*model_);
@@ -436,9 +423,6 @@ void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
 
 std::string Loop::save() {
   Watchdog::LongPhase phase(watchdog_, "checkpoint", std::max(600.0, 10 * c_.monitor.hang_timeout));
-  state_.updates = update_->updates();
-  state_.world_size = comm_.world();
-  state_.spike_json = spike_.to_json();
   if (c_.ckpt.async_save && !update_->sharded()) {
     // Rank 0 copies the state to host memory and a background thread writes it; the others go on.
     saved_step_ = state_.step;
@@ -489,11 +473,8 @@ std::string Loop::save() {
 
 CheckpointContents Loop::contents() {
   CheckpointContents cc;
-  cc.model = named_state(*model_);
-  cc.optimizer = update_->replicated_state();
-  state_.cpu_rng_state_hex = rng_hex();
-  cc.state_json = state_.to_json();
-  cc.config_ini = c_.resolved_ini;
+  for (const auto& part : checkpointed_) part->save_state(cc);
+  cc.config_ini = c_.resolved_ini;  // written for the record, never restored: the run's own config wins
   return cc;
 }
 
