@@ -1,5 +1,6 @@
 #include "loom/internlm_format.h"
 
+#include <cctype>
 #include <cstring>
 
 #include "loom/error.h"
@@ -58,34 +59,96 @@ void InternlmWriter::commit() {
 // ---- InternlmReader ----
 
 namespace {
+// The header dict of a .npy file, parsed as strictly as numpy.load (Python's literal_eval of a
+// dict with exactly the keys descr, fortran_order and shape, then only whitespace): junk in the
+// padding is refused the way numpy refuses it. Values are kept as their source text.
+struct NpyDict {
+  std::string descr, fortran_order, shape;
+};
+
+NpyDict parse_npy_dict(const std::string& path, const std::string& text) {
+  size_t i = 0;
+  auto fail = [&](const char* what) {
+    LOOM_FAIL(path, ": .npy header is not the dict numpy reads (", what, " at header byte ", i, "): ", text);
+  };
+  auto ws = [&] {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r' ||
+                               text[i] == '\f'))
+      ++i;
+  };
+  auto quoted = [&] {
+    const char q = i < text.size() ? text[i] : 0;
+    if (q != '\'' && q != '"') fail("expected a quoted key");
+    const size_t close = text.find(q, i + 1);
+    if (close == std::string::npos || text.find('\\', i) < close) fail("bad string");
+    std::string v = text.substr(i, close + 1 - i);
+    i = close + 1;
+    return v;
+  };
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+  if (i >= text.size() || text[i] != '{') fail("expected '{'");
+  ++i;
+  NpyDict d;
+  bool seen[3] = {false, false, false};
+  for (ws(); i < text.size() && text[i] != '}'; ws()) {
+    const std::string key = quoted();
+    const std::string name = key.substr(1, key.size() - 2);
+    const int k = name == "descr" ? 0 : name == "fortran_order" ? 1 : name == "shape" ? 2 : -1;
+    if (k < 0) fail("unexpected key");
+    if (seen[k]) fail("repeated key");
+    seen[k] = true;
+    ws();
+    if (i >= text.size() || text[i] != ':') fail("expected ':'");
+    ++i;
+    ws();
+    std::string value;
+    if (i < text.size() && (text[i] == '\'' || text[i] == '"')) {
+      value = quoted();
+    } else if (i < text.size() && text[i] == '(') {
+      const size_t close = text.find(')', i);
+      if (close == std::string::npos) fail("unclosed '('");
+      value = text.substr(i, close + 1 - i);
+      i = close + 1;
+    } else {
+      const size_t b = i;
+      while (i < text.size() && std::isalnum(static_cast<unsigned char>(text[i]))) ++i;
+      value = text.substr(b, i - b);
+    }
+    (k == 0 ? d.descr : k == 1 ? d.fortran_order : d.shape) = value;
+    ws();
+    if (i < text.size() && text[i] == ',') ++i;
+    else if (i < text.size() && text[i] != '}') fail("expected ',' or '}'");
+  }
+  if (i >= text.size()) fail("expected '}'");
+  ++i;
+  ws();
+  if (i != text.size()) fail("unexpected text after the dict");
+  if (!(seen[0] && seen[1] && seen[2])) fail("missing one of 'descr', 'fortran_order', 'shape'");
+  return d;
+}
+
 // Parses the .npy header; returns the offset of the data and the row count.
 void parse_npy(const sys::MappedFile& m, uint64_t& data_offset, uint64_t& rows) {
   const std::string& path = m.path();
   const uint8_t* p = m.data();
   LOOM_CHECK(m.size() >= 10 && std::memcmp(p, kNpyMagic, 6) == 0, path,
              ": bad magic: not a NumPy .npy file (expected \"\\x93NUMPY\" at byte 0)");
-  const uint8_t major = p[6];
+  const uint8_t major = p[6], minor = p[7];
+  // numpy reads exactly 1.0, 2.0 and 3.0.
+  LOOM_CHECK((major >= 1 && major <= 3) && minor == 0, path, ": .npy format version ", int{major}, ".", int{minor},
+             " is not one numpy reads (1.0, 2.0, 3.0)");
   uint64_t hl, start;
   if (major == 1) {
     hl = p[8] | (uint64_t{p[9]} << 8);
     start = 10;
   } else {
-    LOOM_CHECK(major == 2 || major == 3, path, ": .npy format version ", int{major}, " is not supported (1-3)");
     LOOM_CHECK(m.size() >= 12, path, ": truncated .npy header");
     hl = p[8] | (uint64_t{p[9]} << 8) | (uint64_t{p[10]} << 16) | (uint64_t{p[11]} << 24);
     start = 12;
   }
   LOOM_CHECK(m.size() >= start + hl, path, ": truncated .npy header: ", m.size(), " bytes, header needs ", start + hl);
-  std::string dict(reinterpret_cast<const char*>(p + start), hl);
-  auto value_of = [&](const std::string& key) {
-    auto k = dict.find("'" + key + "'");
-    LOOM_CHECK(k != std::string::npos, path, ": .npy header has no '", key, "': ", dict);
-    auto colon = dict.find(':', k);
-    auto b = dict.find_first_not_of(' ', colon + 1);
-    auto e = dict[b] == '(' ? dict.find(')', b) + 1 : dict.find_first_of(",}", b);
-    return dict.substr(b, e - b);
-  };
-  const std::string descr = value_of("descr"), order = value_of("fortran_order"), shape = value_of("shape");
+  const NpyDict dict = parse_npy_dict(path, std::string(reinterpret_cast<const char*>(p + start), hl));
+  const std::string &descr = dict.descr, &order = dict.fortran_order, &shape = dict.shape;
   LOOM_CHECK(descr == "'<i4'" && order == "False", path, ": InternLM .meta must be int32 (N, 2) in C order, found descr ",
              descr, ", fortran_order ", order, ", shape ", shape);
   unsigned long long n = 0;

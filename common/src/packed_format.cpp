@@ -28,7 +28,7 @@ PackedWriter::PackedWriter(const std::string& bin_path, const TokenizerInfo& inf
   pack_.resize(seq_len);
 }
 
-void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegment* segs, size_t num_segs) {
+uint32_t PackedWriter::check_segments(size_t n, const PackedSegment* segs, size_t num_segs) const {
   LOOM_ASSERT(n <= seq_len_, "pack of ", n, " tokens > seq_len ", seq_len_);
   uint32_t covered = 0, prev_end = 0;
   for (size_t i = 0; i < num_segs; ++i) {
@@ -37,6 +37,19 @@ void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegmen
     prev_end = segs[i].start + segs[i].length;
     covered += segs[i].length;
   }
+  return covered;
+}
+
+void PackedWriter::add_pack_raw(const uint8_t* bytes, const PackedSegment* segs, size_t num_segs) {
+  const uint32_t covered = check_segments(seq_len_, segs, num_segs);
+  bin_.write_raw(bytes, seq_len_);
+  segments_.insert(segments_.end(), segs, segs + num_segs);
+  seg_offsets_.push_back(segments_.size());
+  num_tokens_ += covered;
+}
+
+void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegment* segs, size_t num_segs) {
+  const uint32_t covered = check_segments(n, segs, num_segs);
   for (size_t i = 0; i < n; ++i)
     LOOM_CHECK(tokens[i] < info_.vocab_size, bin_path_, ": pack ", num_packs(), ": token id ", tokens[i],
                " >= vocab size ", info_.vocab_size);
@@ -56,6 +69,11 @@ void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegmen
 }
 
 void PackedWriter::commit(uint64_t num_source_docs) {
+  seal(num_source_docs);
+  publish();
+}
+
+void PackedWriter::seal(uint64_t num_source_docs) {
   LOOM_CHECK(num_packs() > 0, bin_path_, ": no packs to write (an empty packed shard is not written)");
   PackedHeader h{};
   detail::fill_loom_header(h, kPackedMagic, kPackedVersion, bin_.dtype_bytes(), info_);
@@ -74,7 +92,9 @@ void PackedWriter::commit(uint64_t num_source_docs) {
   ih.update(segments_.data(), segments_bytes);
   h.index_xxh64 = ih.digest();
   h.seed = seed_;
-  bin_.commit({{&h, sizeof(h)}, {seg_offsets_.data(), offsets_bytes}, {segments_.data(), segments_bytes}});
+  bin_.seal({{&h, sizeof(h)}, {seg_offsets_.data(), offsets_bytes}, {segments_.data(), segments_bytes}});
+  // The segments are on disk now; a pack run holding many sealed files need not keep them.
+  std::vector<PackedSegment>().swap(segments_);
 }
 
 // ---- PackedReader ----
@@ -154,11 +174,12 @@ void PackedReader::read_pack(uint64_t p, std::vector<uint32_t>& out) const {
   for (uint32_t i = 0; i < header_.seq_len; ++i) out[i] = detail::load_id(bin_.data(), header_.dtype_bytes, base + i);
 }
 
-void PackedReader::verify_range(uint64_t begin, uint64_t end) const {
-  const uint64_t t = detail::first_id_at_or_above(bin_.data(), header_.dtype_bytes, begin, end, header_.vocab_size);
+void PackedReader::verify_range(uint64_t begin, uint64_t end, uint32_t id_limit) const {
+  const uint32_t limit = id_limit && id_limit < header_.vocab_size ? id_limit : header_.vocab_size;
+  const uint64_t t = detail::first_id_at_or_above(bin_.data(), header_.dtype_bytes, begin, end, limit);
   if (t == end) return;
-  LOOM_FAIL(bin_path(), ": token id ", detail::load_id(bin_.data(), header_.dtype_bytes, t), " >= vocab size ",
-            header_.vocab_size, " in pack ", t / header_.seq_len, " at byte offset ", t * header_.dtype_bytes,
+  LOOM_FAIL(bin_path(), ": token id ", detail::load_id(bin_.data(), header_.dtype_bytes, t), " >= ",
+            limit == header_.vocab_size ? "vocab size " : "--vocab-size ", limit, " in pack ", t / header_.seq_len, " at byte offset ", t * header_.dtype_bytes,
             " (token ", t, ")");
 }
 

@@ -115,10 +115,27 @@ void TokenBinWriter::write(const uint32_t* ids, size_t n) {
   hash_.update(bytes, n * dtype_bytes_);
 }
 
+void TokenBinWriter::write_raw(const uint8_t* bytes, size_t n_ids) {
+  bin_.write(bytes, n_ids * dtype_bytes_);
+  hash_.update(bytes, n_ids * dtype_bytes_);
+}
+
+void TokenBinWriter::seal(std::initializer_list<std::pair<const void*, size_t>> meta_parts) {
+  LOOM_ASSERT(!meta_, "sealed twice: ", bin_.path());
+  meta_ = std::make_unique<sys::AtomicFile>(meta_path_for(bin_.path()));
+  for (const auto& [data, n] : meta_parts) meta_->write(data, n);
+  bin_.seal();
+  meta_->seal();
+}
+
+void TokenBinWriter::publish() {
+  LOOM_ASSERT(meta_, "publish before seal: ", bin_.path());
+  sys::commit_all({&bin_, meta_.get()});
+}
+
 void TokenBinWriter::commit(std::initializer_list<std::pair<const void*, size_t>> meta_parts) {
-  sys::AtomicFile meta(meta_path_for(bin_.path()));
-  for (const auto& [data, n] : meta_parts) meta.write(data, n);
-  sys::commit_all({&bin_, &meta});
+  seal(meta_parts);
+  publish();
 }
 
 void fail_bin_checksum(const std::string& bin_path, uint64_t got, uint64_t want) {
@@ -129,8 +146,10 @@ void fail_bin_checksum(const std::string& bin_path, uint64_t got, uint64_t want)
 
 // ---- ShardWriter ----
 
-ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t encoder)
-    : bin_path_(bin_path), info_(info), encoder_(encoder), bin_(bin_path, dtype_bytes_for_vocab(info.vocab_size)) {
+ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t encoder,
+                         uint64_t settings_xxh64)
+    : bin_path_(bin_path), info_(info), encoder_(encoder), settings_xxh64_(settings_xxh64),
+      bin_(bin_path, dtype_bytes_for_vocab(info.vocab_size)) {
   LOOM_CHECK(info.vocab_size > 0, bin_path, ": vocab size must be positive");
 }
 
@@ -150,6 +169,7 @@ void ShardWriter::commit() {
   h.num_docs = num_docs();
   h.num_tokens = num_tokens();
   h.encoder = encoder_;
+  h.settings_xxh64 = settings_xxh64_;
   h.bin_xxh64 = bin_.digest();
   const size_t offsets_bytes = offsets_.size() * sizeof(uint64_t);
   h.offsets_xxh64 = xxh64(offsets_.data(), offsets_bytes);
@@ -211,12 +231,65 @@ void ShardReader::read_doc(uint64_t i, std::vector<uint32_t>& out) const {
   }
 }
 
-void ShardReader::verify_chunk(uint64_t begin, uint64_t end) const {
-  const uint64_t t = detail::first_id_at_or_above(bin_.data(), header_.dtype_bytes, begin, end, header_.vocab_size);
-  if (t == end) return;
-  const uint64_t doc = static_cast<uint64_t>(std::upper_bound(offsets_, offsets_ + num_docs() + 1, t) - offsets_) - 1;
-  LOOM_FAIL(bin_path(), ": token id ", token(t), " >= vocab size ", header_.vocab_size, " in document ", doc,
-            " at byte offset ", t * header_.dtype_bytes, " (token ", t, ")");
+void ShardReader::check_header() const {
+  const ShardHeader& h = header_;
+  const std::string meta = meta_path_for(bin_path());
+  for (const auto& [name, id] : {std::pair<const char*, int32_t>{"bos_id", h.bos_id}, {"eos_id", h.eos_id}})
+    LOOM_CHECK(id == -1 || (id >= 0 && static_cast<uint32_t>(id) < h.vocab_size), meta, ": ", name, " ", id,
+               " is neither -1 (none) nor < vocab size ", h.vocab_size);
+  LOOM_CHECK((h.flags & ~(kShardFlagBos | kShardFlagEos)) == 0, meta, ": flags ", h.flags,
+             " has bits other than 0 (bos) and 1 (eos)");
+  LOOM_CHECK(!(h.flags & kShardFlagBos) || h.bos_id >= 0, meta, ": flags say documents start with bos, but bos_id is -1");
+  LOOM_CHECK(!(h.flags & kShardFlagEos) || h.eos_id >= 0, meta, ": flags say documents end with eos, but eos_id is -1");
+  LOOM_CHECK(h.encoder <= kShardEncoderLoom, meta, ": encoder ", h.encoder, " is not 0, 1 or 2");
+  LOOM_CHECK(h.reserved0 == 0 && h.reserved1 == 0, meta, ": reserved fields at byte 36 and 84 are ", h.reserved0,
+             " and ", h.reserved1, ", expected 0");
+  for (size_t i = 0; i < sizeof(h.reserved); ++i)
+    LOOM_CHECK(h.reserved[i] == 0, meta, ": reserved byte ", offsetof(ShardHeader, reserved) + i, " is ",
+               int{h.reserved[i]}, ", expected 0 (written by a newer loom, or corrupted)");
+}
+
+void ShardReader::check_tokens(uint64_t begin, uint64_t end, uint32_t id_limit) const {
+  const ShardHeader& h = header_;
+  const uint32_t limit = id_limit && id_limit < h.vocab_size ? id_limit : h.vocab_size;
+  const uint64_t t = detail::first_id_at_or_above(bin_.data(), h.dtype_bytes, begin, end, limit);
+  auto doc_of = [&](uint64_t token) {
+    return static_cast<uint64_t>(std::upper_bound(offsets_, offsets_ + num_docs() + 1, token) - offsets_) - 1;
+  };
+  if (t != end)
+    LOOM_FAIL(bin_path(), ": token id ", token(t), " >= ", limit == h.vocab_size ? "vocab size " : "--vocab-size ",
+              limit, " in document ", doc_of(t), " at byte offset ", t * h.dtype_bytes, " (token ", t, ")");
+  if (!(h.flags & (kShardFlagBos | kShardFlagEos)) || begin >= end) return;
+  // Documents that start or end inside [begin, end): the one holding `begin`, then on.
+  for (uint64_t d = doc_of(begin); d < num_docs() && offsets_[d] < end; ++d) {
+    const uint64_t b = offsets_[d], e = offsets_[d + 1];
+    if (b == e) continue;
+    LOOM_CHECK(!(h.flags & kShardFlagBos) || b < begin || token(b) == static_cast<uint32_t>(h.bos_id), bin_path(),
+               ": document ", d, " at byte offset ", b * h.dtype_bytes, " starts with ", token(b),
+               ", but the .meta's flags say every document starts with bos_id ", h.bos_id);
+    LOOM_CHECK(!(h.flags & kShardFlagEos) || e > end || token(e - 1) == static_cast<uint32_t>(h.eos_id), bin_path(),
+               ": document ", d, " at byte offset ", (e - 1) * h.dtype_bytes, " ends with ", token(e - 1),
+               ", but the .meta's flags say every document ends with eos_id ", h.eos_id);
+  }
+}
+
+// ---- ShardStreamCheck ----
+
+ShardStreamCheck::ShardStreamCheck(const ShardReader& r) : r_(&r) { r.check_header(); }
+
+void ShardStreamCheck::check_to(uint64_t end) {
+  LOOM_ASSERT(end <= r_->num_tokens(), "check past the end of ", r_->bin_path());
+  if (end <= done_) return;
+  r_->check_tokens(done_, end);
+  const uint32_t w = r_->dtype_bytes();
+  hash_.update(r_->token_bytes() + done_ * w, (end - done_) * w);
+  done_ = end;
+}
+
+void ShardStreamCheck::finish() {
+  check_to(r_->num_tokens());
+  const uint64_t got = hash_.digest();
+  if (got != r_->header().bin_xxh64) detail::fail_bin_checksum(r_->bin_path(), got, r_->header().bin_xxh64);
 }
 
 }  // namespace loom

@@ -303,7 +303,7 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::write(const void* data, size_t n) {
-  LOOM_ASSERT(!committed_, "write after commit to ", path_);
+  LOOM_ASSERT(!committed_ && !sealed_, "write after commit to ", path_);
   written_ += n;
   if (buf_.size() + n > kWriteBuffer) flush();
   if (n >= kWriteBuffer) {
@@ -323,6 +323,14 @@ void AtomicFile::commit() {
   commit_all({this});
 }
 
+void AtomicFile::seal() {
+  if (sealed_) return;
+  flush();
+  file_.fsync();
+  file_.close();
+  sealed_ = true;
+}
+
 void AtomicFile::abandon() {
   if (committed_) return;
   file_ = File();
@@ -330,11 +338,7 @@ void AtomicFile::abandon() {
 }
 
 void commit_all(std::vector<AtomicFile*> files) {
-  for (AtomicFile* f : files) {
-    f->flush();
-    f->file_.fsync();
-    f->file_.close();
-  }
+  for (AtomicFile* f : files) f->seal();
   for (AtomicFile* f : files) {
     rename_file(f->temp_path_, f->path_);
     f->committed_ = true;

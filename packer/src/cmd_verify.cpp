@@ -12,14 +12,15 @@ int cmd_verify(const Args& args) {
   parser.options().add_options()(
       "deep", po::bool_switch(), "also check every token id < vocab and the .bin checksum (one pass over the data)")(
       "vocab-size", po::value<uint32_t>()->default_value(0),
-      "vocab size to check InternLM shards' ids against (they record none); 0: no id check")(
+      "with --deep, every id must be below it (any kind of shard; InternLM shards record no vocab); 0: none")(
       "inputs", po::value<std::vector<std::string>>(), "shards or folders");
   parser.positional("inputs");
   if (!parse_command(parser, args)) return kExitOk;
   const std::vector<std::string> paths = input_shards(parser);
   VerifyOptions options;
   options.deep = parser.get<bool>("deep");
-  options.internlm_vocab_size = parser.get<uint32_t>("vocab-size");
+  options.vocab_size = parser.get<uint32_t>("vocab-size");
+  if (options.vocab_size && !options.deep) throw UsageError("--vocab-size checks token ids, which only --deep reads");
 
   uint64_t total = 0;
   for (const auto& p : paths) total += verify_bytes(p);

@@ -18,13 +18,9 @@ namespace loom::packer {
 namespace {
 void to_internlm(const std::string& in, const std::string& out, ConvertReport& rep) {
   ShardReader r(in);
-  {
-    Progress check(str("convert: verify ", sys::basename(in)), r.num_tokens() * r.dtype_bytes());
-    r.verify_deep([&](uint64_t n) { check.add(n); });
-  }
   InternlmWriter w(out);
   Progress progress(str("convert ", sys::basename(in)), r.num_docs(), "docs");
-  for_each_doc(r, [&](uint64_t i, const std::vector<uint32_t>& ids) {
+  for_each_doc_checked(r, [&](uint64_t i, const std::vector<uint32_t>& ids) {
     LOOM_CHECK(w.fits(), in, ": document ", i, " would start past byte 2^31-1 of ", out,
                ", InternLM's int32 offsets cannot address it; split the input first (loom-pack split)");
     w.add_doc(ids);

@@ -1,5 +1,5 @@
 // The one loop over a shard's documents in loom-pack, for a ShardReader or an InternlmReader: merge,
-// split, convert and head visit documents through it.
+// split, convert and head visit documents through it (the copying stages through its checked form).
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loom/progress.h"
+#include "loom/shard_format.h"
 
 namespace loom::packer {
 
@@ -22,6 +23,19 @@ void for_each_doc(const Reader& r, F&& f, uint64_t limit = std::numeric_limits<u
     r.read_doc(i, ids);
     f(i, ids);
   }
+}
+
+// for_each_doc over a loom shard that also checks it in the same pass (ShardStreamCheck: ids, the
+// header's flags, the checksum). Throws after the last document when the .bin is not what its .meta
+// says, so a caller that commits its output after this returns never publishes a bad copy.
+template <typename F>
+void for_each_doc_checked(const ShardReader& r, F&& f) {
+  ShardStreamCheck check(r);
+  for_each_doc(r, [&](uint64_t i, const std::vector<uint32_t>& ids) {
+    f(i, ids);
+    check.advance_to(r.offsets()[i + 1]);
+  });
+  check.finish();
 }
 
 // Appends every document of `from` to `to` in order, one progress step each.

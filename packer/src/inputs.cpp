@@ -63,12 +63,6 @@ std::vector<uint64_t> ShardSet::doc_lengths() const {
   return lens;
 }
 
-void ShardSet::verify_deep(const std::string& label) const {
-  Progress progress(label, token_bytes());
-  for (const auto& s : shards_) s->verify_deep([&](uint64_t n) { progress.add(n); });
-  progress.finish();
-}
-
 std::vector<std::string> unique_basenames(const std::vector<std::string>& bin_paths) {
   std::vector<std::string> names;
   std::set<std::string> seen;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "loom/error.h"
@@ -12,15 +13,64 @@
 namespace loom::packer {
 
 namespace {
-// Appends n ids of a raw little-endian token buffer, widened to uint32.
-void append_ids(const uint8_t* bytes, uint32_t dtype_bytes, uint64_t begin, uint32_t n, std::vector<uint32_t>& out) {
-  if (dtype_bytes == 2) {
-    const auto* p = reinterpret_cast<const uint16_t*>(bytes) + begin;
-    out.insert(out.end(), p, p + n);
-  } else {
-    const auto* p = reinterpret_cast<const uint32_t*>(bytes) + begin;
-    out.insert(out.end(), p, p + n);
+// The inputs' ShardStreamChecks driven by one frontier over all their tokens in input order,
+// advanced by the tokens each pack takes. concat consumes the inputs in exactly that order, so the
+// check reads what was just copied, and pages behind it are dropped from the mapping (the resident
+// set stays flat on inputs larger than RAM). bestfit copies in plan order (random access); the
+// check is then a sequential sweep at the same pace.
+class InputsCheck {
+ public:
+  InputsCheck(const ShardSet& inputs, bool release_behind) : inputs_(inputs), release_behind_(release_behind) {
+    for (size_t s = 0; s < inputs.size(); ++s) {
+      checks_.emplace_back(inputs.shard(s));
+      if (release_behind) inputs.shard(s).bin().advise_sequential();
+    }
   }
+  void advance(uint64_t tokens) {
+    frontier_ += tokens;
+    while (cur_ < checks_.size()) {
+      const ShardReader& r = inputs_.shard(cur_);
+      const uint64_t local = frontier_ - start_;
+      if (local < r.num_tokens()) {
+        checks_[cur_].advance_to(local);
+        release(false);
+        return;
+      }
+      checks_[cur_].finish();
+      release(true);
+      start_ += r.num_tokens();
+      ++cur_;
+      released_ = 0;
+    }
+  }
+  // Checks whatever the packs did not reach (nothing, unless the plan skipped tokens).
+  void finish() {
+    advance(0);
+    for (; cur_ < checks_.size(); ++cur_) checks_[cur_].finish();
+  }
+
+ private:
+  void release(bool all) {
+    if (!release_behind_) return;
+    constexpr uint64_t kReleaseBytes = uint64_t{64} << 20;
+    const ShardReader& r = inputs_.shard(cur_);
+    const uint64_t done = checks_[cur_].done() * r.dtype_bytes();
+    if (all || done >= released_ + kReleaseBytes) {
+      r.bin().advise_done(released_, done - released_);
+      released_ = done;
+    }
+  }
+  const ShardSet& inputs_;
+  bool release_behind_;
+  std::vector<ShardStreamCheck> checks_;
+  size_t cur_ = 0;
+  uint64_t start_ = 0, frontier_ = 0, released_ = 0;
+};
+
+// Fills ids [from, n) of a raw pack with pad_id.
+void fill_padding(uint8_t* pack, uint32_t dtype_bytes, uint32_t from, uint32_t n, uint32_t pad_id) {
+  if (dtype_bytes == 2) std::fill(reinterpret_cast<uint16_t*>(pack) + from, reinterpret_cast<uint16_t*>(pack) + n, static_cast<uint16_t>(pad_id));
+  else std::fill(reinterpret_cast<uint32_t*>(pack) + from, reinterpret_cast<uint32_t*>(pack) + n, pad_id);
 }
 }  // namespace
 
@@ -44,39 +94,42 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   const uint64_t per_file = rep.outputs.size() == 1 ? plan.num_packs() : o.max_packs_per_shard;
   const uint32_t dtype = inputs.dtype_bytes();
   Progress progress("pack", plan.num_packs() * plan.seq_len * dtype);
-  std::vector<uint32_t> tokens;
+  // Packs are assembled as raw bytes straight from the inputs' mmaps (no widening to uint32); the
+  // ids are checked against the vocab by `check`, on the inputs, before anything is published.
+  InputsCheck check(inputs, o.strategy == PackStrategy::kConcat);
+  std::vector<uint8_t> pack(uint64_t{plan.seq_len} * dtype);
   std::vector<PackedSegment> segs;
-  // concat reads each input front to back: pages behind the read position are dropped from the
-  // mapping as it goes, so the resident set stays flat on inputs larger than RAM.
-  const bool sequential = o.strategy == PackStrategy::kConcat;
-  constexpr uint64_t kReleaseBytes = uint64_t{64} << 20;
-  std::vector<uint64_t> released(inputs.size(), 0);
-  if (sequential)
-    for (size_t s = 0; s < inputs.size(); ++s) inputs.shard(s).bin().advise_sequential();
+  // Outputs are sealed as they fill and renamed into place only after every input passed its check.
+  std::vector<std::unique_ptr<PackedWriter>> writers;
   uint64_t p = 0;
   for (const std::string& out : rep.outputs) {
-    PackedWriter writer(out, inputs.tokenizer(), plan.seq_len, o.strategy, o.seed);
+    writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), plan.seq_len, o.strategy, o.seed));
+    PackedWriter& writer = *writers.back();
     for (uint64_t end = std::min(plan.num_packs(), p + per_file); p < end; ++p) {
-      tokens.clear();
       segs.clear();
+      uint32_t used = 0;
       for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
         const PlannedSegment& g = plan.segments[s];
         const auto [shard, local] = inputs.locate(g.doc);
         const ShardReader& r = inputs.shard(shard);
-        LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local), "segment past its document");
-        segs.push_back({g.doc, static_cast<uint32_t>(tokens.size()), g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-        append_ids(r.token_bytes(), dtype, r.offsets()[local] + g.doc_pos, g.length, tokens);
-        const uint64_t read_to = (r.offsets()[local] + g.doc_pos) * dtype;
-        if (sequential && read_to >= released[shard] + kReleaseBytes) {
-          r.bin().advise_done(released[shard], read_to - released[shard]);
-          released[shard] = read_to;
-        }
+        LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
+                    "segment past its document or pack");
+        segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
+        std::memcpy(pack.data() + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
+                    uint64_t{g.length} * dtype);
+        used += g.length;
       }
-      writer.add_pack(tokens, segs);
+      fill_padding(pack.data(), dtype, used, plan.seq_len, writer.pad_id());
+      writer.add_pack_raw(pack.data(), segs.data(), segs.size());
+      check.advance(used);
       progress.add(uint64_t{plan.seq_len} * dtype);
     }
-    writer.commit(inputs.num_docs());
-    log::info("pack: wrote ", out, " (", writer.num_packs(), " packs)");
+    writer.seal(inputs.num_docs());
+  }
+  check.finish();
+  for (size_t i = 0; i < writers.size(); ++i) {
+    writers[i]->publish();
+    log::info("pack: wrote ", rep.outputs[i], " (", writers[i]->num_packs(), " packs)");
   }
   progress.finish();
   rep.packs = plan.num_packs();

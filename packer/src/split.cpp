@@ -46,7 +46,6 @@ SplitReport split_shards(const ShardSet& inputs, const std::vector<std::string>&
   LOOM_ASSERT(input_paths.size() == inputs.size(), "one path per shard");
   const std::vector<std::string> names = unique_basenames(input_paths);
   const std::vector<bool> valid = choose_valid(inputs.num_docs(), options);
-  inputs.verify_deep("split: verify inputs");
   const std::string train_dir = options.output_dir + "/train", valid_dir = options.output_dir + "/valid";
   sys::make_dirs(train_dir);
   sys::make_dirs(valid_dir);
@@ -56,7 +55,7 @@ SplitReport split_shards(const ShardSet& inputs, const std::vector<std::string>&
     const ShardReader& r = inputs.shard(s);
     ShardWriter train(train_dir + "/" + names[s], inputs.tokenizer());
     ShardWriter val(valid_dir + "/" + names[s], inputs.tokenizer());
-    for_each_doc(r, [&](uint64_t i, const std::vector<uint32_t>& ids) {
+    for_each_doc_checked(r, [&](uint64_t i, const std::vector<uint32_t>& ids) {
       (valid[inputs.first_doc(s) + i] ? val : train).add_doc(ids);
       progress.add(1);
     });

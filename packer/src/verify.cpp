@@ -26,14 +26,14 @@ VerifyResult verify_shard(const std::string& bin_path, const VerifyOptions& opti
         PackedReader reader(bin_path);
         r.documents = reader.num_packs();
         r.tokens = reader.header().num_tokens;
-        if (options.deep) reader.verify_deep(on_bytes);
+        if (options.deep) reader.verify_deep(on_bytes, options.vocab_size);
         break;
       }
       case ShardKind::kInternlm: {
         InternlmReader reader(bin_path);
         r.documents = reader.num_docs();
         r.tokens = reader.num_tokens();
-        if (options.deep) reader.verify_deep(options.internlm_vocab_size, on_bytes);
+        if (options.deep) reader.verify_deep(options.vocab_size, on_bytes);
         break;
       }
       case ShardKind::kLoom:
@@ -43,7 +43,7 @@ VerifyResult verify_shard(const std::string& bin_path, const VerifyOptions& opti
         r.kind = shard_kind_name(ShardKind::kLoom);
         r.documents = reader.num_docs();
         r.tokens = reader.num_tokens();
-        if (options.deep) reader.verify_deep(on_bytes);
+        if (options.deep) reader.verify_deep(on_bytes, options.vocab_size);
         break;
       }
     }

@@ -15,12 +15,13 @@ using namespace loom::test;
 
 namespace {
 
-// A small valid loom shard: vocab 1000 (uint16), 3 documents, 8 tokens; .meta = 128 + 4*8 bytes.
+// A small valid loom shard: vocab 1000 (uint16), 3 documents, 8 tokens, no bos/eos flags (the last
+// document is a lone 3); .meta = 128 + 4*8 bytes.
 struct SmallShard {
   TempDir dir{"corrupt"};
   std::string bin = dir / "a.bin";
   std::string meta = bin + ".meta";
-  SmallShard() { write_shard(bin, {{1, 5, 2}, {1, 999, 7, 2}, {3}}, TokenizerInfo{1000, 1, 2, 3, 0xabc}); }
+  SmallShard() { write_shard(bin, {{1, 5, 2}, {1, 999, 7, 2}, {3}}, TokenizerInfo{1000, 1, 2, 0, 0xabc}); }
 };
 
 template <typename T>
@@ -320,4 +321,96 @@ TEST_CASE("verify walks folders, reports every failure, and exits 2 on bad usage
   CHECK(loom_pack("verify --no-such-flag " + quote(dir / "good.bin")).exit_code == 2);
   CHECK(loom_pack("verify").exit_code == 2);
   CHECK(loom_pack("frobnicate").exit_code == 2);
+}
+
+TEST_CASE("verify --deep checks every header field of a loom shard against the data") {
+  TempDir dir("corrupt");
+  const std::string bin = dir / "f.bin", meta = bin + ".meta";
+  // vocab 1000, bos 1, eos 2, both flags; documents [1 5 2], [1 9 2], [] (empty: no bos/eos to check).
+  auto make = [&](const Docs& docs) { write_shard(bin, docs, TokenizerInfo{1000, 1, 2, kShardFlagBos | kShardFlagEos, 7}); };
+  make({{1, 5, 2}, {1, 9, 2}, {}});
+  REQUIRE(loom_pack("verify --deep " + quote(bin)).exit_code == 0);
+  make({{1, 5, 2}, {9, 2}, {}});
+  expect_rejected(bin, bin + ": document 1 at byte offset 6 starts with 9, but the .meta's flags say every document "
+                             "starts with bos_id 1");
+  make({{1, 5, 2}, {1, 9}, {}});
+  expect_rejected(bin, bin + ": document 1 at byte offset 8 ends with 9, but the .meta's flags say every document "
+                             "ends with eos_id 2");
+  make({{1, 5, 2}, {1, 9, 2}, {}});
+  patch<int32_t>(meta, 24, 1000);
+  expect_rejected(bin, meta + ": bos_id 1000 is neither -1 (none) nor < vocab size 1000");
+  make({{1, 5, 2}, {1, 9, 2}, {}});
+  patch<int32_t>(meta, 28, -2);
+  expect_rejected(bin, meta + ": eos_id -2 is neither -1 (none) nor < vocab size 1000");
+  make({{1, 5, 2}, {1, 9, 2}, {}});
+  patch<uint32_t>(meta, 32, 7);
+  expect_rejected(bin, meta + ": flags 7 has bits other than 0 (bos) and 1 (eos)");
+  make({{1, 5, 2}, {1, 9, 2}, {}});
+  patch<int32_t>(meta, 24, -1);
+  expect_rejected(bin, meta + ": flags say documents start with bos, but bos_id is -1");
+  make({{1, 5, 2}, {1, 9, 2}, {}});
+  patch<uint32_t>(meta, 80, 3);
+  expect_rejected(bin, meta + ": encoder 3 is not 0, 1 or 2");
+  make({{1, 5, 2}, {1, 9, 2}, {}});
+  patch<uint32_t>(meta, 36, 1);
+  expect_rejected(bin, meta + ": reserved fields at byte 36 and 84 are 1 and 0, expected 0");
+  make({{1, 5, 2}, {1, 9, 2}, {}});
+  patch<uint8_t>(meta, 127, 5);
+  expect_rejected(bin, meta + ": reserved byte 127 is 5, expected 0 (written by a newer loom, or corrupted)");
+  // Without --deep the header is read as before (reserved bytes are ignored by a plain open).
+  CHECK(loom_pack("verify " + quote(bin)).exit_code == 0);
+}
+
+TEST_CASE("verify --vocab-size applies to loom and packed shards, and is refused without --deep") {
+  SmallShard s;  // ids up to 999
+  CHECK(loom_pack("verify --deep --vocab-size 1000 " + quote(s.bin)).exit_code == 0);
+  expect_rejected(s.bin, s.bin + ": token id 999 >= --vocab-size 999 in document 1 at byte offset 8 (token 4)",
+                  "--deep --vocab-size 999");
+  SmallPacked p;  // ids 10..15
+  CHECK(loom_pack("verify --deep --vocab-size 16 " + quote(p.bin)).exit_code == 0);
+  expect_rejected(p.bin, p.bin + ": token id 15 >= --vocab-size 15 in pack 1 at byte offset 10 (token 5)",
+                  "--deep --vocab-size 15");
+  RunResult r = loom_pack("verify --vocab-size 10 " + quote(s.bin));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--vocab-size checks token ids, which only --deep reads"));
+}
+
+TEST_CASE("verify refuses every InternLM .meta that numpy.load refuses, and reads every one it reads") {
+  TempDir dir("corrupt");
+  const std::string bin = dir / "i.bin", meta = bin + ".meta";
+  InternlmWriter w(bin);
+  w.add_doc({1, 2, 3});
+  w.add_doc({4});
+  w.commit();
+  const std::string good = read_all(meta);
+  REQUIRE(good.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
+  const std::string dict = good.substr(10, 118);  // the 118-byte header text, padding and '\n' included
+  auto with_header = [&](char major, char minor, std::string text) {
+    text.resize(118, ' ');
+    text.back() = '\n';
+    return std::string("\x93NUMPY", 6) + major + minor + good.substr(8, 2) + text + good.substr(128);
+  };
+  const std::string base = "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), }";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"good", good},
+      {"version 1.1", with_header(1, 1, base)},
+      {"version 4.0", with_header(4, 0, base)},
+      {"junk in the padding", with_header(1, 0, base + "   junk")},
+      {"a second dict", with_header(1, 0, base + "{}")},
+      {"an extra key", with_header(1, 0, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), 'x': 1}")},
+      {"no shape", with_header(1, 0, "{'descr': '<i4', 'fortran_order': False}")},
+      {"no closing brace", with_header(1, 0, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), ")},
+      {"no trailing comma", with_header(1, 0, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2)}")},
+      {"keys reordered", with_header(1, 0, "{'shape': (2, 2), 'fortran_order': False, 'descr': '<i4'}")},
+      {"tabs and newlines", with_header(1, 0, "{'descr':\t'<i4',\n 'fortran_order': False, 'shape': (2, 2)}\n\n")},
+  };
+  for (const auto& [name, bytes] : cases) {
+    write_all(meta, bytes);
+    RunResult np = run(python() + " -c " + quote("import numpy, sys; numpy.load(sys.argv[1])") + " " + quote(meta) +
+                       " 2>&1");
+    RunResult loom = loom_pack("verify --deep " + quote(bin));
+    INFO(name << "\nnumpy: " << np.output << "\nloom: " << loom.output);
+    CHECK((np.exit_code == 0) == (loom.exit_code == 0));
+    CHECK(loom.exit_code == (np.exit_code == 0 ? 0 : 1));
+  }
 }

@@ -111,3 +111,31 @@ TEST_CASE("pack refuses bad usage and InternLM inputs") {
   CHECK_THAT(r.output, Catch::Contains(dir / "i/a.bin: is a internlm shard, expected a loom token shard (convert it "
                                               "first: loom-pack convert --to loom)"));
 }
+
+TEST_CASE("pack, merge, split and convert check each input's checksum as they read it and publish nothing on a mismatch") {
+  TempDir dir("pack");
+  write_botchan_inputs(dir / "in");
+  // Damage b.bin in place, same size, ids still < vocab: only the checksum can tell.
+  std::string bytes = read_all(dir / "in/b.bin");
+  const size_t at = bytes.size() / 2 & ~size_t{1};
+  bytes[at] = static_cast<char>(bytes[at] ^ 0x01);
+  write_all(dir / "in/b.bin", bytes);
+  const std::string inputs = quote(dir / "in/a.bin") + " " + quote(dir / "in/b.bin");
+  const std::vector<std::string> runs = {
+      "pack --seq-len 512 --output-dir " + quote(dir / "out") + " " + inputs,
+      "pack --seq-len 512 --strategy bestfit --output-dir " + quote(dir / "out") + " " + inputs,
+      "pack --seq-len 512 --max-packs-per-shard 10 --output-dir " + quote(dir / "out") + " " + inputs,
+      "merge --output " + quote(dir / "out/m.bin") + " " + inputs,
+      "split --valid-fraction 0.5 --output-dir " + quote(dir / "out") + " " + quote(dir / "in/b.bin"),
+      "convert --to internlm --output-dir " + quote(dir / "out") + " " + quote(dir / "in/b.bin"),
+  };
+  for (const std::string& args : runs) {
+    run("rm -rf " + quote(dir / "out"));
+    RunResult r = loom_pack(args);
+    INFO(args << "\n" << r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains(dir / "in/b.bin: checksum mismatch: xxh64 of the .bin is "));
+    // Nothing renamed into place and no temporary left: only empty folders, if any.
+    CHECK(run("find " + quote(dir / "out") + " -type f 2>/dev/null | wc -l").output == "0\n");
+  }
+}

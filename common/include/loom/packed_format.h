@@ -112,11 +112,19 @@ class PackedWriter {
   void add_pack(const std::vector<uint32_t>& tokens, const std::vector<PackedSegment>& segs) {
     add_pack(tokens.data(), tokens.size(), segs.data(), segs.size());
   }
+  // A whole pack as seq_len raw little-endian ids of the shard's dtype, padding included, copied
+  // from loom shards whose ids the caller checks (ShardStreamCheck) before publish(); segments as
+  // for add_pack.
+  void add_pack_raw(const uint8_t* bytes, const PackedSegment* segs, size_t num_segs);
   uint64_t num_packs() const { return seg_offsets_.size() - 1; }
   uint64_t num_tokens() const { return num_tokens_; }
   uint32_t pad_id() const { return pad_id_; }
   // Writes the .meta and renames both files into place. Zero packs is an error.
   void commit(uint64_t num_source_docs);
+  // commit() in two steps: seal() writes everything under temporary names and closes the files;
+  // publish() renames them into place.
+  void seal(uint64_t num_source_docs);
+  void publish() { bin_.publish(); }
 
  private:
   std::string bin_path_;
@@ -129,6 +137,8 @@ class PackedWriter {
   std::vector<PackedSegment> segments_;
   std::vector<uint32_t> pack_;
   uint64_t num_tokens_ = 0;
+  // Checks a pack's segments; returns the tokens they cover.
+  uint32_t check_segments(size_t n, const PackedSegment* segs, size_t num_segs) const;
 };
 
 // A memory-mapped packed shard; the constructor checks the header, sizes, seg_offsets and every
@@ -152,14 +162,15 @@ class PackedReader {
   uint64_t num_segments(uint64_t p) const { return seg_offsets_[p + 1] - seg_offsets_[p]; }
   const sys::MappedFile& bin() const { return bin_; }
 
+  // id_limit > 0 also requires every id < id_limit (verify --vocab-size).
   template <typename F>
-  void verify_deep(F&& on_bytes) const;
+  void verify_deep(F&& on_bytes, uint32_t id_limit = 0) const;
   void verify_deep() const {
     verify_deep([](uint64_t) {});
   }
 
  private:
-  void verify_range(uint64_t begin_token, uint64_t end_token) const;
+  void verify_range(uint64_t begin_token, uint64_t end_token, uint32_t id_limit) const;
   sys::MappedFile meta_, bin_;
   PackedHeader header_{};
   const uint64_t* seg_offsets_ = nullptr;
@@ -167,10 +178,10 @@ class PackedReader {
 };
 
 template <typename F>
-void PackedReader::verify_deep(F&& on_bytes) const {
+void PackedReader::verify_deep(F&& on_bytes, uint32_t id_limit) const {
   const uint64_t got = detail::scan_in_chunks(
       bin_, dtype_bytes(), header_.num_packs * header_.seq_len,
-      [this](uint64_t b, uint64_t e) { verify_range(b, e); }, on_bytes);
+      [&](uint64_t b, uint64_t e) { verify_range(b, e, id_limit); }, on_bytes);
   if (got != header_.bin_xxh64) detail::fail_bin_checksum(bin_path(), got, header_.bin_xxh64);
 }
 

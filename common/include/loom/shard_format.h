@@ -26,7 +26,11 @@
 //    72    8 model_fingerprint  u64, XXH64 (seed 0) of the SentencePiece .model file
 //    80    4 encoder            u32, what encoded the text: 0 not recorded, 1 libsentencepiece,
 //                               2 loom's encoder (loom/spm_encoder.h); the ids are the same either way
-//    84   44 reserved           zero; readers of version 1 ignore it, later versions may use it
+//    84    4 reserved1          0
+//    88    8 settings_xxh64     u64, XXH64 (seed 0) of the loom-tokenize settings that change the
+//                               output, as canonical text (tokenize_job.h); 0 not recorded. A
+//                               --resume reuses a shard only when it equals this run's.
+//    96   32 reserved           zero; readers of version 1 ignore it, later versions may use it
 //
 // Adding a field: take it from `reserved`, with 0 meaning what files written before it mean, and
 // keep the version (readers of version 1 ignore reserved bytes, so every reader still reads it).//
@@ -34,9 +38,11 @@
 // (ShardReader); token ids and checksums are checked by verify_deep(), one sequential pass.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,9 +79,12 @@ struct ShardHeader {
   uint64_t offsets_xxh64;
   uint64_t model_fingerprint;
   uint32_t encoder;
-  uint8_t reserved[44];
+  uint32_t reserved1;
+  uint64_t settings_xxh64;
+  uint8_t reserved[32];
 };
 static_assert(sizeof(ShardHeader) == 128, "the shard header is 128 bytes on disk");
+static_assert(offsetof(ShardHeader, settings_xxh64) == 88, "settings_xxh64 at byte 88");
 
 // What a writer is told about the tokenizer; recorded in the header.
 struct TokenizerInfo {
@@ -152,11 +161,18 @@ class TokenBinWriter {
   void write(const uint32_t* ids, size_t n);
   uint32_t dtype_bytes() const { return dtype_bytes_; }
   uint64_t digest() const { return hash_.digest(); }
+  // Raw little-endian ids of this dtype, already known to be < vocab (a copy from a checked shard).
+  void write_raw(const uint8_t* bytes, size_t n_ids);
   void commit(std::initializer_list<std::pair<const void*, size_t>> meta_parts);
+  // commit() in two steps: seal() writes the .meta and closes both files under their temporary
+  // names; publish() renames them into place (a caller checks its inputs in between).
+  void seal(std::initializer_list<std::pair<const void*, size_t>> meta_parts);
+  void publish();
 
  private:
   uint32_t dtype_bytes_;
   sys::AtomicFile bin_;
+  std::unique_ptr<sys::AtomicFile> meta_;
   Xxh64 hash_;
   std::vector<uint16_t> narrow_;
 };
@@ -178,8 +194,9 @@ const char* shard_kind_name(ShardKind kind);
 // are refused. Destroyed without commit(), it leaves nothing behind.
 class ShardWriter {
  public:
-  // encoder: a kShardEncoder* value, recorded in the header.
-  ShardWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t encoder = kShardEncoderUnrecorded);
+  // encoder: a kShardEncoder* value, recorded in the header; settings_xxh64 likewise (0: none).
+  ShardWriter(const std::string& bin_path, const TokenizerInfo& info, uint32_t encoder = kShardEncoderUnrecorded,
+              uint64_t settings_xxh64 = 0);
   // ids as uint32; stored as the shard's dtype.
   void add_doc(const uint32_t* ids, size_t n);
   void add_doc(const std::vector<uint32_t>& ids) { add_doc(ids.data(), ids.size()); }
@@ -192,6 +209,7 @@ class ShardWriter {
   std::string bin_path_;
   TokenizerInfo info_;
   uint32_t encoder_;
+  uint64_t settings_xxh64_;
   detail::TokenBinWriter bin_;
   std::vector<uint64_t> offsets_{0};
 };
@@ -219,27 +237,59 @@ class ShardReader {
   void read_doc(uint64_t i, std::vector<uint32_t>& out) const;
   const sys::MappedFile& bin() const { return bin_; }
 
-  // One sequential pass: every id < vocab_size and the .bin checksum. Throws on the first failure.
-  // on_bytes(n) is called as bytes are checked (for progress).
+  // One sequential pass: the header's fields against each other and the data (check_header, then
+  // check_tokens over the whole file) and the .bin checksum. Throws on the first failure.
+  // on_bytes(n) is called as bytes are checked (for progress). id_limit > 0 also requires every
+  // id < id_limit (verify --vocab-size).
   template <typename F>
-  void verify_deep(F&& on_bytes) const;
+  void verify_deep(F&& on_bytes, uint32_t id_limit = 0) const;
   void verify_deep() const {
     verify_deep([](uint64_t) {});
   }
+  // What verify_deep checks of the header alone: bos_id and eos_id in [-1, vocab_size), flags only
+  // bits 0 and 1 and naming ids that exist, encoder a known value, reserved bytes zero.
+  void check_header() const;
+  // Tokens [begin, end) against the header: every id < vocab_size (and < id_limit when > 0), and
+  // with the bos (eos) flag, every non-empty document starting (ending) in the range starts with
+  // bos_id (ends with eos_id). Ranges are checked in any order; together they cover the file.
+  void check_tokens(uint64_t begin_token, uint64_t end_token, uint32_t id_limit = 0) const;
 
  private:
-  void verify_chunk(uint64_t begin_token, uint64_t end_token) const;
   sys::MappedFile meta_, bin_;
   ShardHeader header_{};
   const uint64_t* offsets_ = nullptr;
 };
 
 template <typename F>
-void ShardReader::verify_deep(F&& on_bytes) const {
+void ShardReader::verify_deep(F&& on_bytes, uint32_t id_limit) const {
+  check_header();
   const uint64_t got = detail::scan_in_chunks(
-      bin_, dtype_bytes(), num_tokens(), [this](uint64_t b, uint64_t e) { verify_chunk(b, e); }, on_bytes);
+      bin_, dtype_bytes(), num_tokens(), [&](uint64_t b, uint64_t e) { check_tokens(b, e, id_limit); }, on_bytes);
   if (got != header_.bin_xxh64) detail::fail_bin_checksum(bin_path(), got, header_.bin_xxh64);
 }
+
+// verify_deep folded into a stage that reads a shard front to back anyway (merge, split, convert,
+// pack): the stage reports how far it has read, the check hashes and checks those tokens while they
+// are still in cache, and finish() compares the checksum. No second pass over the file; a stage
+// renames its outputs into place only after finish() of every input they were made from.
+class ShardStreamCheck {
+ public:
+  explicit ShardStreamCheck(const ShardReader& r);
+  // Tokens [0, end_token) have been read; checks them a chunk at a time.
+  void advance_to(uint64_t end_token) {
+    if (end_token >= done_ + kChunkTokens) check_to(end_token);
+  }
+  // Checks the rest and the checksum; throws naming the file when the .bin is not what its .meta says.
+  void finish();
+  uint64_t done() const { return done_; }
+
+ private:
+  static constexpr uint64_t kChunkTokens = 1 << 16;
+  void check_to(uint64_t end_token);
+  const ShardReader* r_;
+  uint64_t done_ = 0;
+  Xxh64 hash_;
+};
 
 // check_same_tokenizer of two loom shards, and the same dtype_bytes (merge and pack put their token
 // bytes side by side).

@@ -107,6 +107,9 @@ class AtomicFile {
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return temp_path_; }
   void commit();
+  // Flushes, fsyncs and closes the temporary file without renaming it (commit() renames later), so
+  // many outputs can wait for a last check without holding a descriptor each.
+  void seal();
   // Removes the temporary file now (also done by the destructor).
   void abandon();
 
@@ -118,6 +121,7 @@ class AtomicFile {
   File file_;
   std::vector<uint8_t> buf_;
   uint64_t written_ = 0;
+  bool sealed_ = false;
   bool committed_ = false;
 };
 

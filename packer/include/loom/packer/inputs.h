@@ -36,8 +36,6 @@ class ShardSet {
   std::pair<size_t, uint64_t> locate(uint64_t doc) const;
   // Every document's length, in global order (the length index bestfit plans from).
   std::vector<uint64_t> doc_lengths() const;
-  // verify_deep() of every shard (ids < vocab, checksums), with a progress line.
-  void verify_deep(const std::string& label) const;
 
  private:
   std::vector<std::unique_ptr<ShardReader>> shards_;

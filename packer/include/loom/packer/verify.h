@@ -1,8 +1,9 @@
 // `loom-pack verify`: checks shards of any kind (loom, packed, InternLM; told apart by content)
 // with the one reader of each format, never writing anything. Without --deep: what the readers
 // check on open (magic, version, header, dtype, sizes, offsets; O(documents)). With --deep also
-// every token id < vocab and the .bin checksum (one sequential mmap pass), and for InternLM shards
-// every line parsed against its .meta count.
+// every header field against the data (loom shards: bos/eos ids, flags, reserved bytes), every
+// token id < vocab and the .bin checksum (one sequential mmap pass), and for InternLM shards every
+// line parsed against its .meta count.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +15,9 @@ namespace loom::packer {
 
 struct VerifyOptions {
   bool deep = false;
-  // InternLM shards record no vocab size; when > 0 their ids are checked against this one.
-  uint32_t internlm_vocab_size = 0;
+  // When > 0 (deep only) every id must be below it, in every kind of shard: the only vocab check
+  // of InternLM shards (they record none), on top of the header's for loom and packed shards.
+  uint32_t vocab_size = 0;
 };
 
 struct VerifyResult {
