@@ -40,12 +40,14 @@ uint32_t PackedWriter::check_segments(size_t n, const PackedSegment* segs, size_
   return covered;
 }
 
-void PackedWriter::add_pack_raw(const uint8_t* bytes, const PackedSegment* segs, size_t num_segs) {
-  const uint32_t covered = check_segments(seq_len_, segs, num_segs);
-  bin_.write_raw(bytes, seq_len_);
-  segments_.insert(segments_.end(), segs, segs + num_segs);
-  seg_offsets_.push_back(segments_.size());
-  num_tokens_ += covered;
+void PackedWriter::add_packs_raw(const uint8_t* bytes, size_t n, const PackedSegment* segs, const size_t* seg_ends) {
+  for (size_t i = 0; i < n; ++i) {
+    const size_t b = i ? seg_ends[i - 1] : 0;
+    num_tokens_ += check_segments(seq_len_, segs + b, seg_ends[i] - b);
+    seg_offsets_.push_back(seg_offsets_.back() + (seg_ends[i] - b));
+  }
+  segments_.insert(segments_.end(), segs, segs + (n ? seg_ends[n - 1] : 0));
+  bin_.write_raw(bytes, n * seq_len_);
 }
 
 void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegment* segs, size_t num_segs) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "loom/error.h"
@@ -34,6 +35,13 @@ const char* shard_kind_name(ShardKind kind) {
 }
 
 namespace detail {
+uint32_t hash_ids(Xxh64& h, const uint8_t* bytes, uint32_t dtype_bytes, uint64_t begin, uint64_t end) {
+  const uint32_t mx = dtype_bytes == 2 ? max_id(reinterpret_cast<const uint16_t*>(bytes) + begin, end - begin)
+                                       : max_id(reinterpret_cast<const uint32_t*>(bytes) + begin, end - begin);
+  h.update(bytes + begin * dtype_bytes, (end - begin) * dtype_bytes);
+  return mx;
+}
+
 void read_loom_header(const sys::MappedFile& meta, const char (&magic)[8], const char* what, uint32_t max_version,
                       void* header, size_t header_size) {
   const std::string& path = meta.path();
@@ -250,9 +258,14 @@ void ShardReader::check_header() const {
 }
 
 void ShardReader::check_tokens(uint64_t begin, uint64_t end, uint32_t id_limit) const {
+  check_tokens(begin, end, id_limit, std::numeric_limits<uint32_t>::max());
+}
+
+void ShardReader::check_tokens(uint64_t begin, uint64_t end, uint32_t id_limit, uint32_t max_id) const {
   const ShardHeader& h = header_;
   const uint32_t limit = id_limit && id_limit < h.vocab_size ? id_limit : h.vocab_size;
-  const uint64_t t = detail::first_id_at_or_above(bin_.data(), h.dtype_bytes, begin, end, limit);
+  const uint64_t t =
+      max_id < limit ? end : detail::first_id_at_or_above(bin_.data(), h.dtype_bytes, begin, end, limit);
   auto doc_of = [&](uint64_t token) {
     return static_cast<uint64_t>(std::upper_bound(offsets_, offsets_ + num_docs() + 1, token) - offsets_) - 1;
   };
@@ -280,9 +293,7 @@ ShardStreamCheck::ShardStreamCheck(const ShardReader& r) : r_(&r) { r.check_head
 void ShardStreamCheck::check_to(uint64_t end) {
   LOOM_ASSERT(end <= r_->num_tokens(), "check past the end of ", r_->bin_path());
   if (end <= done_) return;
-  r_->check_tokens(done_, end);
-  const uint32_t w = r_->dtype_bytes();
-  hash_.update(r_->token_bytes() + done_ * w, (end - done_) * w);
+  r_->check_tokens(done_, end, 0, detail::hash_ids(hash_, r_->token_bytes(), r_->dtype_bytes(), done_, end));
   done_ = end;
 }
 

@@ -97,32 +97,43 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   // Packs are assembled as raw bytes straight from the inputs' mmaps (no widening to uint32); the
   // ids are checked against the vocab by `check`, on the inputs, before anything is published.
   InputsCheck check(inputs, o.strategy == PackStrategy::kConcat);
-  std::vector<uint8_t> pack(uint64_t{plan.seq_len} * dtype);
+  // Packs are gathered a batch (~1 MiB) at a time and written with one call.
+  const uint64_t pack_bytes = uint64_t{plan.seq_len} * dtype;
+  const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
+  std::vector<uint8_t> packs(batch * pack_bytes);
   std::vector<PackedSegment> segs;
+  std::vector<size_t> seg_ends;
   // Outputs are sealed as they fill and renamed into place only after every input passed its check.
   std::vector<std::unique_ptr<PackedWriter>> writers;
   uint64_t p = 0;
   for (const std::string& out : rep.outputs) {
     writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), plan.seq_len, o.strategy, o.seed));
     PackedWriter& writer = *writers.back();
-    for (uint64_t end = std::min(plan.num_packs(), p + per_file); p < end; ++p) {
+    for (const uint64_t end = std::min(plan.num_packs(), p + per_file); p < end;) {
       segs.clear();
-      uint32_t used = 0;
-      for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
-        const PlannedSegment& g = plan.segments[s];
-        const auto [shard, local] = inputs.locate(g.doc);
-        const ShardReader& r = inputs.shard(shard);
-        LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
-                    "segment past its document or pack");
-        segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-        std::memcpy(pack.data() + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
-                    uint64_t{g.length} * dtype);
-        used += g.length;
+      seg_ends.clear();
+      uint64_t taken = 0;
+      for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
+        uint8_t* pack = packs.data() + seg_ends.size() * pack_bytes;
+        uint32_t used = 0;
+        for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
+          const PlannedSegment& g = plan.segments[s];
+          const auto [shard, local] = inputs.locate(g.doc);
+          const ShardReader& r = inputs.shard(shard);
+          LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
+                      "segment past its document or pack");
+          segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
+          std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
+                      uint64_t{g.length} * dtype);
+          used += g.length;
+        }
+        fill_padding(pack, dtype, used, plan.seq_len, writer.pad_id());
+        seg_ends.push_back(segs.size());
+        taken += used;
       }
-      fill_padding(pack.data(), dtype, used, plan.seq_len, writer.pad_id());
-      writer.add_pack_raw(pack.data(), segs.data(), segs.size());
-      check.advance(used);
-      progress.add(uint64_t{plan.seq_len} * dtype);
+      writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
+      check.advance(taken);
+      progress.add(seg_ends.size() * pack_bytes);
     }
     writer.seal(inputs.num_docs());
   }

@@ -115,7 +115,13 @@ class PackedWriter {
   // A whole pack as seq_len raw little-endian ids of the shard's dtype, padding included, copied
   // from loom shards whose ids the caller checks (ShardStreamCheck) before publish(); segments as
   // for add_pack.
-  void add_pack_raw(const uint8_t* bytes, const PackedSegment* segs, size_t num_segs);
+  void add_pack_raw(const uint8_t* bytes, const PackedSegment* segs, size_t num_segs) {
+    const size_t end = num_segs;
+    add_packs_raw(bytes, 1, segs, &end);
+  }
+  // n such packs back to back (one write; 1 MiB or more bypasses the file's buffer): pack i's
+  // segments are segs[seg_ends[i-1], seg_ends[i]).
+  void add_packs_raw(const uint8_t* bytes, size_t n, const PackedSegment* segs, const size_t* seg_ends);
   uint64_t num_packs() const { return seg_offsets_.size() - 1; }
   uint64_t num_tokens() const { return num_tokens_; }
   uint32_t pad_id() const { return pad_id_; }
@@ -181,7 +187,10 @@ template <typename F>
 void PackedReader::verify_deep(F&& on_bytes, uint32_t id_limit) const {
   const uint64_t got = detail::scan_in_chunks(
       bin_, dtype_bytes(), header_.num_packs * header_.seq_len,
-      [&](uint64_t b, uint64_t e) { verify_range(b, e, id_limit); }, on_bytes);
+      [&](uint64_t b, uint64_t e, uint32_t mx) {
+        if (mx >= header_.vocab_size || (id_limit && mx >= id_limit)) verify_range(b, e, id_limit);
+      },
+      on_bytes);
   if (got != header_.bin_xxh64) detail::fail_bin_checksum(bin_path(), got, header_.bin_xxh64);
 }
 

@@ -108,21 +108,29 @@ inline uint32_t dtype_bytes_for_vocab(uint32_t vocab_size) { return vocab_size <
 inline std::string meta_path_for(const std::string& bin_path) { return bin_path + ".meta"; }
 
 namespace detail {
-// One sequential pass over a .bin of `total_tokens` ids in chunks: check(begin, end) validates ids,
-// the bytes are hashed in the same trip through the cache, and pages already done are dropped
-// (files larger than RAM stay fast). Returns the XXH64 of the whole file.
+// Hashes ids [begin, end) of a raw .bin into h and returns the largest. The max scan reads the
+// range from memory and the hash then from cache: keep ranges L2-sized.
+uint32_t hash_ids(Xxh64& h, const uint8_t* bytes, uint32_t dtype_bytes, uint64_t begin, uint64_t end);
+
+// One sequential pass over a .bin of `total_tokens` ids in chunks of 128 KiB: each is hashed, its
+// largest id found in the same loop, then check(begin, end, max_id) runs on it while it is still
+// in L2. Pages already done are dropped every 64 MiB (files larger than RAM stay fast). Returns the
+// XXH64 of the whole file.
 template <typename Check, typename OnBytes>
 uint64_t scan_in_chunks(const sys::MappedFile& bin, uint32_t dtype_bytes, uint64_t total_tokens, Check&& check,
                         OnBytes&& on_bytes) {
-  constexpr uint64_t kChunkTokens = 1 << 22;
+  const uint64_t chunk = (uint64_t{128} << 10) / dtype_bytes, release = uint64_t{64} << 20;
   bin.advise_sequential();
   Xxh64 h;
-  for (uint64_t t = 0; t < total_tokens; t += kChunkTokens) {
-    const uint64_t end = t + kChunkTokens < total_tokens ? t + kChunkTokens : total_tokens;
-    check(t, end);
-    h.update(bin.data() + t * dtype_bytes, (end - t) * dtype_bytes);
-    bin.advise_done(t * dtype_bytes, (end - t) * dtype_bytes);
-    on_bytes((end - t) * dtype_bytes);
+  uint64_t released = 0;
+  for (uint64_t t = 0; t < total_tokens; t += chunk) {
+    const uint64_t end = t + chunk < total_tokens ? t + chunk : total_tokens;
+    check(t, end, hash_ids(h, bin.data(), dtype_bytes, t, end));
+    if (end * dtype_bytes >= released + release || end == total_tokens) {
+      bin.advise_done(released, end * dtype_bytes - released);
+      on_bytes(end * dtype_bytes - released);
+      released = end * dtype_bytes;
+    }
   }
   return h.digest();
 }
@@ -253,6 +261,8 @@ class ShardReader {
   // with the bos (eos) flag, every non-empty document starting (ending) in the range starts with
   // bos_id (ends with eos_id). Ranges are checked in any order; together they cover the file.
   void check_tokens(uint64_t begin_token, uint64_t end_token, uint32_t id_limit = 0) const;
+  // check_tokens when the range's largest id is known (hash_ids found it): the id scan only on a failure.
+  void check_tokens(uint64_t begin_token, uint64_t end_token, uint32_t id_limit, uint32_t max_id) const;
 
  private:
   sys::MappedFile meta_, bin_;
@@ -264,7 +274,8 @@ template <typename F>
 void ShardReader::verify_deep(F&& on_bytes, uint32_t id_limit) const {
   check_header();
   const uint64_t got = detail::scan_in_chunks(
-      bin_, dtype_bytes(), num_tokens(), [&](uint64_t b, uint64_t e) { check_tokens(b, e, id_limit); }, on_bytes);
+      bin_, dtype_bytes(), num_tokens(), [&](uint64_t b, uint64_t e, uint32_t mx) { check_tokens(b, e, id_limit, mx); },
+      on_bytes);
   if (got != header_.bin_xxh64) detail::fail_bin_checksum(bin_path(), got, header_.bin_xxh64);
 }
 
