@@ -250,16 +250,6 @@ void MappedFile::advise_sequential() const {
   if (data_) ::madvise(data_, size_, MADV_SEQUENTIAL);
 }
 
-void MappedFile::populate(uint64_t offset, uint64_t len) const {
-#ifndef MADV_POPULATE_READ
-  constexpr int MADV_POPULATE_READ = 22;
-#endif
-  if (!data_ || offset >= size_) return;
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t begin = offset / page * page, end = std::min(size_, offset + len);
-  ::madvise(data_ + begin, end - begin, MADV_POPULATE_READ);
-}
-
 void MappedFile::advise_random() const {
   if (data_) ::madvise(data_, size_, MADV_RANDOM);
 }

@@ -74,9 +74,6 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // Tells the kernel the access pattern (sequential for verify, random for the trainer's sampler).
   void advise_sequential() const;
-  // Maps [offset, offset+len) now, in one call, instead of one page fault per few pages as a scan
-  // touches it (MADV_POPULATE_READ, Linux 5.14; ignored where missing).
-  void populate(uint64_t offset, uint64_t len) const;
   void advise_random() const;
   // Drops pages of [offset, offset+len) that were read, so a streaming pass over a file larger than
   // RAM does not evict everything else.
