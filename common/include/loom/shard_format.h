@@ -28,8 +28,8 @@
 //                               2 loom's encoder (loom/spm_encoder.h); the ids are the same either way
 //    84    4 reserved1          0
 //    88    8 settings_xxh64     u64, XXH64 (seed 0) of the loom-tokenize settings that change the
-//                               output, as canonical text (tokenize_job.h); 0 not recorded. A
-//                               --resume reuses a shard only when it equals this run's.
+//                               output, as canonical text; 0 not recorded. Reserved for
+//                               --resume's settings check: this build still writes 0.
 //    96   32 reserved           zero; readers of version 1 ignore it, later versions may use it
 //
 // Adding a field: take it from `reserved`, with 0 meaning what files written before it mean, and
