@@ -221,7 +221,7 @@ TEST_CASE("train folder errors name the file and what was expected") {
   sys::make_dirs(dir / "b");
   write_simple(dir / "b/y.bin", 8, 2, 8, small_vocab(200));
   CHECK_THROWS_WITH(TrainData(opts(dir.path(), 8)),
-                    Contains(dir / "b/y.bin" + ": tokenizer differs from " + dir / "a/x.bin" + " (vocab 200 vs 100"));
+                    Contains(dir / "b/y.bin" + ": tokenizer differs from " + dir / "a/x.bin" + ": vocab_size 200 vs 100"));
   sys::remove_file(dir / "b/y.bin");
   sys::remove_file(dir / "b/y.bin.meta");
 
@@ -319,5 +319,5 @@ TEST_CASE("validation sets cover every pack once across ranks in a fixed order")
   DataOptions other = o;
   other.valid_folder = dir / "other";
   CHECK_THROWS_WITH(ValidationSets(other, 0, 1, &train),
-                    Contains(dir / "other/v.bin" + ": validation data tokenized with another model than the training data (vocab 300 vs 100"));
+                    Contains(dir / "other/v.bin" + ": tokenizer differs from " + dir / "valid/a/p.bin" + ": vocab_size 300 vs 100"));
 }

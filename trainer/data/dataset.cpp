@@ -30,18 +30,6 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-// Shards of one folder must come from one tokenizer: same vocab, special ids and model file.
-void check_same_tokenizer(const PackedReader& a, const PackedReader& b) {
-  const PackedHeader& x = a.header();
-  const PackedHeader& y = b.header();
-  LOOM_CHECK(x.vocab_size == y.vocab_size && x.bos_id == y.bos_id && x.eos_id == y.eos_id &&
-                 x.pad_id == y.pad_id && x.model_fingerprint == y.model_fingerprint,
-             b.bin_path(), ": tokenizer differs from ", a.bin_path(), " (vocab ", y.vocab_size, " vs ", x.vocab_size,
-             ", bos ", y.bos_id, " vs ", x.bos_id, ", eos ", y.eos_id, " vs ", x.eos_id, ", pad ", y.pad_id, " vs ",
-             x.pad_id, ", model fingerprint ", hex64(y.model_fingerprint), " vs ", hex64(x.model_fingerprint),
-             "): every shard of a run must be tokenized with the same model");
-}
-
 }  // namespace
 
 void DataOptions::validate() const {

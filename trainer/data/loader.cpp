@@ -186,11 +186,11 @@ ValidationSets::ValidationSets(const DataOptions& opt, int64_t rank, int64_t wor
   LOOM_CHECK(world > 0 && rank >= 0 && rank < world, "rank ", rank, " of world size ", world);
   for (const PackedDataset& s : sets_) {
     if (train) {
-      const TokenizerInfo a = train->tokenizer(), b = s.shard(0).tokenizer();
-      LOOM_CHECK(a.vocab_size == b.vocab_size && a.model_fingerprint == b.model_fingerprint,
-                 s.shard(0).bin_path(), ": validation data tokenized with another model than the training data ",
-                 "(vocab ", b.vocab_size, " vs ", a.vocab_size, ", model fingerprint ", hex64(b.model_fingerprint),
-                 " vs ", hex64(a.model_fingerprint), ")");
+      // The same model; validation data may be packed with other bos/eos settings than training's.
+      TokenizerInfo a = train->tokenizer();
+      const TokenizerInfo b = s.shard(0).tokenizer();
+      a.flags = b.flags;
+      check_same_tokenizer(a, train->datasets().front().shard(0).bin_path(), b, s.shard(0).bin_path());
     }
     log::info("valid set '", s.name(), "': ", s.num_shards(), " shards, ", s.num_source_docs(), " docs, ",
               s.num_tokens(), " tokens, ", s.num_packs(), " packs, ", s.num_padding(), " padding");
