@@ -5,8 +5,8 @@
 //   3  internal error (a bug in loom, or LibTorch refusing what loom asked of it)
 //   4  hang: no step finished within monitor.hang_timeout (the watchdog ends the process)
 //   137 (SIGKILL) only from the TEST ONLY debug.kill_* switches
-// Subcommands: `loom-train export-hf ...` (docs/HF.md), `loom-train generate ...`; anything else is
-// a training run.
+// Subcommands: `loom-train export-hf ...` (docs/HF.md), `loom-train generate ...`, `loom-train plan ...`
+// (the memory plan, docs/TRAIN.md); anything else is a training run.
 #include <string>
 #include <vector>
 
@@ -17,6 +17,7 @@
 #include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/log.h"
+#include "plan_command.h"
 #include "trainer.h"
 
 namespace {
@@ -24,6 +25,7 @@ namespace {
 int run(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "export-hf") return loom::hf::run_export_hf({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "generate") return loom::run_generate({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "plan") return loom::run_plan({args.begin() + 1, args.end()});
   auto config = loom::parse_train_config(args);
   if (!config) return loom::kExitOk;
   loom::WeightInit init_weights;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "loop_fixture.h"
+#include "loom/cli.h"
 #include "loom/sys.h"
 #include "test_util.h"
 
@@ -102,13 +103,13 @@ TEST_CASE("loom-train: --help, an unknown key and bad values give the documented
     return train(a);
   };
   auto unknown = with("--adam.lrr=1");
-  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.exit_code == loom::kExitUsage);
   CHECK_THAT(unknown.output, Catch::Contains("adam.lrr"));
   auto range = train(loom::test::loop_args(dir / "data", dir / "run", {"--loss.label_smoothing=1.5"}));
-  CHECK(range.exit_code == 1);
+  CHECK(range.exit_code == loom::kExitFailed);
   CHECK_THAT(range.output, Catch::Contains("loss.label_smoothing"));
   auto type = train(loom::test::loop_args(dir / "data", dir / "run", {"--data.micro_bsz=two"}));
-  CHECK(type.exit_code == 1);
+  CHECK(type.exit_code == loom::kExitUsage);
   CHECK_THAT(type.output, Catch::Contains("data.micro_bsz"));
   // Nothing was trained: no run folder content.
   CHECK_FALSE(loom::sys::exists(dir / "run/metrics.jsonl"));

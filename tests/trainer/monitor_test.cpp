@@ -290,7 +290,7 @@ TEST_CASE("watchdog fires without a heartbeat: exit code 4, the log names the ph
     w.set_phase("allreduce:grads");
     std::this_thread::sleep_for(std::chrono::seconds(20));  // "hung"
   });
-  CHECK(code == kHangExitCode);
+  CHECK(code == kExitHang);
   CHECK(code == 4);
   CHECK(since(t0) < 5);
   CHECK(log.find("hang detected") != std::string::npos);

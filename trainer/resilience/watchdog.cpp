@@ -16,7 +16,7 @@ namespace loom {
 void hang_exit() {
   std::fflush(stdout);
   std::fflush(stderr);
-  std::_Exit(kHangExitCode);
+  std::_Exit(kExitHang);
 }
 
 Watchdog::Watchdog(double hang_timeout_s, Alerts* alerts)
@@ -95,7 +95,7 @@ void Watchdog::run() {
 
 void Watchdog::fire() {
   const std::string text = "hang detected: " + report();
-  log::error(text, "; exiting with code ", kHangExitCode, " so the launcher can restart from the last checkpoint");
+  log::error(text, "; exiting with code ", kExitHang, " so the launcher can restart from the last checkpoint");
   std::function<void(const std::string&)> on_hang;
   double budget_s = 0;
   {

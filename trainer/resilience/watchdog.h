@@ -2,7 +2,7 @@
 // within hang_timeout seconds. It then logs, for every registered thread, the phase it is in and for
 // how long (the loop's "data" | "forward_backward" | "optimizer" | "allreduce:<name>" | ..., the
 // loader's, the checkpoint writer's), sends an error alert, and ends the process with
-// kHangExitCode (4), so the launcher restarts the job from its last checkpoint.
+// loom::kExitHang (4, loom/cli.h), so the launcher restarts the job from its last checkpoint.
 //
 // Exiting here is the one sanctioned exit outside main(): the hung thread (usually blocked inside a
 // collective or a device call) cannot be unwound, so nothing could ever catch an exception thrown
@@ -25,14 +25,13 @@
 #include <thread>
 #include <vector>
 
+#include "loom/cli.h"
+
 namespace loom {
 
 class Alerts;
 
-// The exit code of a process ended by the watchdog (main.cpp's list of exit codes names it too).
-inline constexpr int kHangExitCode = 4;
-
-// Flushes stdout/stderr and ends the process with kHangExitCode at once (std::_Exit).
+// Flushes stdout/stderr and ends the process with kExitHang at once (std::_Exit).
 [[noreturn]] void hang_exit();
 
 class Watchdog {
