@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "attention_select.h"
+#include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/options.h"
 
@@ -33,6 +34,7 @@ LrScheduleOptions TrainConfig::lr_schedule_options() const {
 std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args) {
   TrainConfig c;
   std::string dtype = "float32";
+  std::string checkpoint = "0";
 
   OptionParser p("loom-train", "loom-train --config FILE.ini [--section.key=value ...]");
   // clang-format off
@@ -79,7 +81,10 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("model.init_std", po::value(&c.model.init_std)->default_value(0.02), "normal init std")
     ("model.scaled_init", po::value(&c.model.scaled_init)->default_value(true), "wo, w3 init std / sqrt(2*layers)")
     ("model.dropout", po::value(&c.model.dropout)->default_value(0.0), "residual dropout")
-    ("model.checkpoint", po::value(&c.model.checkpoint)->default_value(0.0), "fraction of layers recomputed in backward")
+    ("model.checkpoint", po::value(&checkpoint)->default_value("0"), "fraction of layers recomputed in backward, or "
+        "auto: the smallest fraction whose memory plan fits the device with model.checkpoint_margin to spare")
+    ("model.checkpoint_margin", po::value(&c.model.checkpoint_margin)->default_value(0.08), "model.checkpoint=auto: "
+        "fraction of the device's memory the plan leaves free")
     ("model.rope_base", po::value(&c.model.rope_base)->default_value(10000.0), "rotary base")
     ("model.dtype", po::value(&dtype)->default_value("float32"), "float32, bfloat16 or float16")
     ("adam.lr", po::value(&c.adam.lr)->default_value(1e-4), "peak learning rate")
@@ -137,6 +142,17 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   if (!p.parse(args)) return std::nullopt;
 
   c.model.dtype = parse_dtype(dtype);
+  c.model.checkpoint_auto = checkpoint == "auto";
+  if (!c.model.checkpoint_auto) {
+    size_t used = 0;
+    try {
+      c.model.checkpoint = std::stod(checkpoint, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != checkpoint.size() || checkpoint.empty())
+      throw UsageError(str("loom-train: model.checkpoint='", checkpoint, "': expected a fraction in [0, 1] or auto"));
+  }
   if (c.ckpt.folder.empty() && !c.job.run_dir.empty()) c.ckpt.folder = c.job.run_dir + "/checkpoints";
   LOOM_CHECK(c.data.total_steps >= 1, "data.total_steps must be >= 1, got ", c.data.total_steps);
   LOOM_CHECK(c.job.log_every >= 1, "job.log_every must be >= 1, got ", c.job.log_every);

@@ -25,6 +25,7 @@
 #include "loss.h"
 #include "metrics.h"
 #include "model_state.h"
+#include "plan_command.h"
 #include "memory_usage.h"
 #include "profiling.h"
 #include "run_state.h"
@@ -197,8 +198,17 @@ void Loop::start() {
   if (!c_.data.valid_folder.empty())
     valid_ = std::make_unique<ValidationSets>(c_.data, comm_.rank(), comm_.world(), &data_);
 
+  // The memory plan, before any model tensor exists: resolves model.checkpoint=auto and refuses a
+  // run that cannot fit.
+  const MemoryPlan plan = plan_for_run(c_, comm_.world(), device_);
+  log::info(plan.to_text());
+  if (c_.model.checkpoint_auto)
+    log::info("model.checkpoint=auto: ", plan.checkpointed_layers, " of ", c_.model.num_layers, " layers recomputed (",
+              plan.in.model.checkpoint, ")");
+  LOOM_CHECK(plan.fits || plan.in.device_bytes == 0, plan.refusal(device_.str()));
+
   torch::manual_seed(c_.job.seed);
-  model_ = InternLM(c_.model);
+  model_ = InternLM(plan.in.model);
   model_->to(device_);
   model_->train();
   if (device_.is_cuda()) {

@@ -18,7 +18,8 @@ int64_t ModelOptions::ffn_hidden() const {
 }
 
 int64_t ModelOptions::checkpointed_layers() const {
-  return static_cast<int64_t>(static_cast<double>(num_layers) * checkpoint);
+  // The nudge keeps k / N (model.checkpoint=auto's fractions) at exactly k layers despite rounding.
+  return static_cast<int64_t>(static_cast<double>(num_layers) * checkpoint + 1e-9);
 }
 
 void ModelOptions::validate() const {
@@ -39,6 +40,8 @@ void ModelOptions::validate() const {
   LOOM_CHECK(init_std > 0, "model.init_std must be positive, got ", init_std);
   LOOM_CHECK(dropout >= 0 && dropout < 1, "model.dropout must be in [0, 1), got ", dropout);
   LOOM_CHECK(checkpoint >= 0 && checkpoint <= 1, "model.checkpoint must be a fraction in [0, 1], got ", checkpoint);
+  LOOM_CHECK(checkpoint_margin >= 0 && checkpoint_margin < 1, "model.checkpoint_margin must be in [0, 1), got ",
+             checkpoint_margin);
   LOOM_CHECK(rope_base > 0, "model.rope_base must be positive, got ", rope_base);
 }
 

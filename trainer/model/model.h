@@ -51,6 +51,8 @@ struct ModelOptions {
   double checkpoint = 0.0;               // fraction of layers recomputed in backward (the first ones)
   double rope_base = 10000.0;
   torch::Dtype dtype = torch::kFloat32;  // parameters and activations (norm and logits stay fp32)
+  bool checkpoint_auto = false;          // model.checkpoint=auto: the loop sets checkpoint from the memory plan
+  double checkpoint_margin = 0.08;       // model.checkpoint_margin: device memory auto leaves free
 
   int64_t kv_heads() const { return num_kv_attention_heads > 0 ? num_kv_attention_heads : num_attention_heads; }
   int64_t head_dim() const { return hidden_size / num_attention_heads; }

@@ -1,6 +1,8 @@
 // JSON text helpers for the small JSON files loom writes by hand (safetensors headers, configs).
 #pragma once
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -22,6 +24,14 @@ inline std::string json_quote(const std::string& s) {
     }
   }
   return out + "\"";
+}
+
+// The shortest text that reads back as exactly v (std::to_chars); null for inf/NaN, which JSON lacks.
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace loom

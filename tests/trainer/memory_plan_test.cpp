@@ -1,0 +1,159 @@
+// The memory plan (trainer/plan/memory_plan.h) against what it must equal exactly: the model's real
+// parameter count, the closed-form state sizes of each optimizer mode; and model.checkpoint=auto's
+// choice against the plan itself. Its agreement with measured peaks is plan_e2e_test.cpp's (CPU RSS)
+// and bench/RESULTS.md's (the H200's allocator).
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "memory_plan.h"
+#include "model.h"
+
+namespace {
+
+using loom::MemoryPlan;
+using loom::PlanInputs;
+
+PlanInputs small(torch::Dtype dtype) {
+  PlanInputs in;
+  in.model.hidden_size = 64;
+  in.model.num_layers = 4;
+  in.model.num_attention_heads = 8;
+  in.model.num_kv_attention_heads = 2;
+  in.model.vocab_size = 1000;
+  in.model.dtype = dtype;
+  in.micro_bsz = 2;
+  in.seq_len = 128;
+  in.device_bytes = uint64_t{16} << 30;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("memory plan: parameters, gradients and optimizer state are the model's exact sizes", "[plan]") {
+  for (const bool tie : {false, true}) {
+    PlanInputs in = small(torch::kFloat32);
+    in.model.tie_embeddings = tie;
+    in.model.qkv_bias = !tie;
+    loom::InternLM model(in.model);
+    int64_t numel = 0;
+    for (const auto& p : model->parameters()) numel += p.numel();
+    const MemoryPlan p = loom::plan_memory(in);
+    INFO("tie_embeddings " << tie);
+    CHECK(p.num_parameters == numel);
+    CHECK(p.parameters == static_cast<uint64_t>(numel) * 4);
+    CHECK(p.gradients == static_cast<uint64_t>(numel) * 4);
+    CHECK(p.optimizer_state == static_cast<uint64_t>(numel) * 8);  // exp_avg, exp_avg_sq; fp32 needs no master
+  }
+  PlanInputs bf = small(torch::kBFloat16);
+  const MemoryPlan b = loom::plan_memory(bf);
+  const auto P = static_cast<uint64_t>(b.num_parameters);
+  CHECK(b.parameters == 2 * P);
+  CHECK(b.gradients == 2 * P);
+  CHECK(b.optimizer_state == 12 * P);  // + the fp32 master copy
+  // ZeRO-1 over 4 ranks: a quarter of the fp32 master and moments, plus its flat buffers.
+  bf.world_size = 4;
+  bf.zero1 = -1;
+  const MemoryPlan z = loom::plan_memory(bf);
+  CHECK(z.zero_shards == 4);
+  CHECK(z.optimizer_state == (12 * P + 3) / 4);
+  CHECK(z.workspace - b.workspace == 8 * P);
+  CHECK(z.parameters == b.parameters);
+  CHECK(z.total == z.parameters + z.gradients + z.optimizer_state + z.activations + z.logits_and_loss + z.workspace);
+}
+
+TEST_CASE("memory plan: activations grow with the tokens and shrink with recompute", "[plan]") {
+  PlanInputs in = small(torch::kBFloat16);
+  in.cuda = true;
+  in.attention = loom::AttentionKernel::kFlashVarlen;
+  const MemoryPlan a = loom::plan_memory(in);
+  in.micro_bsz = 4;
+  const MemoryPlan twice = loom::plan_memory(in);
+  CHECK(twice.layer_full_bytes == 2 * a.layer_full_bytes);
+  in.model.checkpoint = 1;
+  const MemoryPlan all = loom::plan_memory(in);
+  CHECK(all.checkpointed_layers == 4);
+  // Each recomputed layer keeps its input; one layer is live again in backward.
+  CHECK(all.activations - twice.activations + 4 * twice.layer_full_bytes ==
+        4 * all.layer_checkpointed_bytes + twice.layer_full_bytes);
+  CHECK(all.layer_checkpointed_bytes == 4u * 128 * 64 * 2);  // B T C, bf16
+  // The masked path keeps B H T T probabilities per layer.
+  in.model.checkpoint = 0;
+  in.attention = loom::AttentionKernel::kMasked;
+  const MemoryPlan masked = loom::plan_memory(in);
+  CHECK(masked.layer_full_bytes - twice.layer_full_bytes == 4u * 8 * 128 * 128 * 2 - 4u * 128 * 8 * 4);
+}
+
+TEST_CASE("memory plan: model.checkpoint=auto picks 0 when all fits, more when memory is cut", "[plan]") {
+  PlanInputs in = small(torch::kFloat32);
+  in.model.num_layers = 8;
+  in.seq_len = 512;
+  in.attention = loom::AttentionKernel::kMasked;
+  in.margin = 0.1;
+  CHECK(loom::auto_checkpoint_fraction(in) == 0.0);
+  // A device just too small for no recompute: auto picks the smallest fraction that fits, and one
+  // layer fewer does not.
+  const MemoryPlan none = loom::plan_memory(in);
+  in.device_bytes = static_cast<uint64_t>(static_cast<double>(none.total) / (1 - in.margin) * 0.8);
+  const double f = loom::auto_checkpoint_fraction(in);
+  REQUIRE(f > 0);
+  REQUIRE(f < 1);
+  PlanInputs at = in;
+  at.model.checkpoint = f;
+  CHECK(loom::plan_memory(at).fits);
+  const int64_t k = at.model.checkpointed_layers();
+  CHECK(static_cast<double>(k) == f * 8);
+  at.model.checkpoint = static_cast<double>(k - 1) / 8;
+  CHECK_FALSE(loom::plan_memory(at).fits);
+}
+
+TEST_CASE("memory plan: a run that does not fit names its largest term and what would fit", "[plan]") {
+  // Activations first: the masked path's probabilities over long rows.
+  PlanInputs in = small(torch::kFloat32);
+  in.model.num_layers = 8;
+  in.seq_len = 1024;
+  in.micro_bsz = 4;
+  in.attention = loom::AttentionKernel::kMasked;
+  const MemoryPlan roomy = loom::plan_memory(in);
+  REQUIRE(roomy.fits);
+  CHECK(roomy.suggestions.empty());
+  in.device_bytes = roomy.total / 2;
+  const MemoryPlan p = loom::plan_memory(in);
+  CHECK_FALSE(p.fits);
+  CHECK(p.largest_term() == "activations");
+  CHECK(p.largest_term_bytes() == p.activations);
+  REQUIRE(p.suggestions.size() >= 2);
+  CHECK_THAT(p.suggestions[0], Catch::StartsWith("model.checkpoint="));
+  CHECK_THAT(p.suggestions[1], Catch::StartsWith("data.micro_bsz="));
+  CHECK_THAT(p.refusal("cpu"), Catch::Contains("the largest term is activations") &&
+                                   Catch::Contains("Would fit: model.checkpoint="));
+  const std::string json = p.to_json();
+  CHECK_THAT(json, Catch::StartsWith("{\"fits\": false, \"world_size\": 1, \"device_bytes\": " +
+                                     std::to_string(in.device_bytes) + ","));
+  CHECK_THAT(json, Catch::Contains("\"per_rank_bytes\": {\"parameters\": " + std::to_string(p.parameters) + ",") &&
+                       Catch::Contains("\"total\": " + std::to_string(p.total) + "}") &&
+                       Catch::Contains("\"suggestions\": [\"model.checkpoint="));
+
+  // The 7B shape in bf16 on 80 GB devices: the optimizer state leads; ZeRO-1's full-size flat
+  // buffers (8 P) cost more than sharding saves, so no world size makes it fit, and it says so.
+  PlanInputs big = small(torch::kBFloat16);
+  big.cuda = true;
+  big.attention = loom::AttentionKernel::kFlashVarlen;
+  big.world_size = 8;
+  big.model.hidden_size = 4096;
+  big.model.num_layers = 32;
+  big.model.num_attention_heads = 32;
+  big.model.num_kv_attention_heads = 0;
+  big.model.vocab_size = 103168;
+  big.seq_len = 4096;
+  big.micro_bsz = 1;
+  big.device_bytes = uint64_t{80} << 30;
+  const MemoryPlan b = loom::plan_memory(big);
+  CHECK_FALSE(b.fits);
+  CHECK(b.largest_term() == "optimizer_state");
+  REQUIRE(b.suggestions.size() == 1);
+  CHECK_THAT(b.suggestions[0], Catch::StartsWith("none of model.checkpoint"));
+  big.device_bytes = uint64_t{141} << 30;  // an H200
+  CHECK(loom::plan_memory(big).fits);
+}

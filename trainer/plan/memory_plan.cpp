@@ -1,0 +1,258 @@
+#include "memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "chunked_loss.h"
+#include "cpu_attention.h"
+#include "loom/error.h"
+#include "loom/json_text.h"
+
+namespace loom {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+// What the runtime takes besides tensors the plan names: cuBLAS/cuBLASLt and flash workspaces in
+// the caching allocator; on the CPU, LibTorch's and OpenBLAS's own resident memory.
+constexpr uint64_t kCudaRuntimeBytes = uint64_t{256} << 20;
+constexpr uint64_t kCpuRuntimeBytes = uint64_t{256} << 20;
+
+uint64_t dtype_bytes(torch::Dtype d) { return d == torch::kFloat32 ? 4 : 2; }
+
+int64_t shards_of(const PlanInputs& in) {
+  if (in.zero1 == 1) return 1;
+  return in.zero1 <= 0 ? in.world_size : in.zero1;
+}
+
+// Activations of one micro-batch, per rank: what each layer keeps for backward.
+struct LayerBytes {
+  uint64_t full = 0;          // a layer that is not recomputed
+  uint64_t checkpointed = 0;  // a recomputed layer: its input
+  uint64_t transient = 0;     // one layer's gradients in flight during backward
+  uint64_t shared = 0;        // once per micro-batch: the mask/bias of the masked path
+};
+
+LayerBytes layer_bytes(const PlanInputs& in) {
+  const ModelOptions& m = in.model;
+  const uint64_t b = dtype_bytes(m.dtype), B = in.micro_bsz, T = in.seq_len, tok = B * T;
+  const uint64_t C = m.hidden_size, H = m.num_attention_heads, K = m.kv_heads(), D = m.head_dim(), F = m.ffn_hidden();
+  LayerBytes l;
+  // Two norms (input and output each), q k v, the attention output, SwiGLU's inputs and product.
+  const uint64_t per_token = (4 * C + C + 2 * K * D + C + 3 * F) * b + 2 * 4;  // + fp32 rstd of each norm
+  l.full = tok * per_token;
+  switch (in.attention) {
+    case AttentionKernel::kFlashVarlen:
+      l.full += tok * H * 4;  // log-sum-exp
+      break;
+    case AttentionKernel::kCpuSegments:
+      // q/k/v in the kernel's layout and its output, then the probabilities of each document's
+      // causal triangle: at most one document per row, T (T + kQueryBlock) / 2 per head.
+      l.full += tok * (C + 2 * K * D + C) * 4 + B * H * (T * (T + kQueryBlock) / 2) * 4;
+      break;
+    case AttentionKernel::kMasked:
+      l.full += B * H * T * T * b;        // softmax probabilities
+      l.shared = B * T * T * (1 + 4);     // bool mask and its fp32 bias, shared by the layers
+      break;
+  }
+  l.checkpointed = tok * C * b;
+  l.transient = tok * (3 * F + 2 * C) * b;
+  return l;
+}
+
+uint64_t logits_and_loss_bytes(const PlanInputs& in) {
+  const ModelOptions& m = in.model;
+  const uint64_t tok = static_cast<uint64_t>(in.micro_bsz) * in.seq_len, V = m.vocab_size, C = m.hidden_size;
+  const uint64_t chunk = std::min<uint64_t>(tok, std::max<int64_t>(1, ChunkedLossOptions::kChunkBytes / (V * 4)));
+  return chunk * V * 4           // one chunk's fp32 logits
+         + tok * C * 4           // the hidden states' gradient, computed in forward
+         + tok * 4               // per-token log-sum-exp
+         + 2 * tok * C * dtype_bytes(m.dtype);  // the final norm's input and output
+}
+
+void fill(MemoryPlan& p) {
+  const PlanInputs& in = p.in;
+  const ModelOptions& m = in.model;
+  const uint64_t P = static_cast<uint64_t>(count_parameters(m)), b = dtype_bytes(m.dtype);
+  p.num_parameters = static_cast<int64_t>(P);
+  p.zero_shards = shards_of(in);
+  p.parameters = P * b;
+  p.gradients = P * b;
+  const bool sharded = in.zero1 != 1;
+  p.optimizer_state = sharded ? (12 * P + p.zero_shards - 1) / p.zero_shards : 8 * P + (b < 4 ? 4 * P : 0);
+  const LayerBytes l = layer_bytes(in);
+  const int64_t N = m.num_layers;
+  p.checkpointed_layers = m.checkpointed_layers();
+  const uint64_t kept = static_cast<uint64_t>(N - p.checkpointed_layers) * l.full +
+                        static_cast<uint64_t>(p.checkpointed_layers) * l.checkpointed;
+  // In backward a recomputed layer is live again, one at a time.
+  p.activations = kept + (p.checkpointed_layers > 0 ? l.full : 0) + l.transient + l.shared;
+  p.layer_full_bytes = l.full;
+  p.layer_checkpointed_bytes = l.checkpointed;
+  p.logits_and_loss = logits_and_loss_bytes(in);
+  p.workspace = (sharded ? 8 * P : 0) + (in.cuda ? kCudaRuntimeBytes : kCpuRuntimeBytes);
+  p.total = p.parameters + p.gradients + p.optimizer_state + p.activations + p.logits_and_loss + p.workspace;
+  p.fits = in.device_bytes > 0 && static_cast<double>(p.total) <= (1.0 - in.margin) * static_cast<double>(in.device_bytes);
+}
+
+MemoryPlan plan_only(const PlanInputs& in) {
+  MemoryPlan p;
+  p.in = in;
+  fill(p);
+  return p;
+}
+
+std::string gib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / kGiB);
+  return buf;
+}
+
+void suggest(MemoryPlan& p) {
+  const PlanInputs& in = p.in;
+  if (p.fits || in.device_bytes == 0) return;
+  // Recompute: the smallest fraction that fits.
+  if (in.model.checkpoint < 1) {
+    PlanInputs t = in;
+    for (int64_t k = t.model.checkpointed_layers() + 1; k <= t.model.num_layers; ++k) {
+      t.model.checkpoint = static_cast<double>(k) / static_cast<double>(t.model.num_layers);
+      const MemoryPlan q = plan_only(t);
+      if (q.fits) {
+        p.suggestions.push_back("model.checkpoint=" + json_number(t.model.checkpoint) + " (" + gib(q.total) + ")");
+        break;
+      }
+    }
+  }
+  // A smaller micro-batch, more of them: the same global batch.
+  for (int64_t bsz = in.micro_bsz - 1; bsz >= 1; --bsz) {
+    if ((in.micro_bsz * in.micro_num) % bsz != 0) continue;
+    PlanInputs t = in;
+    t.micro_bsz = bsz;
+    t.micro_num = in.micro_bsz * in.micro_num / bsz;
+    const MemoryPlan q = plan_only(t);
+    if (q.fits) {
+      p.suggestions.push_back("data.micro_bsz=" + std::to_string(bsz) + " data.micro_num=" + std::to_string(t.micro_num) +
+                              " (" + gib(q.total) + ")");
+      break;
+    }
+  }
+  // Shard the optimizer state over every rank.
+  if (in.world_size > 1 && p.zero_shards < in.world_size) {
+    PlanInputs t = in;
+    t.zero1 = -1;
+    const MemoryPlan q = plan_only(t);
+    if (q.fits) p.suggestions.push_back("parallel.zero1=-1 (" + gib(q.total) + ")");
+  }
+  // More ranks, the optimizer state sharded over all of them.
+  for (int64_t w = std::max<int64_t>(2, in.world_size * 2); w <= 4096; w *= 2) {
+    PlanInputs t = in;
+    t.world_size = w;
+    t.zero1 = -1;
+    const MemoryPlan q = plan_only(t);
+    if (q.fits) {
+      p.suggestions.push_back("a world size of " + std::to_string(w) + " with parallel.zero1=-1 (" + gib(q.total) +
+                              " per rank)");
+      break;
+    }
+  }
+  if (p.suggestions.empty())
+    p.suggestions.push_back("none of model.checkpoint, data.micro_bsz, parallel.zero1 or the world size makes it fit: "
+                            "parameters and gradients alone need " + gib(p.parameters + p.gradients) + " per rank");
+}
+
+}  // namespace
+
+namespace {
+std::pair<const char*, uint64_t> largest(const MemoryPlan& p) {
+  const std::pair<const char*, uint64_t> terms[] = {
+      {"parameters", p.parameters}, {"gradients", p.gradients}, {"optimizer_state", p.optimizer_state},
+      {"activations", p.activations}, {"logits_and_loss", p.logits_and_loss}, {"workspace", p.workspace}};
+  return *std::max_element(std::begin(terms), std::end(terms),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
+}
+}  // namespace
+
+std::string MemoryPlan::largest_term() const { return largest(*this).first; }
+uint64_t MemoryPlan::largest_term_bytes() const { return largest(*this).second; }
+
+std::string MemoryPlan::refusal(const std::string& device_name) const {
+  std::string s = "the memory plan needs " + gib(total) + " per rank, more than the " + gib(in.device_bytes) + " of " +
+                  device_name + "; the largest term is " + largest_term() + " (" + gib(largest_term_bytes()) + ")";
+  if (!suggestions.empty()) {
+    s += ". Would fit: " + suggestions.front();
+    for (size_t i = 1; i < suggestions.size(); ++i) s += "; or " + suggestions[i];
+  }
+  return s + ". loom-train plan with the same arguments prints the whole table";
+}
+
+std::string MemoryPlan::to_json() const {
+  std::ostringstream o;
+  o << "{\"fits\": " << (fits ? "true" : "false") << ", \"world_size\": " << in.world_size
+    << ", \"device_bytes\": " << in.device_bytes << ", \"margin\": " << json_number(in.margin)
+    << ", \"num_parameters\": " << num_parameters << ", \"zero_shards\": " << zero_shards
+    << ", \"dtype\": " << json_quote(dtype_name(in.model.dtype))
+    << ", \"attention\": " << json_quote(attention_kernel_name(in.attention))
+    << ", \"micro_bsz\": " << in.micro_bsz << ", \"seq_len\": " << in.seq_len
+    << ", \"per_rank_bytes\": {\"parameters\": " << parameters << ", \"gradients\": " << gradients
+    << ", \"optimizer_state\": " << optimizer_state << ", \"activations\": " << activations
+    << ", \"logits_and_loss\": " << logits_and_loss << ", \"workspace\": " << workspace << ", \"total\": " << total
+    << "}, \"activations_per_layer_bytes\": {\"full\": " << layer_full_bytes
+    << ", \"recomputed\": " << layer_checkpointed_bytes << "}"
+    << ", \"checkpoint_fraction\": " << json_number(in.model.checkpoint)
+    << ", \"checkpointed_layers\": " << checkpointed_layers << ", \"largest_term\": " << json_quote(largest_term())
+    << ", \"suggestions\": [";
+  for (size_t i = 0; i < suggestions.size(); ++i) o << (i ? ", " : "") << json_quote(suggestions[i]);
+  o << "]}";
+  return o.str();
+}
+
+std::string MemoryPlan::to_text() const {
+  std::ostringstream o;
+  const auto row = [&](const char* name, uint64_t v) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "  %-16s %10.2f GiB  %5.1f%%\n", name, static_cast<double>(v) / kGiB,
+                  total ? 100.0 * static_cast<double>(v) / static_cast<double>(total) : 0.0);
+    o << buf;
+  };
+  o << "memory plan per rank (" << num_parameters << " parameters, " << dtype_name(in.model.dtype) << ", "
+    << in.micro_bsz << " x " << in.seq_len << " tokens per micro-batch, " << checkpointed_layers << " of "
+    << in.model.num_layers << " layers recomputed, world size " << in.world_size << ", optimizer state in "
+    << zero_shards << (zero_shards == 1 ? " piece" : " shards") << ", " << attention_kernel_name(in.attention) << "):\n";
+  row("parameters", parameters);
+  row("gradients", gradients);
+  row("optimizer_state", optimizer_state);
+  row("activations", activations);
+  row("logits_and_loss", logits_and_loss);
+  row("workspace", workspace);
+  row("total", total);
+  o << "  device " << gib(in.device_bytes) << ", " << json_number(100 * in.margin) << "% kept free: "
+    << (fits ? "fits" : "does not fit");
+  for (const auto& s : suggestions) o << "\n  would fit: " << s;
+  return o.str();
+}
+
+MemoryPlan plan_memory(const PlanInputs& in) {
+  in.model.validate();
+  LOOM_CHECK(in.micro_bsz > 0 && in.seq_len > 0 && in.micro_num > 0, "plan: micro_bsz, seq_len and micro_num must be "
+             "positive, got ", in.micro_bsz, ", ", in.seq_len, ", ", in.micro_num);
+  LOOM_CHECK(in.world_size > 0, "plan: the world size must be positive, got ", in.world_size);
+  LOOM_CHECK(in.margin >= 0 && in.margin < 1, "plan: the margin must be in [0, 1), got ", in.margin);
+  const int64_t S = shards_of(in);
+  LOOM_CHECK(S > 0 && in.world_size % S == 0, "plan: parallel.zero1=", in.zero1, " must divide the world size ",
+             in.world_size);
+  MemoryPlan p = plan_only(in);
+  suggest(p);
+  return p;
+}
+
+double auto_checkpoint_fraction(const PlanInputs& in) {
+  PlanInputs t = in;
+  const int64_t N = t.model.num_layers;
+  for (int64_t k = 0; k <= N; ++k) {
+    t.model.checkpoint = static_cast<double>(k) / static_cast<double>(N);
+    if (plan_only(t).fits) return t.model.checkpoint;
+  }
+  return 1.0;
+}
+
+}  // namespace loom

@@ -1,0 +1,84 @@
+// The memory plan of a run: per-rank bytes of every kind of state, computed from the shapes alone
+// (no tensor is allocated), compared with the device's memory before anything is allocated.
+// `loom-train plan` prints it; loom-train runs it at start, refuses a run that does not fit and
+// resolves model.checkpoint=auto with it.
+//
+// Per rank, P parameters, b bytes per element of model.dtype, Tok = micro_bsz * seq_len tokens of
+// one micro-batch (micro-batches run one after the other, so micro_num does not add activations):
+//   parameters       P b
+//   gradients        P b (accumulated over micro-batches in the parameters' dtype)
+//   optimizer_state  AdamW's two fp32 moments, 8 P, plus a 4 P fp32 master copy when b < 4;
+//                    ZeRO-1 (parallel.zero1 = S != 1) holds 12 P / S (its master is always fp32)
+//   activations      a layer keeps, per token, what its backward reads: the two RMSNorm inputs and
+//                    outputs (4 C), q k v (C + 2 K D), the attention output (C), the MLP's two
+//                    projections and their SwiGLU product (3 F), in b bytes, plus fp32 norm
+//                    statistics and the kernel's own state (flash: the log-sum-exp, H fp32; the CPU
+//                    segment kernel: q k v copies and its probabilities; the masked path: B H T T
+//                    probabilities). A recomputed layer (model.checkpoint) keeps only its input
+//                    (C b) and, in backward, one layer is live again at a time. Backward adds one
+//                    layer's transient gradients ((3 F + 2 C) b per token).
+//   logits_and_loss  the chunked loss: one [chunk, V] fp32 block (chunk = 2^30 / (4 V) tokens),
+//                    the hidden states' gradient (fp32) and the final norm's input and output
+//   workspace        ZeRO-1's flat fp32 buffers, each of all P parameters: the gradients it
+//                    reduce-scatters from and the weights it all-gathers into (8 P, whatever S), and
+//                    the runtime: cuBLAS and flash workspaces on CUDA (256 MiB), LibTorch and BLAS
+//                    on the CPU (256 MiB, measured with one thread)
+// The figures were checked against the CUDA caching allocator's peak on an H200 (bench/RESULTS.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention_select.h"
+#include "model.h"
+
+namespace loom {
+
+struct PlanInputs {
+  ModelOptions model;              // model.checkpoint is the recompute fraction planned
+  int64_t micro_bsz = 1;           // B
+  int64_t seq_len = 2048;          // T
+  int64_t micro_num = 1;           // for suggestions that keep the global batch
+  int64_t world_size = 1;          // W
+  int64_t zero1 = 1;               // parallel.zero1: 1 = replicated; -1 or 0 = every rank; else S
+  bool cuda = false;               // device kind (the runtime's share of workspace)
+  AttentionKernel attention = AttentionKernel::kMasked;
+  uint64_t device_bytes = 0;       // memory of one device (host RAM for CPU runs)
+  double margin = 0.05;            // fraction of device_bytes kept free: fits = total <= (1 - margin) device
+};
+
+struct MemoryPlan {
+  PlanInputs in;
+  int64_t num_parameters = 0;
+  int64_t zero_shards = 1;         // S: ways the optimizer state is split (1 = replicated)
+  int64_t checkpointed_layers = 0;
+  // Per rank, bytes.
+  uint64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, logits_and_loss = 0,
+           workspace = 0, total = 0;
+  uint64_t layer_full_bytes = 0;         // activations of one layer that is not recomputed
+  uint64_t layer_checkpointed_bytes = 0; // of one recomputed layer (its input)
+  bool fits = false;
+  std::vector<std::string> suggestions;  // settings that would fit, when it does not
+
+  // The largest of the six terms, by name ("optimizer_state", ...), and its bytes.
+  std::string largest_term() const;
+  uint64_t largest_term_bytes() const;
+  // Why a run that does not fit is refused: total against the device, the largest term, what would fit.
+  std::string refusal(const std::string& device_name) const;
+  // One JSON object (shortest round-trip numbers): fits, world_size, device_bytes,
+  // per_rank_bytes {parameters, gradients, optimizer_state, activations, logits_and_loss,
+  // workspace, total}, checkpoint_fraction, checkpointed_layers, suggestions, ...
+  std::string to_json() const;
+  // A table for people: each term in GiB with its share, the total against the device, the verdict.
+  std::string to_text() const;
+};
+
+// The plan of `in` as given. Suggestions are filled when it does not fit.
+MemoryPlan plan_memory(const PlanInputs& in);
+
+// model.checkpoint=auto: the smallest recompute fraction k / num_layers whose plan fits within
+// in.margin; 1 (every layer) when none does (the plan then says what else would fit).
+double auto_checkpoint_fraction(const PlanInputs& in);
+
+}  // namespace loom

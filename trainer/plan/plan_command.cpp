@@ -1,0 +1,145 @@
+#include "plan_command.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "loom/cli.h"
+#include "loom/error.h"
+
+#ifdef LOOM_CUDA_KERNELS
+#include <torch/cuda.h>
+
+#include "cuda_memory.h"
+#endif
+
+namespace loom {
+
+AttentionKernel expected_attention(bool cuda, torch::Dtype dtype, int64_t head_dim, AttentionChoice choice) {
+  const bool flash = cuda && dtype != torch::kFloat32 && head_dim % 8 == 0 && head_dim <= 256;
+  const bool segments = !cuda && dtype == torch::kFloat32;
+  if (choice == AttentionChoice::kMasked) return AttentionKernel::kMasked;
+  if (choice == AttentionChoice::kFlash || (choice == AttentionChoice::kAuto && flash))
+    return AttentionKernel::kFlashVarlen;
+  if (choice == AttentionChoice::kSegments || (choice == AttentionChoice::kAuto && segments))
+    return AttentionKernel::kCpuSegments;
+  return AttentionKernel::kMasked;
+}
+
+PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device_bytes) {
+  PlanInputs in;
+  in.model = c.model;
+  in.micro_bsz = c.data.micro_bsz;
+  in.seq_len = c.data.seq_len;
+  in.micro_num = c.data.micro_num;
+  in.world_size = world_size;
+  in.zero1 = c.parallel.zero1;
+  in.cuda = c.job.device.rfind("cuda", 0) == 0;
+  in.attention =
+      expected_attention(in.cuda, c.model.dtype, c.model.head_dim(), parse_attention_kernel(c.job.attention));
+  in.device_bytes = device_bytes;
+  in.margin = 0;
+  return in;
+}
+
+uint64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+namespace {
+
+constexpr const char* kUsage =
+    "loom-train plan --config F.ini [--section.key=value ...] [--world-size W] [--device-memory-gib G] [--json]\n"
+    "  Prints the per-rank memory plan of a run (parameters, gradients, optimizer state, activations,\n"
+    "  logits and loss, workspace) against one device's memory, allocating nothing. The device's memory\n"
+    "  is G GiB, else the visible GPU's (CUDA builds), else this host's RAM for job.device=cpu.\n"
+    "  --world-size W (default 1: the launch environment is not read). --json: one JSON object.\n"
+    "  Exit code 0 when it fits, 1 when it does not (loom/cli.h).\n";
+
+MemoryPlan resolve_and_plan(const TrainConfig& c, int64_t world, uint64_t device) {
+  PlanInputs in = plan_inputs(c, world, device);
+  if (c.model.checkpoint_auto) {
+    in.margin = c.model.checkpoint_margin;
+    in.model.checkpoint = auto_checkpoint_fraction(in);
+    in.margin = 0;
+  }
+  return plan_memory(in);
+}
+
+uint64_t device_memory(const TrainConfig& c) {
+  if (c.job.device.rfind("cuda", 0) != 0) return host_memory_bytes();
+#ifdef LOOM_CUDA_KERNELS
+  if (torch::cuda::is_available()) {
+    const torch::Device d(c.job.device);
+    return static_cast<uint64_t>(cuda::memory_stats(d.has_index() ? d.index() : 0).device_total);
+  }
+#endif
+  throw UsageError("loom-train plan: job.device=" + c.job.device + " and no GPU here: give --device-memory-gib G");
+}
+
+}  // namespace
+
+MemoryPlan plan_for_run(const TrainConfig& c, int64_t world_size, const torch::Device& device) {
+  uint64_t bytes = host_memory_bytes();
+#ifdef LOOM_CUDA_KERNELS
+  if (device.is_cuda())
+    bytes = static_cast<uint64_t>(cuda::memory_stats(device.has_index() ? device.index() : 0).device_total);
+#endif
+  return resolve_and_plan(c, world_size, bytes);
+}
+
+int run_plan(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  int64_t world = 1;
+  double gib = 0;
+  bool json = false, folder_given = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const std::string& name) -> std::string {
+      if (a.rfind(name + "=", 0) == 0) return a.substr(name.size() + 1);
+      if (i + 1 >= args.size()) throw UsageError("loom-train plan: " + name + " needs a value");
+      return args[++i];
+    };
+    auto number = [&](const std::string& name, const std::string& text) {
+      size_t used = 0;
+      double v = 0;
+      try {
+        v = std::stod(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != text.size() || !std::isfinite(v) || v <= 0)
+        throw UsageError("loom-train plan: " + name + "='" + text + "': expected a positive number");
+      return v;
+    };
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage << "\nThe run's keys (loom-train --help):\n";
+      parse_train_config({"--help"});
+      return kExitOk;
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--world-size" || a.rfind("--world-size=", 0) == 0) {
+      const double w = number("--world-size", value("--world-size"));
+      if (w != std::floor(w)) throw UsageError("loom-train plan: --world-size must be a whole number");
+      world = static_cast<int64_t>(w);
+    } else if (a == "--device-memory-gib" || a.rfind("--device-memory-gib=", 0) == 0) {
+      gib = number("--device-memory-gib", value("--device-memory-gib"));
+    } else {
+      if (a.rfind("--data.train_folder", 0) == 0) folder_given = true;
+      rest.push_back(a);
+    }
+  }
+  // The plan reads no data: the key parse_train_config requires needs no real folder.
+  if (!folder_given) rest.push_back("--data.train_folder=(the plan reads no data)");
+  const std::optional<TrainConfig> c = parse_train_config(rest);
+  LOOM_ASSERT(c.has_value(), "--help was handled above");
+  const uint64_t device = gib > 0 ? static_cast<uint64_t>(gib * double(uint64_t{1} << 30)) : device_memory(*c);
+  const MemoryPlan p = resolve_and_plan(*c, world, device);
+  if (json) std::cout << p.to_json() << "\n";
+  else std::cout << p.to_text() << "\n";
+  return p.fits ? kExitOk : kExitFailed;
+}
+
+}  // namespace loom
