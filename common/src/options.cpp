@@ -1,6 +1,9 @@
 #include "loom/options.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -10,6 +13,47 @@
 #include "loom/error.h"
 
 namespace loom {
+
+namespace {
+template <typename T>
+T parse_integer(const std::string& option, const std::string& text, T min, T max) {
+  const char* b = text.data();
+  const char* e = b + text.size();
+  T v{};
+  const auto [end, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || end != e || b == e || v < min || v > max)
+    throw UsageError(str("--", option, ": '", text, "' is not an integer in [", min, ", ", max, "]"));
+  return v;
+}
+}  // namespace
+
+int64_t parse_int(const std::string& option, const std::string& text, int64_t min, int64_t max) {
+  return parse_integer<int64_t>(option, text, min, max);
+}
+
+uint64_t parse_uint(const std::string& option, const std::string& text, uint64_t min, uint64_t max) {
+  return parse_integer<uint64_t>(option, text, min, max);
+}
+
+double parse_double(const std::string& option, const std::string& text, double min, double max) {
+  char* end = nullptr;
+  const double v = text.empty() ? NAN : std::strtod(text.c_str(), &end);
+  if (!std::isfinite(v) || end != text.c_str() + text.size() || v < min || v > max)
+    throw UsageError(str("--", option, ": '", text, "' is not a number in [", min, ", ", max, "]"));
+  return v;
+}
+
+int64_t OptionParser::get_int(const std::string& key, int64_t min, int64_t max) const {
+  return parse_int(key, get<std::string>(key), min, max);
+}
+
+uint64_t OptionParser::get_uint(const std::string& key, uint64_t min, uint64_t max) const {
+  return parse_uint(key, get<std::string>(key), min, max);
+}
+
+double OptionParser::get_double(const std::string& key, double min, double max) const {
+  return parse_double(key, get<std::string>(key), min, max);
+}
 
 OptionParser::OptionParser(std::string program, std::string usage)
     : program_(std::move(program)), usage_(std::move(usage)), desc_("Options") {

@@ -11,7 +11,7 @@ int cmd_convert(const Args& args) {
       "output-dir", po::value<std::string>(), "writes DIR/NAME.bin for each input NAME.bin")(
       "model", po::value<std::string>()->default_value(""),
       "--to loom: the SentencePiece model the shard was made with (vocab, bos/eos, fingerprint)")(
-      "vocab-size", po::value<uint32_t>()->default_value(0), "--to loom without --model: the vocab size")(
+      "vocab-size", po::value<std::string>()->default_value("0"), "--to loom without --model: the vocab size")(
       "inputs", po::value<std::vector<std::string>>(), "shards or folders");
   parser.positional("inputs");
   if (!parse_command(parser, args)) return kExitOk;
@@ -22,7 +22,7 @@ int cmd_convert(const Args& args) {
   else throw UsageError(str("--to ", to, ": expected loom or internlm"));
   o.output_dir = required<std::string>(parser, "output-dir");
   o.model = parser.get<std::string>("model");
-  o.vocab_size = parser.get<uint32_t>("vocab-size");
+  o.vocab_size = static_cast<uint32_t>(parser.get_uint("vocab-size", 0, UINT32_MAX));
   const ConvertReport r = convert_shards(input_shards(parser), o);
   log::info("convert: ", r.files, " shards to ", to, " under ", o.output_dir, ": ", r.documents, " documents, ",
             r.tokens, " tokens");

@@ -7,31 +7,36 @@
 
 namespace loom::packer {
 
+namespace {
+// 16M tokens per pack: beyond any context length trained today; a pack is held in memory.
+constexpr uint64_t kMaxSeqLen = uint64_t{1} << 24;
+}  // namespace
+
 int cmd_pack(const Args& args) {
   OptionParser parser("loom-pack pack",
                       "loom-pack pack --seq-len L --strategy concat|bestfit [--seed S] --output-dir DIR INPUT...");
-  parser.options().add_options()("seq-len", po::value<uint32_t>(), "tokens per pack (L)")(
+  parser.options().add_options()("seq-len", po::value<std::string>(), "tokens per pack (L), 1 to 2^24")(
       "strategy", po::value<std::string>()->default_value("concat"), "concat or bestfit")(
-      "seed", po::value<uint64_t>()->default_value(0), "bestfit: shuffles the order of the packs")(
+      "seed", po::value<std::string>()->default_value("0"), "bestfit: shuffles the order of the packs")(
       "output-dir", po::value<std::string>(), "writes DIR/NAME.bin + .meta")(
       "name", po::value<std::string>()->default_value("packed"), "output name")(
-      "max-packs-per-shard", po::value<uint64_t>()->default_value(0),
+      "max-packs-per-shard", po::value<std::string>()->default_value("0"),
       "roll the output into NAME-00000.bin, ... of at most this many packs each; 0: one file")(
       "inputs", po::value<std::vector<std::string>>(), "loom shards or folders");
   parser.positional("inputs");
   if (!parse_command(parser, args)) return kExitOk;
   PackOptions o;
-  o.seq_len = required<uint32_t>(parser, "seq-len");
-  if (o.seq_len == 0) throw UsageError("--seq-len must be positive");
+  required<std::string>(parser, "seq-len");
+  o.seq_len = static_cast<uint32_t>(parser.get_uint("seq-len", 1, kMaxSeqLen));
   const std::string strategy = parser.get<std::string>("strategy");
   if (strategy == "concat") o.strategy = PackStrategy::kConcat;
   else if (strategy == "bestfit") o.strategy = PackStrategy::kBestfit;
   else throw UsageError(str("--strategy ", strategy, ": expected concat or bestfit"));
-  o.seed = parser.get<uint64_t>("seed");
+  o.seed = parser.get_uint("seed", 0, UINT64_MAX);
   o.output_dir = required<std::string>(parser, "output-dir");
   o.name = parser.get<std::string>("name");
   if (o.name.empty() || o.name.find('/') != std::string::npos) throw UsageError("--name must be a plain file name");
-  o.max_packs_per_shard = parser.get<uint64_t>("max-packs-per-shard");
+  o.max_packs_per_shard = parser.get_uint("max-packs-per-shard", 0, static_cast<uint64_t>(INT64_MAX));
   const ShardSet inputs(input_shards(parser));
   const PackReport r = pack_shards(inputs, o);
   char fractions[96];

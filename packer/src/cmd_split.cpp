@@ -8,9 +8,9 @@ namespace loom::packer {
 int cmd_split(const Args& args) {
   OptionParser parser("loom-pack split",
                       "loom-pack split --valid-fraction F|--valid-docs N --seed S --output-dir DIR INPUT...");
-  parser.options().add_options()("valid-fraction", po::value<double>(), "each document goes to valid with this probability")(
-      "valid-docs", po::value<int64_t>(), "exactly this many documents go to valid")(
-      "seed", po::value<uint64_t>()->default_value(0), "the split's seed")(
+  parser.options().add_options()("valid-fraction", po::value<std::string>(), "each document goes to valid with this probability")(
+      "valid-docs", po::value<std::string>(), "exactly this many documents go to valid")(
+      "seed", po::value<std::string>()->default_value("0"), "the split's seed")(
       "output-dir", po::value<std::string>(), "writes DIR/train/NAME.bin and DIR/valid/NAME.bin")(
       "inputs", po::value<std::vector<std::string>>(), "loom shards or folders");
   parser.positional("inputs");
@@ -18,12 +18,9 @@ int cmd_split(const Args& args) {
   SplitOptions o;
   const bool by_fraction = parser.vm().count("valid-fraction") > 0, by_docs = parser.vm().count("valid-docs") > 0;
   if (by_fraction == by_docs) throw UsageError("give exactly one of --valid-fraction and --valid-docs");
-  if (by_fraction) o.valid_fraction = parser.get<double>("valid-fraction");
-  if (by_docs) o.valid_docs = parser.get<int64_t>("valid-docs");
-  if (by_fraction && !(o.valid_fraction >= 0 && o.valid_fraction <= 1))
-    throw UsageError(str("--valid-fraction ", o.valid_fraction, " must be in [0, 1]"));
-  if (by_docs && o.valid_docs < 0) throw UsageError(str("--valid-docs ", o.valid_docs, " must be >= 0"));
-  o.seed = parser.get<uint64_t>("seed");
+  if (by_fraction) o.valid_fraction = parser.get_double("valid-fraction", 0.0, 1.0);
+  if (by_docs) o.valid_docs = parser.get_int("valid-docs", 0, INT64_MAX);
+  o.seed = parser.get_uint("seed", 0, UINT64_MAX);
   o.output_dir = required<std::string>(parser, "output-dir");
   const std::vector<std::string> paths = input_shards(parser);
   const ShardSet inputs(paths);

@@ -11,7 +11,7 @@ int cmd_verify(const Args& args) {
   OptionParser parser("loom-pack verify", "loom-pack verify [--deep] PATH...  (files, or folders of *.bin + .meta)");
   parser.options().add_options()(
       "deep", po::bool_switch(), "also check every token id < vocab and the .bin checksum (one pass over the data)")(
-      "vocab-size", po::value<uint32_t>()->default_value(0),
+      "vocab-size", po::value<std::string>()->default_value("0"),
       "with --deep, every id must be below it (any kind of shard; InternLM shards record no vocab); 0: none")(
       "inputs", po::value<std::vector<std::string>>(), "shards or folders");
   parser.positional("inputs");
@@ -19,7 +19,7 @@ int cmd_verify(const Args& args) {
   const std::vector<std::string> paths = input_shards(parser);
   VerifyOptions options;
   options.deep = parser.get<bool>("deep");
-  options.vocab_size = parser.get<uint32_t>("vocab-size");
+  options.vocab_size = static_cast<uint32_t>(parser.get_uint("vocab-size", 0, UINT32_MAX));
   if (options.vocab_size && !options.deep) throw UsageError("--vocab-size checks token ids, which only --deep reads");
 
   uint64_t total = 0;

@@ -286,6 +286,29 @@ TEST_CASE("every subcommand follows the shared exit codes, with one 'loom-pack S
     CHECK(no_config.exit_code == 2);
     CHECK_THAT(no_config.output, Catch::Contains("ERROR loom-pack " + s + ": cannot read config file " + dir / "none.ini\n"));
   }
+  // Numeric options: a range checked before any work, "-1" never read as 2^64-1.
+  const std::string a_bin = quote(dir / "a.bin"), out = " --output-dir " + quote(dir / "o") + " ";
+  const std::pair<std::string, std::string> numeric[] = {
+      {"pack --seq-len -1" + out + a_bin, "--seq-len: '-1' is not an integer in [1, 16777216]"},
+      {"pack --seq-len 0" + out + a_bin, "--seq-len: '0' is not an integer in [1, 16777216]"},
+      {"pack --seq-len 4294967295" + out + a_bin, "--seq-len: '4294967295' is not an integer in [1, 16777216]"},
+      {"pack --seq-len 8 --seed -1" + out + a_bin, "--seed: '-1' is not an integer in [0, 18446744073709551615]"},
+      {"pack --seq-len 8 --max-packs-per-shard -1" + out + a_bin,
+       "--max-packs-per-shard: '-1' is not an integer in [0, 9223372036854775807]"},
+      {"head --model m.model -n -1 " + a_bin, "--n: '-1' is not an integer in [0, 9223372036854775807]"},
+      {"split --valid-docs -1" + out + a_bin, "--valid-docs: '-1' is not an integer in [0, 9223372036854775807]"},
+      {"split --valid-fraction 2" + out + a_bin, "--valid-fraction: '2' is not a number in [0, 1]"},
+      {"split --valid-docs 1 --seed -1" + out + a_bin, "--seed: '-1' is not an integer in [0, 18446744073709551615]"},
+      {"convert --to loom --vocab-size -1" + out + a_bin, "--vocab-size: '-1' is not an integer in [0, 4294967295]"},
+      {"verify --deep --vocab-size -1 " + a_bin, "--vocab-size: '-1' is not an integer in [0, 4294967295]"},
+  };
+  for (const auto& [cmd, message] : numeric) {
+    RunResult r = loom_pack(cmd);
+    INFO(cmd << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("ERROR loom-pack " + cmd.substr(0, cmd.find(' ')) + ": " + message));
+  }
+  CHECK_FALSE(sys::exists(dir / "o"));
   // Bad input: 1, the message naming the file.
   RunResult missing = loom_pack("stats " + quote(dir / "missing.bin"));
   CHECK(missing.exit_code == 1);

@@ -140,7 +140,7 @@ TEST_CASE("bad usage exits 2", "[tokenize][e2e][errors]") {
       {m + " --output-dir " + q(dir / "o") + " --format hf " + in, "--format: 'hf' is not one of loom, internlm"},
       {m + " --output-dir " + q(dir / "o") + " --bos --no-bos " + in, "--bos and --no-bos contradict each other"},
       {m + " --output-dir " + q(dir / "o") + " --txt-doc page " + in, "--txt-doc: 'page' is not one of line, paragraph, file"},
-      {m + " --output-dir " + q(dir / "o") + " --max-doc-bytes 10 " + in, "--max-doc-bytes must be at least 64"},
+      {m + " --output-dir " + q(dir / "o") + " --max-doc-bytes 10 " + in, "--max-doc-bytes: '10' is not an integer in [64, 2147483647]"},
       {m + " --output-dir " + q(dir / "o") + " --text-key a..b " + in, "--text-key: 'a..b' is not a dotted key path"},
   };
   for (const Case& c : cases) {
@@ -150,6 +150,35 @@ TEST_CASE("bad usage exits 2", "[tokenize][e2e][errors]") {
     CHECK(r.output.find(c.message) != std::string::npos);
   }
   write_all(dir / "bad.ini", "[tokenize]\nthreads = 2\n");
+  // Each numeric option has its range, checked before any work (and "-1" is not 2^64-1).
+  const std::string o = m + " --output-dir " + q(dir / "o") + " ";
+  const Case numeric[] = {
+      {o + "--threads -1 " + in, "--threads: '-1' is not an integer in [1, 1024]"},
+      {o + "--threads 0 " + in, "--threads: '0' is not an integer in [1, 1024]"},
+      {o + "--threads 100000 " + in, "--threads: '100000' is not an integer in [1, 1024]"},
+      {o + "--threads two " + in, "--threads: 'two' is not an integer in [1, 1024]"},
+      {o + "--batch-bytes -1 " + in, "--batch-bytes: '-1' is not an integer in [1, 2147483647]"},
+      {o + "--batch-bytes 0 " + in, "--batch-bytes: '0' is not an integer in [1, 2147483647]"},
+      {o + "--max-doc-bytes -1 " + in, "--max-doc-bytes: '-1' is not an integer in [64, 2147483647]"},
+      {o + "--max-doc-bytes 1e9x " + in, "--max-doc-bytes: '1e9x' is not an integer in [64, 2147483647]"},
+      {"train-spm --vocab-size -1 --model-prefix " + q(dir / "m") + " " + in, "--vocab-size: '-1' is not an integer"},
+      {"train-spm --vocab-size 100 --threads -1 --model-prefix " + q(dir / "m") + " " + in,
+       "--threads: '-1' is not an integer in [1, 1024]"},
+      {"train-spm --vocab-size 100 --max-sentence-length -1 --model-prefix " + q(dir / "m") + " " + in,
+       "--max-sentence-length: '-1' is not an integer in [64, 2147483647]"},
+      {"train-spm --vocab-size 100 --input-sentence-size -1 --model-prefix " + q(dir / "m") + " " + in,
+       "--input-sentence-size: '-1' is not an integer"},
+      {"train-spm --vocab-size 100 --character-coverage 1.5 --model-prefix " + q(dir / "m") + " " + in,
+       "--character-coverage: '1.5' is not a number in"},
+  };
+  for (const Case& c : numeric) {
+    auto r = tokenize(c.args);
+    INFO(c.args << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(c.message) != std::string::npos);
+    CHECK(r.output.find("configuration") == std::string::npos);  // refused before any work
+  }
+  CHECK(list_dir(dir / "o").empty());
   auto r = tokenize("--config " + q(dir / "bad.ini") + " " + m + " --output-dir " + q(dir / "o") + " " + in);
   CHECK(r.exit_code == 2);
   auto missing = tokenize("--config " + q(dir / "none.ini") + " " + m + " --output-dir " + q(dir / "o") + " " + in);
@@ -167,4 +196,16 @@ TEST_CASE("bad usage exits 2", "[tokenize][e2e][errors]") {
     CHECK(h.output.find("\nExit codes: 0 ok, 1 bad input or failed check, 2 usage error, 3 internal error, 4 hang") !=
           std::string::npos);
   }
+}
+
+TEST_CASE("threads the system refuses end the job cleanly with exit 1", "[tokenize][e2e][errors]") {
+  TempDir dir("tok_threads");
+  // 400 MB of address space holds a few dozen 8 MB thread stacks, not a thousand.
+  auto r = run("ulimit -v 400000; " + quote(LOOM_TOKENIZE_BIN) + " --model " + q(internlm_model()) + " --output-dir " +
+               q(dir / "o") + " --threads 1000 " + q(sample("botchan_head.txt")));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("ERROR cannot start 1001 threads (") != std::string::npos);
+  CHECK(r.output.find("try a smaller --threads") != std::string::npos);
+  CHECK(list_dir(dir / "o").empty());
 }

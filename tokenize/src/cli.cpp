@@ -12,10 +12,16 @@ namespace loom::tokenize {
 
 namespace {
 
-unsigned default_threads() {
+std::string default_threads() {
   const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : n;
+  return std::to_string(n == 0 ? 1 : n);
 }
+
+// Ranges of the numeric options, checked before any work. Threads: far above any host's cores, low
+// enough that a typo is not thousands of threads. Byte sizes: a document piece and a batch are held
+// in memory (4 batches per thread in flight) and SentencePiece indexes text with int.
+constexpr uint64_t kMaxThreads = 1024;
+constexpr uint64_t kMaxTextBytes = (uint64_t{1} << 31) - 1;
 
 template <typename T>
 T one_of(const std::string& option, const std::string& value, std::initializer_list<std::pair<const char*, T>> choices) {
@@ -73,11 +79,12 @@ int tokenize_main(const std::vector<std::string>& args) {
       ("no-bos", po::bool_switch(), "no BOS id")
       ("eos", po::bool_switch(), "end each document with the model's EOS id (default with --format loom)")
       ("no-eos", po::bool_switch(), "no EOS id (default with --format internlm, as tools/tokenizer.py)")
-      ("threads", po::value<unsigned>()->default_value(default_threads()), "encoder threads (default: all cores)")
-      ("max-doc-bytes", po::value<uint64_t>()->default_value(1 << 20),
+      ("threads", po::value<std::string>()->default_value(default_threads()), "encoder threads, 1 to 1024 (default: all cores)")
+      ("max-doc-bytes", po::value<std::string>()->default_value(std::to_string(1 << 20)),
        "documents longer than this are cut on whitespace into pieces of at most this many bytes, encoded "
-       "separately and concatenated (bos/eos only around the whole document)")
-      ("batch-bytes", po::value<uint64_t>()->default_value(64 << 10), "bytes of text per encoder work item")
+       "separately and concatenated (bos/eos only around the whole document); 64 to 2^31-1")
+      ("batch-bytes", po::value<std::string>()->default_value(std::to_string(64 << 10)),
+       "bytes of text per encoder work item, 1 to 2^31-1")
       ("resume", po::bool_switch(), "skip inputs whose complete shards already exist in --output-dir")
       ("encoder", po::value<std::string>()->default_value("auto"),
        "auto (loom's own where it encodes the model, else libsentencepiece), loom or sentencepiece; "
@@ -95,12 +102,9 @@ int tokenize_main(const std::vector<std::string>& args) {
                                    {{"loom", ShardFormat::kLoom}, {"internlm", ShardFormat::kInternlm}});
   opt.pipeline.bos = on_off(p, "bos", true);
   opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
-  opt.pipeline.threads = p.get<unsigned>("threads");
-  if (opt.pipeline.threads < 1) throw UsageError("--threads must be at least 1");
-  opt.pipeline.max_doc_bytes = p.get<uint64_t>("max-doc-bytes");
-  if (opt.pipeline.max_doc_bytes < 64) throw UsageError("--max-doc-bytes must be at least 64");
-  opt.pipeline.batch_bytes = p.get<uint64_t>("batch-bytes");
-  if (opt.pipeline.batch_bytes < 1) throw UsageError("--batch-bytes must be at least 1");
+  opt.pipeline.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));
+  opt.pipeline.max_doc_bytes = p.get_uint("max-doc-bytes", 64, kMaxTextBytes);
+  opt.pipeline.batch_bytes = p.get_uint("batch-bytes", 1, kMaxTextBytes);
   opt.resume = p.get<bool>("resume");
   opt.encoder = one_of<EncoderChoice>("encoder", p.get<std::string>("encoder"),
                                       {{"auto", EncoderChoice::kAuto}, {"loom", EncoderChoice::kLoom},
@@ -123,36 +127,36 @@ int train_spm_main(const std::vector<std::string>& args) {
   OptionParser p("loom-tokenize train-spm", "loom-tokenize train-spm --vocab-size N --model-prefix P [options] INPUT...");
   add_input_options(p.options());
   p.options().add_options()
-      ("vocab-size", po::value<uint32_t>(), "vocabulary size (required)")
+      ("vocab-size", po::value<std::string>(), "vocabulary size, 1 to 2^31-1 (required)")
       ("model-prefix", po::value<std::string>(), "writes PREFIX.model (required)")
       ("model-type", po::value<std::string>()->default_value("unigram"), "unigram, bpe, char or word")
-      ("character-coverage", po::value<double>()->default_value(0.9995),
-       "share of characters the model covers; the rest become bytes (with --byte-fallback)")
+      ("character-coverage", po::value<std::string>()->default_value("0.9995"),
+       "share of characters the model covers, in (0, 1]; the rest become bytes (with --byte-fallback)")
       ("normalization", po::value<std::string>()->default_value("nmt_nfkc"),
        "SentencePiece normalization rule: nmt_nfkc, nfkc, nmt_nfkc_cf, nfkc_cf or identity")
       ("byte-fallback", po::value<bool>()->default_value(true), "unknown characters become UTF-8 byte pieces")
-      ("max-sentence-length", po::value<uint32_t>()->default_value(1 << 16),
-       "documents longer than this many bytes are cut on whitespace before training")
-      ("input-sentence-size", po::value<uint64_t>()->default_value(0), "sample this many pieces (0: all)")
-      ("threads", po::value<unsigned>()->default_value(default_threads()), "trainer threads");
+      ("max-sentence-length", po::value<std::string>()->default_value(std::to_string(1 << 16)),
+       "documents longer than this many bytes are cut on whitespace before training; 64 to 2^31-1")
+      ("input-sentence-size", po::value<std::string>()->default_value("0"), "sample this many pieces (0: all)")
+      ("threads", po::value<std::string>()->default_value(default_threads()), "trainer threads, 1 to 1024");
   p.positional("input");
   if (!p.parse(args)) return kExitOk;  // --help
   if (!p.vm().count("vocab-size")) throw UsageError("--vocab-size is required (see --help)");
   if (!p.vm().count("model-prefix")) throw UsageError("--model-prefix is required (see --help)");
   TrainSpmOptions opt;
   read_input_options(p, opt.reader, opt.on_error, opt.inputs);
-  opt.vocab_size = p.get<uint32_t>("vocab-size");
+  opt.vocab_size = static_cast<uint32_t>(p.get_uint("vocab-size", 1, kMaxTextBytes));
   opt.model_prefix = p.get<std::string>("model-prefix");
   opt.model_type = p.get<std::string>("model-type");
   one_of<int>("model-type", opt.model_type, {{"unigram", 0}, {"bpe", 0}, {"char", 0}, {"word", 0}});
-  opt.character_coverage = p.get<double>("character-coverage");
+  opt.character_coverage = p.get_double("character-coverage", 1e-9, 1.0);
   opt.normalization = p.get<std::string>("normalization");
   one_of<int>("normalization", opt.normalization,
               {{"nmt_nfkc", 0}, {"nfkc", 0}, {"nmt_nfkc_cf", 0}, {"nfkc_cf", 0}, {"identity", 0}});
   opt.byte_fallback = p.get<bool>("byte-fallback");
-  opt.max_sentence_length = p.get<uint32_t>("max-sentence-length");
-  opt.input_sentence_size = p.get<uint64_t>("input-sentence-size");
-  opt.threads = p.get<unsigned>("threads");
+  opt.max_sentence_length = static_cast<uint32_t>(p.get_uint("max-sentence-length", 64, kMaxTextBytes));
+  opt.input_sentence_size = p.get_uint("input-sentence-size", 0, static_cast<uint64_t>(INT64_MAX));
+  opt.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));
   log::info("loom-tokenize train-spm configuration:\n", p.resolved_ini(), opt.inputs.size(), " input(s)");
   const TrainSpmSummary s = run_train_spm(opt);
   log::info("summary: trained ", s.model_path, " (vocab ", opt.vocab_size, ") from ", s.docs, " docs, ",

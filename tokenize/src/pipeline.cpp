@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "loom/error.h"
@@ -38,8 +39,20 @@ class Pipeline {
 
   FileStats run(const std::function<void(uint64_t, uint64_t)>& on_progress) {
     std::vector<std::thread> threads;
-    threads.emplace_back([this] { guarded([this] { produce(); }); });
-    for (unsigned i = 0; i < opt_.threads; ++i) threads.emplace_back([this] { guarded([this] { encode_loop(); }); });
+    try {
+      threads.emplace_back([this] { guarded([this] { produce(); }); });
+      for (unsigned i = 0; i < opt_.threads; ++i) threads.emplace_back([this] { guarded([this] { encode_loop(); }); });
+    } catch (const std::system_error& e) {
+      // The system refused a thread (limits, memory): stop and join the ones already running.
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        stop_ = true;
+      }
+      cv_.notify_all();
+      for (auto& t : threads) t.join();
+      LOOM_FAIL("cannot start ", opt_.threads + 1, " threads (", e.what(), "; started ", threads.size(),
+                "); try a smaller --threads");
+    }
     guarded([&] { write_loop(on_progress); });
     {
       std::lock_guard<std::mutex> lock(m_);

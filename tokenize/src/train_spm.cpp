@@ -5,6 +5,7 @@
 
 #include <exception>
 #include <memory>
+#include <system_error>
 #include <unordered_map>
 
 #include "loom/error.h"
@@ -110,7 +111,13 @@ TrainSpmSummary run_train_spm(const TrainSpmOptions& opt) {
   };
   DocumentIterator it(opt, sum);
   std::string serialized;
-  const auto status = sentencepiece::SentencePieceTrainer::Train(kwargs, &it, &serialized);
+  sentencepiece::util::Status status;
+  try {
+    status = sentencepiece::SentencePieceTrainer::Train(kwargs, &it, &serialized);
+  } catch (const std::system_error& e) {
+    // SentencePiece starts --threads threads of its own; the system may refuse them.
+    LOOM_FAIL("SentencePiece training could not start its threads (", e.what(), "); try a smaller --threads");
+  }
   if (it.error()) std::rethrow_exception(it.error());
   LOOM_CHECK(status.ok(), "SentencePiece training failed: ", status.ToString());
   LOOM_CHECK(sum.docs > 0, "no documents to train on");

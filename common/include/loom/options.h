@@ -3,15 +3,26 @@
 //   --section.key=value          overrides the file (the command line wins)
 // Unknown keys are errors in both places. resolved_ini() gives back every option's final value in
 // INI form, for printing at start and saving next to the outputs (a run can be repeated from it).
+//
+// Numeric options are declared as text (po::value<std::string>()) and read with get_int,
+// get_uint or get_double, which check a range: Boost reads "-1" into an unsigned as 2^64-1 (it
+// wraps like strtoull), so a check after Boost's parse could not see the minus sign.
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace loom {
 
 namespace po = boost::program_options;
+
+// The value of --option given as text, checked to be a number in [min, max]; else UsageError
+// ("--threads: '-1' is not an integer in [1, 1024]"). Integers are decimal, without sign for get_uint.
+int64_t parse_int(const std::string& option, const std::string& text, int64_t min, int64_t max);
+uint64_t parse_uint(const std::string& option, const std::string& text, uint64_t min, uint64_t max);
+double parse_double(const std::string& option, const std::string& text, double min, double max);
 
 class OptionParser {
  public:
@@ -33,6 +44,10 @@ class OptionParser {
   T get(const std::string& key) const {
     return vm_.at(key).as<T>();
   }
+  // A numeric option declared as text, range-checked (parse_int and friends above).
+  int64_t get_int(const std::string& key, int64_t min, int64_t max) const;
+  uint64_t get_uint(const std::string& key, uint64_t min, uint64_t max) const;
+  double get_double(const std::string& key, double min, double max) const;
   bool has(const std::string& key) const { return vm_.count(key) > 0 && !vm_.at(key).defaulted(); }
   // The resolved configuration in INI form (sections from the dotted names), positionals excluded.
   std::string resolved_ini() const;
