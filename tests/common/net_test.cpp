@@ -63,7 +63,7 @@ std::string serve_one(int listen_fd, const std::string& answer) {
 
 }  // namespace
 
-TEST_CASE("http_post sends one request with its body; a 2xx answer is success") {
+TEST_CASE("http_post sends one request with its body, a 2xx answer is success") {
   Listener l;
   std::string request;
   std::thread server([&] { request = serve_one(l.fd, "HTTP/1.1 204 No Content\r\n\r\n"); });
@@ -111,7 +111,7 @@ TEST_CASE("http_post: another status, a refused connection, a silent server, a b
   CHECK(sys::http_post("https://example.com/", "text/plain", "x", 1).find("https:// is not supported") == 0);
 }
 
-TEST_CASE("parse_http_url: host, port, path, IPv6; bad forms named") {
+TEST_CASE("parse_http_url: host, port, path, IPv6, bad forms named") {
   sys::HttpUrl u;
   CHECK(sys::parse_http_url("http://relay.local", u) == "");
   CHECK(u.host == "relay.local");

@@ -346,7 +346,7 @@ TEST_CASE("spm encoder equals Python sentencepiece on a generated corpus that st
   }
 }
 
-TEST_CASE("spm encoder's chunk cache: on for InternLM's BPE, off for unigram; ids the same warm or cold", "[spm]") {
+TEST_CASE("spm encoder's chunk cache: on for InternLM's BPE, off for unigram, ids the same warm or cold", "[spm]") {
   const spm::SpmModel internlm = spm::read_spm_model(corpus("internlm_v7.model"));
   const spm::SpmEncoder bpe(internlm);
   CHECK(bpe.chunk_cache());

@@ -70,7 +70,7 @@ TEST_CASE("fault: kill -9 in a step, then --resume auto, equals the uninterrupte
           read_all(dir / "ref/checkpoints/step_8/model.safetensors"));
 }
 
-TEST_CASE("fault: kill -9 inside a checkpoint save leaves the previous one; resume equals the uninterrupted run",
+TEST_CASE("fault: kill -9 inside a checkpoint save leaves the previous one, resume equals the uninterrupted run",
           "[fault]") {
   TempDir dir("fault_kill_save");
   loom::test::write_loop_data(dir / "data");
@@ -160,7 +160,7 @@ TEST_CASE("fault: the stop file saves at -N and saves and quits at +N", "[fault]
   REQUIRE(losses(dir / "b").rbegin()->first == 5);
 }
 
-TEST_CASE("fault: an async save writes what a synchronous save writes; a dead webhook does not stop training",
+TEST_CASE("fault: an async save writes what a synchronous save writes, a dead webhook does not stop training",
           "[fault]") {
   TempDir dir("fault_async");
   loom::test::write_loop_data(dir / "data");
