@@ -1,5 +1,5 @@
 // loom-tokenize --encoder: loom's own encoder and libsentencepiece write the same shards, byte for
-// byte but for the header field that names the encoder, on every model and corpus the repository
+// byte but for the header fields that name the encoder, on every model and corpus the repository
 // has; auto takes loom's and falls back to libsentencepiece for a model loom's cannot encode.
 #include <catch2/catch.hpp>
 
@@ -22,9 +22,11 @@ uint32_t encoder_field(const std::string& meta) {
   return h.encoder;
 }
 
-// The .meta with the encoder field zeroed: what must be equal between encoders.
+// The .meta with the fields that name the encoder zeroed (encoder, and settings_xxh64, whose
+// settings include it): what must be equal between encoders.
 std::string without_encoder(std::string meta) {
   std::memset(&meta[offsetof(loom::ShardHeader, encoder)], 0, sizeof(uint32_t));
+  std::memset(&meta[offsetof(loom::ShardHeader, settings_xxh64)], 0, sizeof(uint64_t));
   return meta;
 }
 
@@ -57,6 +59,7 @@ TEST_CASE("encoders loom and sentencepiece write the same shards for every model
         const std::string meta_a = read_all(a + ".meta"), meta_b = read_all(b + ".meta");
         if (format == "internlm") {
           CHECK(meta_a == meta_b);
+          CHECK(read_all(a + ".loom-settings") != read_all(b + ".loom-settings"));
         } else {
           CHECK(without_encoder(meta_a) == without_encoder(meta_b));
           CHECK(encoder_field(meta_a) == loom::kShardEncoderLoom);

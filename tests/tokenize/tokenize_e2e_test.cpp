@@ -2,7 +2,11 @@
 // tools/tokenizer.py) and against itself (threads, compression, kill and rerun).
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+
+#include "loom/hash.h"
 #include "loom/shard_format.h"
+#include "loom/tokenize/tokenize_job.h"
 #include "tok_test_util.h"
 
 using namespace loom::test;
@@ -158,6 +162,118 @@ TEST_CASE("resume skips complete shards and redoes stale ones, a rerun is idempo
   CHECK(loom::ShardReader(dir / "out/botchan_head.bin").header().vocab_size == 2000);
   require_ok(tokenize(base));
   CHECK(read_all(dir / "out/botchan_head.bin") + read_all(dir / "out/botchan_tail.bin.meta") == first);
+}
+
+namespace {
+// Flips one byte of a file in place: same size, other content.
+void damage(const std::string& path, size_t at) {
+  std::string data = read_all(path);
+  REQUIRE(at < data.size());
+  data[at] = static_cast<char>(data[at] ^ 0x5a);
+  write_all(path, data);
+}
+}  // namespace
+
+TEST_CASE("resume writes again a damaged shard and one written with other output-changing settings", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_resume_settings");
+  write_all(dir / "keys.jsonl", "{\"text\": \"a first text\", \"body\": \"another body\"}\n{\"text\": \"two\", \"body\": \"three\"}\n");
+  const std::string txt = q(sample("botchan_head.txt")), jsonl = q(dir / "keys.jsonl");
+  const std::string base = "--model " + q(internlm_model()) + " --output-dir " + q(dir / "out") + " --resume " + txt + " " + jsonl;
+  const std::string head = dir / "out/botchan_head.bin", keys = dir / "out/keys.bin";
+  require_ok(tokenize(base));
+  const std::string want_head = read_all(head) + read_all(head + ".meta"), want_keys = read_all(keys) + read_all(keys + ".meta");
+  // The header records the XXH64 of the canonical settings text.
+  {
+    loom::tokenize::TokenizeOptions o;
+    o.pipeline.bos = o.pipeline.eos = true;
+    const loom::ShardReader r(head);
+    const std::string text = loom::tokenize::settings_text(o, sample("botchan_head.txt"), r.tokenizer(), r.header().encoder);
+    CHECK(text.find("\ntxt_doc line\n") != std::string::npos);
+    CHECK(r.header().settings_xxh64 == loom::xxh64(text.data(), text.size()));
+  }
+  auto skipped = tokenize(base);
+  require_ok(skipped);
+  CHECK(skipped.output.find("0 files written, 2 skipped (--resume)") != std::string::npos);
+  // --threads and --batch-bytes do not change the output: still skipped.
+  auto same = tokenize(base + " --threads 2 --batch-bytes 100");
+  require_ok(same);
+  CHECK(same.output.find("0 files written, 2 skipped (--resume)") != std::string::npos);
+
+  SECTION("a .bin damaged in place (same size) is tokenized again") {
+    damage(head, 1000);
+    auto r = tokenize(base);
+    require_ok(r);
+    CHECK(r.output.find("botchan_head.txt: tokenizing (it is damaged: ") != std::string::npos);
+    CHECK(r.output.find("1 files written, 1 skipped (--resume)") != std::string::npos);
+    CHECK(read_all(head) + read_all(head + ".meta") == want_head);
+  }
+  SECTION("a shard that records no settings (an older loom-tokenize) is tokenized again") {
+    std::string meta = read_all(head + ".meta");
+    meta.replace(88, 8, std::string(8, '\0'));
+    write_all(head + ".meta", meta);
+    auto r = tokenize(base);
+    require_ok(r);
+    CHECK(r.output.find("botchan_head.txt: tokenizing (it records no settings") != std::string::npos);
+    CHECK(read_all(head) + read_all(head + ".meta") == want_head);
+  }
+  const std::string other = "it was written with other settings that change the output";
+  SECTION("--text-key and --raw-records change json shards only") {
+    for (const std::string flag : {"--text-key body", "--raw-records"}) {
+      auto r = tokenize(base + " " + flag);
+      INFO(flag << "\n" << r.output);
+      require_ok(r);
+      CHECK(r.output.find("keys.jsonl: tokenizing (" + other) != std::string::npos);
+      CHECK(r.output.find("botchan_head.bin is complete, skipped (--resume)") != std::string::npos);
+      CHECK(read_all(keys) + read_all(keys + ".meta") != want_keys);
+    }
+  }
+  SECTION("--txt-doc changes txt shards only") {
+    auto r = tokenize(base + " --txt-doc paragraph");
+    require_ok(r);
+    CHECK(r.output.find("botchan_head.txt: tokenizing (" + other) != std::string::npos);
+    CHECK(r.output.find("keys.bin is complete, skipped (--resume)") != std::string::npos);
+  }
+  SECTION("--max-doc-bytes and --encoder change every shard") {
+    for (const std::string flag : {"--max-doc-bytes 100", "--encoder sentencepiece"}) {
+      auto r = tokenize(base + " " + flag);
+      INFO(flag << "\n" << r.output);
+      require_ok(r);
+      CHECK(r.output.find("botchan_head.txt: tokenizing (" + other) != std::string::npos);
+      CHECK(r.output.find("keys.jsonl: tokenizing (" + other) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("resume keeps an InternLM shard only when its sidecar record matches", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_resume_internlm");
+  const std::string base = "--model " + q(internlm_model()) + " --format internlm --output-dir " + q(dir / "out") +
+                           " --resume " + q(sample("botchan_head.txt"));
+  const std::string bin = dir / "out/botchan_head.bin", record = bin + ".loom-settings";
+  require_ok(tokenize(base));
+  const std::string want = read_all(bin) + read_all(bin + ".meta");
+  REQUIRE(read_all(record).rfind("loom-tokenize internlm record 1\nsettings_xxh64 ", 0) == 0);
+  auto skipped = tokenize(base);
+  require_ok(skipped);
+  CHECK(skipped.output.find("botchan_head.bin is complete, skipped (--resume)") != std::string::npos);
+  SECTION("no record") {
+    REQUIRE(std::remove(record.c_str()) == 0);
+    auto r = tokenize(base);
+    require_ok(r);
+    CHECK(r.output.find("tokenizing (it has no record of its settings and checksums") != std::string::npos);
+  }
+  SECTION("a damaged .bin") {
+    damage(bin, 100);
+    auto r = tokenize(base);
+    require_ok(r);
+    CHECK(r.output.find("tokenizing (its files do not match the checksums of") != std::string::npos);
+  }
+  SECTION("other settings (--bos/--eos, which InternLM's format does not record)") {
+    auto r = tokenize(base + " --eos");
+    require_ok(r);
+    CHECK(r.output.find("tokenizing (it was written with other settings that change the output") != std::string::npos);
+    require_ok(tokenize(base));
+  }
+  CHECK(read_all(bin) + read_all(bin + ".meta") == want);
 }
 
 TEST_CASE("a job killed at any point leaves only complete shards, and --resume finishes it identically", "[tokenize][e2e]") {

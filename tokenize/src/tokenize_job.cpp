@@ -3,6 +3,7 @@
 #include <map>
 
 #include "loom/error.h"
+#include "loom/hash.h"
 #include "loom/log.h"
 #include "loom/progress.h"
 #include "loom/spm/sentencepiece_model.h"
@@ -15,6 +16,20 @@ std::string output_bin_path(const std::string& output_dir, const std::string& in
   input_format_for(input);  // rejects unknown extensions
   const std::string name = sys::basename(strip_compression_ext(input));
   return output_dir + "/" + name.substr(0, name.rfind('.')) + ".bin";
+}
+
+std::string settings_text(const TokenizeOptions& opt, const std::string& input, const TokenizerInfo& info,
+                          uint32_t encoder) {
+  std::string s = str("loom-tokenize settings 1\nformat ", shard_format_name(opt.format), "\nmodel_fingerprint ",
+                      hex64(info.model_fingerprint), "\nvocab_size ", info.vocab_size, "\nbos_id ", info.bos_id,
+                      "\neos_id ", info.eos_id, "\nbos ", opt.pipeline.bos ? 1 : 0, "\neos ", opt.pipeline.eos ? 1 : 0,
+                      "\nencoder ", encoder, "\ncut ", kCutRule, "\nmax_doc_bytes ", opt.pipeline.max_doc_bytes, "\n");
+  if (input_format_for(input) == InputFormat::kTxt) {
+    const TxtDoc d = opt.reader.txt_doc;
+    return s + str("txt_doc ", d == TxtDoc::kLine ? "line" : d == TxtDoc::kParagraph ? "paragraph" : "file", "\n");
+  }
+  s += str("raw_records ", opt.reader.raw_records ? 1 : 0, "\n");
+  return opt.reader.raw_records ? s : s + str("text_key ", opt.reader.text_key, "\n");
 }
 
 TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
@@ -47,8 +62,10 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
   for (size_t i = 0; i < opt.inputs.size(); ++i) {
     const std::string& in = opt.inputs[i];
     const uint64_t size = sys::file_size(in);
+    const std::string settings = settings_text(opt, in, info, encoder.encoder());
+    const uint64_t settings_xxh64 = xxh64(settings.data(), settings.size());
     std::string why_not;
-    if (opt.resume && shard_complete(opt.format, bins[i], info, why_not)) {
+    if (opt.resume && shard_complete(opt.format, bins[i], info, settings_xxh64, why_not)) {
       log::info(in, ": ", bins[i], " is complete, skipped (--resume)");
       ++sum.files_resumed;
       bytes_before += size;
@@ -57,7 +74,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     }
     if (opt.resume) log::info(in, ": tokenizing (", why_not, ")");
     auto reader = make_document_reader(in, opt.reader);
-    auto sink = make_shard_sink(opt.format, bins[i], info, encoder.encoder());
+    auto sink = make_shard_sink(opt.format, bins[i], info, encoder.encoder(), settings_xxh64);
     const FileStats st = tokenize_documents(*reader, encoder, *sink, opt.pipeline, [&](uint64_t bytes, uint64_t tokens) {
       progress.set(bytes_before + bytes);
       progress.set_extra("tokens", sum.tokens + tokens);

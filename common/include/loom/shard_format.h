@@ -27,9 +27,10 @@
 //    80    4 encoder            u32, what encoded the text: 0 not recorded, 1 libsentencepiece,
 //                               2 loom's encoder (loom/spm_encoder.h); the ids are the same either way
 //    84    4 reserved1          0
-//    88    8 settings_xxh64     u64, XXH64 (seed 0) of the loom-tokenize settings that change the
-//                               output, as canonical text; 0 not recorded. Reserved for
-//                               --resume's settings check: this build still writes 0.
+//    88    8 settings_xxh64     u64, XXH64 (seed 0) of the canonical text of the loom-tokenize
+//                               settings that change the output (docs/TOKENIZE.md, "Output and
+//                               reruns"); 0 not recorded (loom-pack's outputs, older loom-tokenize).
+//                               loom-tokenize --resume keeps a shard only when it equals its own.
 //    96   32 reserved           zero; readers of version 1 ignore it, later versions may use it
 //
 // Adding a field: take it from `reserved`, with 0 meaning what files written before it mean, and

@@ -17,6 +17,11 @@ namespace loom::tokenize {
 
 enum class OnError { kFail, kSkip };
 
+// How documents longer than max_doc_bytes are cut and their pieces encoded, as a number recorded in
+// a shard's settings (tokenize_job.h's settings_text): a change that changes the ids bumps it, so
+// --resume writes shards made the old way again.
+inline constexpr int kCutRule = 1;
+
 struct PipelineOptions {
   unsigned threads = 1;
   size_t max_doc_bytes = 1 << 20;

@@ -21,11 +21,25 @@ class ShardSink {
   virtual void commit() = 0;
 };
 
-// encoder: the kShardEncoder* value a loom shard's header records (InternLM's format has no place for it).
+// encoder: the kShardEncoder* value a loom shard's header records. settings_xxh64: XXH64 of the
+// settings that change the output (settings_text(), tokenize_job.h). A loom shard records both in
+// its header; InternLM's format has no place for them, so its sink writes the sidecar below.
 std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info,
-                                           uint32_t encoder = kShardEncoderUnrecorded);
-// Whether bin_path already holds a complete shard of this format written with this tokenizer
-// setup (for --resume). A loom shard must match the model fingerprint and bos/eos flags.
-bool shard_complete(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info, std::string& why_not);
+                                           uint32_t encoder = kShardEncoderUnrecorded, uint64_t settings_xxh64 = 0);
+
+// The sidecar of an InternLM shard, NAME.bin.loom-settings, written after the pair is in place:
+//   loom-tokenize internlm record 1
+//   settings_xxh64 <16 hex digits>
+//   bin_xxh64 <16 hex digits>       of NAME.bin
+//   meta_xxh64 <16 hex digits>      of NAME.bin.meta
+// Without it (or with other values) --resume tokenizes the input again.
+std::string internlm_record_path(const std::string& bin_path);
+
+// Whether bin_path already holds a complete shard of this format written with these settings (for
+// --resume). A loom shard must match the model fingerprint, the bos/eos flags and settings_xxh64
+// (0, not recorded, never matches) and pass verify_deep (ids and the .bin checksum). An InternLM
+// shard must open and match its sidecar record: settings and both files' checksums.
+bool shard_complete(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info, uint64_t settings_xxh64,
+                    std::string& why_not);
 
 }  // namespace loom::tokenize

@@ -31,6 +31,15 @@ struct TokenizeSummary {
   double seconds = 0;
 };
 
+// The canonical text of every setting that changes the shard written for one input, one
+// "key value" line each: format, model fingerprint, vocab, bos/eos ids and flags, encoder, the
+// cut rule and --max-doc-bytes, and the reader options that apply to this input's kind (--txt-doc
+// for txt; --raw-records and --text-key for json/jsonl). Its XXH64 is the shard's settings_xxh64.
+// Not in it: --threads, --batch-bytes (the output is the same) and --on-error (a shard that exists
+// was written without a bad record stopping it).
+std::string settings_text(const TokenizeOptions& options, const std::string& input, const TokenizerInfo& info,
+                          uint32_t encoder);
+
 // "DIR/NAME.bin" for an input; throws for an unknown extension.
 std::string output_bin_path(const std::string& output_dir, const std::string& input);
 TokenizeSummary run_tokenize(const TokenizeOptions& options);
