@@ -1,5 +1,8 @@
 #include "test_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,5 +67,25 @@ void write_all(const std::string& path, const std::string& data) {
 std::string test_data_dir() { return std::string(LOOM_SOURCE_DIR) + "/tests/data"; }
 std::string source_dir() { return LOOM_SOURCE_DIR; }
 std::string python() { return LOOM_PYTHON; }
+
+Listener::Listener() {
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("test Listener: cannot listen on a loopback port");
+  }
+  port = ntohs(a.sin_port);
+}
+
+Listener::~Listener() { ::close(fd); }
+
+std::string Listener::url(const std::string& path) const {
+  return "http://127.0.0.1:" + std::to_string(port) + path;
+}
 
 }  // namespace loom::test

@@ -35,4 +35,16 @@ std::string test_data_dir();  // tests/data of the source tree: real corpora and
 std::string source_dir();
 std::string python();       // Debian's python3
 
+// A listening loopback socket on a port the kernel picks; the kernel completes handshakes even if
+// nobody accepts, so a client connects and then waits for an answer that never comes.
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener();
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  std::string url(const std::string& path = "/hook") const;
+};
+
 }  // namespace loom::test

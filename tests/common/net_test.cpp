@@ -12,32 +12,13 @@
 #include <thread>
 
 #include "loom/net.h"
+#include "test_util.h"
 
 using namespace loom;
 
 namespace {
 
-// A listening loopback socket; the kernel completes handshakes even if nobody accepts.
-struct Listener {
-  int fd = -1;
-  int port = 0;
-  Listener() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 4) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-  }
-  ~Listener() { ::close(fd); }
-  Listener(const Listener&) = delete;
-  Listener& operator=(const Listener&) = delete;
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port) + path; }
-};
+using loom::test::Listener;
 
 // Accepts one connection, reads one request (headers and Content-Length bytes of body), answers.
 std::string serve_one(int listen_fd, const std::string& answer) {
