@@ -9,6 +9,13 @@
 
 namespace loom {
 
+namespace {
+// A serialized NormalizerSpec {add_dummy_prefix: false} as field 3 (normalizer_spec) of ModelProto.
+// Appended to a .model it merges into the model's own spec (protobuf merges a repeated embedded
+// message field by field), switching the dummy prefix off and nothing else.
+constexpr char kNoDummyPrefix[] = {'\x1a', '\x02', '\x18', '\x00'};
+}  // namespace
+
 SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderChoice encoder)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   LOOM_CHECK(sys::exists(model_path), model_path, ": no such SentencePiece model file");
@@ -18,9 +25,17 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderCho
   bos_id_ = sp_->bos_id();
   eos_id_ = sp_->eos_id();
   fingerprint_ = xxh64_file(model_path);
+  sp_no_prefix_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  const auto no_prefix = sp_no_prefix_->LoadFromSerializedProto(sys::read_file(model_path) +
+                                                                std::string(kNoDummyPrefix, sizeof(kNoDummyPrefix)));
+  LOOM_CHECK(no_prefix.ok(), model_path, ": SentencePiece cannot load it without the dummy prefix: ",
+             no_prefix.ToString());
   if (encoder == EncoderChoice::kSentencePiece) return;
   try {
-    loom_ = std::make_unique<spm::SpmEncoder>(spm::read_spm_model(model_path));
+    spm::SpmModel m = spm::read_spm_model(model_path);
+    loom_ = std::make_unique<spm::SpmEncoder>(m);
+    m.normalizer.add_dummy_prefix = false;
+    loom_no_prefix_ = std::make_unique<spm::SpmEncoder>(std::move(m));
   } catch (const Error& e) {
     LOOM_CHECK(encoder == EncoderChoice::kAuto, model_path, ": loom's encoder cannot encode this model: ", e.what(),
                "; use --encoder sentencepiece (or auto)");
@@ -46,11 +61,32 @@ TokenizerInfo SentencePieceModel::info(bool bos, bool eos) const {
 }
 
 void SentencePieceModel::encode(std::string_view text, std::vector<uint32_t>& out) const {
-  if (loom_) return loom_->encode(text, out);
+  encode_with(*sp_, loom_.get(), text, out);
+}
+
+void SentencePieceModel::encode_continuation(std::string_view text, std::vector<uint32_t>& out) const {
+  if (text.empty()) return;
+  // A piece may start with whitespace (the cut went just before it). Whether the model drops it
+  // (the prefix then stands for it) shows in how the prefix-free encoder treats it before a letter.
+  const auto c = static_cast<unsigned char>(text[0]);
+  if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f) || c >= 0x80) {
+    size_t len = 1;
+    while (len < text.size() && (static_cast<unsigned char>(text[len]) & 0xC0) == 0x80) ++len;
+    std::vector<uint32_t> with_space, alone;
+    encode_with(*sp_no_prefix_, loom_no_prefix_.get(), std::string(text.substr(0, len)) + "a", with_space);
+    encode_with(*sp_no_prefix_, loom_no_prefix_.get(), "a", alone);
+    if (with_space == alone) return encode(text, out);
+  }
+  encode_with(*sp_no_prefix_, loom_no_prefix_.get(), text, out);
+}
+
+void SentencePieceModel::encode_with(const sentencepiece::SentencePieceProcessor& sp, const spm::SpmEncoder* loom,
+                                     std::string_view text, std::vector<uint32_t>& out) const {
+  if (loom) return loom->encode(text, out);
   // Thread-local scratch: Encode() fills a vector<int>.
   thread_local std::vector<int> ids;
   ids.clear();
-  const auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
+  const auto status = sp.Encode(absl::string_view(text.data(), text.size()), &ids);
   LOOM_CHECK(status.ok(), path_, ": SentencePiece failed to encode a document of ", text.size(),
              " bytes: ", status.ToString());
   for (int id : ids) {

@@ -103,13 +103,30 @@ def split_on_whitespace(text, cap):
     return pieces
 
 
+def no_dummy_prefix(sp):
+    """The same model with NormalizerSpec.add_dummy_prefix = false: a NormalizerSpec holding only that
+    field (field 3 of ModelProto, field 3 of NormalizerSpec) appended merges into the model's own."""
+    return spm.SentencePieceProcessor(model_proto=sp.serialized_model_proto() + b"\x1a\x02\x18\x00")
+
+
+def encode_continuation(sp, plain, piece):
+    """A piece after a cut, as it reads inside the whole document: no dummy-prefix U+2581, unless the
+    piece starts with whitespace the model drops (then the prefix stands for that whitespace)."""
+    c = piece[:1]
+    if c and (c in " \t\n\v\f\r\x1c\x1d\x1e\x1f" or ord(c) >= 0x80) and plain.encode(c + "a") == plain.encode("a"):
+        return sp.encode(piece)
+    return plain.encode(piece)
+
+
 def encode_all(sp, path, args):
     bos = [sp.bos_id()] if args.bos else []
     eos = [sp.eos_id()] if args.eos else []
+    plain = no_dummy_prefix(sp)
     for text in documents(path, args):
         ids = []
-        for piece in (split_on_whitespace(text, args.max_doc_bytes) if args.max_doc_bytes else [text]):
-            ids += sp.encode(piece)
+        pieces = split_on_whitespace(text, args.max_doc_bytes) if args.max_doc_bytes else [text]
+        for i, piece in enumerate(pieces):
+            ids += sp.encode(piece) if i == 0 else encode_continuation(sp, plain, piece)
         yield bos + ids + eos
 
 

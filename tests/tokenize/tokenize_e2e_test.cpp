@@ -117,6 +117,55 @@ TEST_CASE("txt paragraph and file documents, and long documents cut under --max-
   }
 }
 
+TEST_CASE("long documents without whitespace, cut under --max-doc-bytes, decode to themselves with either encoder",
+          "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_spaceless");
+  // Long runs of CJK, digits and ASCII without a space, and one mixing words with such runs: the
+  // pieces after a cut must not gain the dummy-prefix U+2581 (a space on decoding).
+  REQUIRE(python_code(dir, "import json\n"
+                           "cjk = '\u543e\u8f29\u306f\u732b\u3067\u3042\u308b\u3002\u540d\u524d\u306f\u307e\u3060\u7121\u3044\u3002'\n"
+                           "docs = [cjk * 300, '31415926535897932384626433832795' * 200,\n"
+                           "        'thequickbrownfoxjumpsoverthelazydog' * 200, ('word ' * 60 + 'x' * 700) * 10]\n"
+                           "with open('" + dir / "long.jsonl" + "', 'w') as f:\n"
+                           "    for d in docs: f.write(json.dumps({'text': d}) + '\\n')\n")
+              .exit_code == 0);
+  int checked = 0;
+  for (const std::string& model : {internlm_model(), corpus("spm_test_unigram_1k.model"), sample("spm_2k.model")}) {
+    INFO(model);
+    for (const std::string enc : {"loom", "sentencepiece"}) {
+      require_ok(tokenize("--model " + q(model) + " --encoder " + enc + " --max-doc-bytes 1000 --output-dir " +
+                          q(dir / enc) + " " + q(dir / "long.jsonl")));
+    }
+    require_same_file(dir / "loom/long.bin", dir / "sentencepiece/long.bin");
+    // Python's sentencepiece decodes every document back to its text, wherever the model can spell
+    // the text at all (decoding the whole document's ids gives it back).
+    auto r = python_code(dir, "import json, numpy as np, sentencepiece as spm\n"
+                              "sp = spm.SentencePieceProcessor(model_file='" + model + "')\n"
+                              "b = '" + dir / "loom/long.bin" + "'\n"
+                              "h = np.fromfile(b + '.meta', dtype=np.uint8, count=128)\n"
+                              "dt = {2: '<u2', 4: '<u4'}[int(h[16:20].view('<u4')[0])]\n"
+                              "off = np.fromfile(b + '.meta', dtype='<u8', offset=128)\n"
+                              "tok = np.fromfile(b, dtype=dt)\n"
+                              "n = 0\n"
+                              "for i, line in enumerate(open('" + dir / "long.jsonl" + "')):\n"
+                              "    text = json.loads(line)['text']\n"
+                              "    if sp.decode(sp.encode(text)) != text: continue\n"
+                              "    ids = tok[off[i]:off[i + 1]].tolist()[1:-1]\n"
+                              "    got = sp.decode(ids)\n"
+                              "    assert got == text, (i, len(got), len(text), got[:80])\n"
+                              "    n += 1\n"
+                              "print('OK', n)\n");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    checked += std::stoi(r.output.substr(3));
+    auto ref = run(reference_py() + " check-loom " + q(model) + " " + q(dir / "long.jsonl") + " " +
+                   q(dir / "loom/long.bin") + " --max-doc-bytes 1000");
+    INFO(ref.output);
+    CHECK(ref.exit_code == 0);
+  }
+  CHECK(checked == 4 + 2 + 4);  // the 1k model spells neither the CJK nor every digit
+}
+
 TEST_CASE("the output is the same for any thread count", "[tokenize][e2e]") {
   TempDir dir("tok_e2e_threads");
   const std::string common = "--model " + q(internlm_model()) + " --batch-bytes 2000 --max-doc-bytes 300 " +

@@ -137,7 +137,9 @@ class Pipeline {
         todo_.pop_front();
       }
       for (const Piece& p : batch->pieces) {
-        encoder_.encode(std::string_view(batch->text).substr(p.begin, p.len), batch->ids);
+        const std::string_view text = std::string_view(batch->text).substr(p.begin, p.len);
+        if (p.first) encoder_.encode(text, batch->ids);
+        else encoder_.encode_continuation(text, batch->ids);
         batch->piece_ids_end.push_back(batch->ids.size());
       }
       std::lock_guard<std::mutex> lock(m_);

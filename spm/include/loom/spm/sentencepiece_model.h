@@ -53,6 +53,12 @@ class SentencePieceModel {
 
   // Appends the ids of text (no bos/eos) to out.
   void encode(std::string_view text, std::vector<uint32_t>& out) const;
+  // Appends the ids of text that continues a document cut just before it (a piece after the first
+  // under --max-doc-bytes), as they read inside the whole document: without the dummy-prefix
+  // "\u2581" SentencePiece puts at the start of a text, which would decode as a space that is not
+  // there. A piece starting with whitespace that the model drops (remove_extra_whitespaces) keeps
+  // the prefix, which then stands for that whitespace, as in the whole document.
+  void encode_continuation(std::string_view text, std::vector<uint32_t>& out) const;
   // Throws when an id is outside the vocabulary (a shard of another model).
   std::string decode(const std::vector<uint32_t>& ids) const;
 
@@ -60,6 +66,11 @@ class SentencePieceModel {
   std::string path_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::unique_ptr<spm::SpmEncoder> loom_;  // set: encode() uses it
+  // The same model without the dummy prefix, for encode_continuation().
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_no_prefix_;
+  std::unique_ptr<spm::SpmEncoder> loom_no_prefix_;
+  void encode_with(const sentencepiece::SentencePieceProcessor& sp, const spm::SpmEncoder* loom, std::string_view text,
+                   std::vector<uint32_t>& out) const;
   std::string why_not_loom_;
   uint32_t vocab_size_ = 0;
   int32_t bos_id_ = -1, eos_id_ = -1;

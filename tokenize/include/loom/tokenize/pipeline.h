@@ -20,7 +20,7 @@ enum class OnError { kFail, kSkip };
 // How documents longer than max_doc_bytes are cut and their pieces encoded, as a number recorded in
 // a shard's settings (tokenize_job.h's settings_text): a change that changes the ids bumps it, so
 // --resume writes shards made the old way again.
-inline constexpr int kCutRule = 1;
+inline constexpr int kCutRule = 2;  // 2: pieces after the first without the dummy prefix
 
 struct PipelineOptions {
   unsigned threads = 1;
