@@ -169,7 +169,9 @@ TEST_CASE("bad usage exits 2", "[tokenize][e2e][errors]") {
       {"train-spm --vocab-size 100 --input-sentence-size -1 --model-prefix " + q(dir / "m") + " " + in,
        "--input-sentence-size: '-1' is not an integer"},
       {"train-spm --vocab-size 100 --character-coverage 1.5 --model-prefix " + q(dir / "m") + " " + in,
-       "--character-coverage: '1.5' is not a number in"},
+       "--character-coverage: '1.5' is not a number in [0, 1]"},
+      {"train-spm --vocab-size 100 --character-coverage 0 --model-prefix " + q(dir / "m") + " " + in,
+       "--character-coverage: '0' covers no character"},
   };
   for (const Case& c : numeric) {
     auto r = tokenize(c.args);

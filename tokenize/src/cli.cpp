@@ -149,7 +149,8 @@ int train_spm_main(const std::vector<std::string>& args) {
   opt.model_prefix = p.get<std::string>("model-prefix");
   opt.model_type = p.get<std::string>("model-type");
   one_of<int>("model-type", opt.model_type, {{"unigram", 0}, {"bpe", 0}, {"char", 0}, {"word", 0}});
-  opt.character_coverage = p.get_double("character-coverage", 1e-9, 1.0);
+  opt.character_coverage = p.get_double("character-coverage", 0.0, 1.0);
+  if (opt.character_coverage == 0.0) throw UsageError("--character-coverage: '0' covers no character; give a share in (0, 1]");
   opt.normalization = p.get<std::string>("normalization");
   one_of<int>("normalization", opt.normalization,
               {{"nmt_nfkc", 0}, {"nfkc", 0}, {"nmt_nfkc_cf", 0}, {"nfkc_cf", 0}, {"identity", 0}});

@@ -8,7 +8,8 @@
 //         check (loom-pack verify found a bad      or the body returns kExitFailed
 //         shard)
 //     2   usage error: unknown option, missing     loom::UsageError (OptionParser throws it)
-//         argument, a value outside its set
+//         argument, a value outside its set or
+//         range
 //     3   internal error: a bug in loom            loom::InternalError (LOOM_ASSERT), any other
 //                                                  std::exception, anything else thrown
 //     4   hang: loom-train's watchdog ended the    kExitHang, from the watchdog's own exit
