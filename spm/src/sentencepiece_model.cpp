@@ -11,8 +11,8 @@ namespace loom {
 
 namespace {
 // A serialized NormalizerSpec {add_dummy_prefix: false} as field 3 (normalizer_spec) of ModelProto.
-// Appended to a .model it merges into the model's own spec (protobuf merges a repeated embedded
-// message field by field), switching the dummy prefix off and nothing else.
+// Appended to a .model it merges into the model's own spec (protobuf merges a message field that
+// occurs twice, field by field, the later value winning), switching the dummy prefix off and nothing else.
 constexpr char kNoDummyPrefix[] = {'\x1a', '\x02', '\x18', '\x00'};
 }  // namespace
 
