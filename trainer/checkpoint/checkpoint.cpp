@@ -107,6 +107,16 @@ int64_t validate_checkpoint(const std::string& dir) {
   return step;
 }
 
+int64_t validate_checkpoint_named(const std::string& dir) {
+  const int64_t step = validate_checkpoint(dir);
+  std::string name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  name = sys::basename(name);
+  const int64_t named = parse_step_name(name);
+  LOOM_CHECK(named < 0 || named == step, dir, ": the folder is ", name, " but its manifest says step ", step);
+  return step;
+}
+
 Checkpointer::Checkpointer(CheckpointOptions o) : o_(std::move(o)) {
   LOOM_CHECK(!o_.folder.empty(), "ckpt.save_ckpt_folder is empty");
   LOOM_CHECK(o_.keep >= 0, "ckpt.keep must be >= 0, got ", o_.keep);
@@ -173,19 +183,40 @@ std::vector<int64_t> Checkpointer::steps() const {
   return {found.begin(), found.end()};
 }
 
-std::string Checkpointer::find_latest_valid() const {
+Checkpointer::Choice Checkpointer::choose_resume(const std::function<void(const std::string&, int64_t)>& check) const {
+  Choice out;
   std::vector<int64_t> all = steps();
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    const std::string dir = o_.folder + "/" + checkpoint_dir_name(*it);
-    try {
-      const int64_t step = validate_checkpoint(dir);
-      LOOM_CHECK(step == *it, dir, ": manifest says step ", step);
-      return dir;
-    } catch (const Error& e) {
-      log::warn("skipping damaged checkpoint: ", e.what());
+  // `latest` is written last, after its folder is complete: the newest checkpoint this history
+  // published. Folders above it belong to an earlier run that went further before a resume from
+  // an older checkpoint; resuming them would jump to the other history.
+  int64_t latest = -1;
+  const std::string latest_path = o_.folder + "/latest";
+  if (sys::exists(latest_path)) {
+    std::string text = sys::read_file(latest_path);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    latest = parse_step_name(text);
+    if (latest < 0 || !std::binary_search(all.begin(), all.end(), latest)) {
+      log::warn(latest_path, ": names '", text, "', which is not a step_N folder here; walking back from the newest");
+      latest = -1;
     }
   }
-  return "";
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const std::string dir = o_.folder + "/" + checkpoint_dir_name(*it);
+    if (latest >= 0 && *it > latest) {
+      log::info("not resuming ", dir, ": newer than `latest` (", checkpoint_dir_name(latest), "), left by an earlier run");
+      continue;
+    }
+    try {
+      const int64_t step = validate_checkpoint_named(dir);
+      if (check) check(dir, step);
+      out.dir = dir;
+      return out;
+    } catch (const Error& e) {
+      log::warn("skipping damaged checkpoint: ", e.what());
+      out.rejected.push_back(checkpoint_dir_name(*it) + ": " + e.what());
+    }
+  }
+  return out;
 }
 
 void Checkpointer::prune(int64_t newest) {

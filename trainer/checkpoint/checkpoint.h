@@ -20,10 +20,12 @@
 // the parent fsync'd, then `latest` replaced; only then are checkpoints beyond the newest ckpt.keep
 // removed. A crash at any point leaves the previous checkpoints intact and at most a step_N.tmp/
 // that the next save removes. Reading: the manifest's version, each file's size and XXH64 are
-// checked before anything is loaded; a damaged checkpoint is refused with the reason.
+// checked before anything is loaded; a damaged checkpoint is refused with the reason. --resume
+// auto starts at the folder `latest` names, so the two never disagree (choose_resume).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,8 @@ std::string zero1_shard_name(int shard);  // "optimizer_zero1_K.safetensors"
 // Checks a checkpoint directory (manifest, version, sizes, checksums); throws loom::Error naming
 // the file and what is wrong. Returns its step.
 int64_t validate_checkpoint(const std::string& dir);
+// As validate_checkpoint, and a folder named step_N must hold step N.
+int64_t validate_checkpoint_named(const std::string& dir);
 
 class Checkpointer {
  public:
@@ -83,9 +87,18 @@ class Checkpointer {
   std::string commit(int64_t step, const CheckpointContents& c, const std::vector<CheckpointFile>& extra);
   // Steps of the step_N folders present (complete or not), ascending.
   std::vector<int64_t> steps() const;
-  // The newest checkpoint that validates, walking back past damaged ones with a warning each
-  // (`latest` is a hint, not trusted). "" when there is none.
-  std::string find_latest_valid() const;
+  // What --resume auto picks: the checkpoint `latest` names when it validates, else the next older
+  // one that does, walking back with a warning each (folders newer than `latest` are left by an
+  // earlier, longer run and never picked; without a readable `latest`, the walk starts at the
+  // newest step_N). `check` adds the caller's own test of a candidate (dir, step): it throws
+  // loom::Error to reject it. dir "" when none validates; rejected lists each candidate refused, as
+  // "step_N: why".
+  struct Choice {
+    std::string dir;
+    std::vector<std::string> rejected;
+  };
+  Choice choose_resume(const std::function<void(const std::string&, int64_t)>& check = {}) const;
+  std::string find_latest_valid() const { return choose_resume().dir; }
   const CheckpointOptions& options() const { return o_; }
 
  private:

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <cmath>
+#include <map>
 #include <sstream>
 
 #include "attention_select.h"
@@ -39,8 +41,9 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   OptionParser p("loom-train", "loom-train --config FILE.ini [--section.key=value ...]");
   // clang-format off
   p.options().add_options()
-    ("resume", po::value(&c.flags.resume)->default_value(""), "auto (newest valid checkpoint of ckpt.save_ckpt_folder, "
-        "falling back past damaged ones), a step_N folder, or empty to start fresh")
+    ("resume", po::value(&c.flags.resume)->default_value(""), "auto (the checkpoint `latest` names in "
+        "ckpt.save_ckpt_folder, walking back past damaged ones; all damaged is an error), auto-or-fresh (the same, "
+        "but all damaged starts fresh), a step_N folder, or empty to start fresh")
     ("init-from", po::value(&c.flags.init_from)->default_value(""), "a step_N folder whose model weights start the run")
     ("init-from-hf", po::value(&c.flags.init_from_hf)->default_value(""), "a Hugging Face folder (export-hf's or "
         "transformers') whose weights start the run; its architecture must equal model.*")
@@ -56,6 +59,8 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("job.log_every", po::value(&c.job.log_every)->default_value(1), "steps between metrics lines")
     ("job.peak_tflops", po::value(&c.job.peak_tflops)->default_value(1.0), "peak TFLOP/s of one device, for MFU")
     ("job.tensorboard", po::value(&c.job.tensorboard)->default_value(true), "write tensorboard/ event files")
+    ("job.overwrite", po::value(&c.job.overwrite)->default_value(false), "a fresh run into a run_dir that holds an "
+        "earlier run moves it to RUN_DIR.old-YYYYMMDD_HHMMSS (never deletes); false: such a run is refused")
     ("data.seq_len", po::value(&c.data.seq_len)->default_value(2048), "tokens per pack (T)")
     ("data.micro_bsz", po::value(&c.data.micro_bsz)->default_value(1), "packs per micro-batch (B)")
     ("data.micro_num", po::value(&c.data.micro_num)->default_value(1), "micro-batches per step (gradient accumulation)")
@@ -158,6 +163,21 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   LOOM_CHECK(c.job.log_every >= 1, "job.log_every must be >= 1, got ", c.job.log_every);
   LOOM_CHECK(c.data.valid_every >= 0 && c.ckpt.checkpoint_every >= 0,
              "data.valid_every and ckpt.checkpoint_every must be >= 0");
+  // Non-finite values pass the range checks below (inf >= 0) and train into NaN weights.
+  for (const auto& [key, v] : std::initializer_list<std::pair<const char*, double>>{
+           {"adam.lr", c.adam.lr}, {"adam.adam_beta1", c.adam.beta1}, {"adam.adam_beta2", c.adam.beta2},
+           {"adam.adam_eps", c.adam.eps}, {"adam.weight_decay", c.adam.weight_decay},
+           {"hybrid_zero_optimizer.clip_grad_norm", c.hybrid_zero_optimizer.clip_grad_norm},
+           {"lr_scheduler.warmup_ratio", c.lr_scheduler.warmup_ratio}, {"lr_scheduler.eta_min", c.lr_scheduler.eta_min},
+           {"loss.label_smoothing", c.loss.label_smoothing}})
+    LOOM_CHECK(std::isfinite(v), key, " must be a finite number, got ", v);
+  LOOM_CHECK(c.adam.lr >= 0, "adam.lr must be >= 0, got ", c.adam.lr);
+  LOOM_CHECK(c.adam.beta1 >= 0 && c.adam.beta1 < 1, "adam.adam_beta1 must be in [0, 1), got ", c.adam.beta1);
+  LOOM_CHECK(c.adam.beta2 >= 0 && c.adam.beta2 < 1, "adam.adam_beta2 must be in [0, 1), got ", c.adam.beta2);
+  LOOM_CHECK(c.adam.eps > 0, "adam.adam_eps must be > 0, got ", c.adam.eps);
+  LOOM_CHECK(c.adam.weight_decay >= 0, "adam.weight_decay must be >= 0, got ", c.adam.weight_decay);
+  LOOM_CHECK(c.hybrid_zero_optimizer.clip_grad_norm >= 0, "hybrid_zero_optimizer.clip_grad_norm must be >= 0 (0 = off), got ",
+             c.hybrid_zero_optimizer.clip_grad_norm);
   LOOM_CHECK(c.loss.label_smoothing >= 0 && c.loss.label_smoothing < 1, "loss.label_smoothing must be in [0, 1), got ",
              c.loss.label_smoothing);
   LOOM_CHECK(c.job.peak_tflops > 0, "job.peak_tflops must be > 0, got ", c.job.peak_tflops);
@@ -177,6 +197,43 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   LrSchedule check(c.lr_schedule_options());  // validates the lr_scheduler.* keys
   c.resolved_ini = p.resolved_ini();
   return c;
+}
+
+namespace {
+
+// section.key -> value of an INI text as OptionParser::resolved_ini writes it ("[s]", "k = v").
+std::map<std::string, std::string> ini_values(const std::string& ini) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(ini);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.front() == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    if (eq != std::string::npos) out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> model_key_differences(const std::string& saved_ini, const std::string& run_ini) {
+  // Tensor shapes can match while the function differs (num_attention_heads, rope_base...): the
+  // weights would load and train on as another model.
+  static const char* const kFunctionKeys[] = {
+      "hidden_size", "num_layers", "num_attention_heads", "num_kv_attention_heads", "mlp_ratio", "vocab_size",
+      "layer_norm_epsilon", "qkv_bias", "out_bias", "tie_embeddings", "rope_base"};
+  const auto saved = ini_values(saved_ini), now = ini_values(run_ini);
+  std::vector<std::string> out;
+  for (const char* k : kFunctionKeys) {
+    const std::string key = std::string("model.") + k;
+    const auto s = saved.find(key), n = now.find(key);
+    if (s == saved.end() || n == now.end() || s->second == n->second) continue;
+    out.push_back(key + ": " + s->second + " -> " + n->second);
+  }
+  return out;
 }
 
 void set_run_dir(TrainConfig& c, const std::string& dir) {

@@ -32,11 +32,12 @@ struct JobOptions {
   int64_t log_every = 1;           // job.log_every
   double peak_tflops = 1.0;        // job.peak_tflops: per-device peak for MFU (dtype of the run)
   bool tensorboard = true;         // job.tensorboard
+  bool overwrite = false;          // job.overwrite: a fresh run moves an earlier run in run_dir aside (run_dir.h)
 };
 
 // Command-line switches that are no INI key: how the run starts, what it profiles.
 struct FlagOptions {
-  std::string resume;              // --resume: "" (none), "auto", or a step_N folder
+  std::string resume;              // --resume: "" (none), "auto", "auto-or-fresh", or a step_N folder
   std::string init_from;           // --init-from: a step_N folder (weights only)
   std::string init_from_hf;        // --init-from-hf: a Hugging Face folder (weights only, hf_import.h)
   bool profiling = false;          // --profiling
@@ -113,6 +114,12 @@ struct TrainConfig {
 
 // nullopt when --help was printed. Throws loom::Error on unknown keys or bad values (naming the key).
 std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args);
+
+// The keys of [model] that change the function the weights compute, where two INI texts (a
+// checkpoint's config.ini and this run's resolved INI) differ: "model.KEY: SAVED -> NOW" each.
+// Keys that change only memory, precision or initialisation (checkpoint, dtype, init_std...) are
+// not compared, nor keys the saved text lacks.
+std::vector<std::string> model_key_differences(const std::string& saved_ini, const std::string& run_ini);
 
 // Sets job.run_dir after parsing (the launch names it when the config does not), the checkpoint
 // folder with it when that was defaulted, and the resolved INI text.

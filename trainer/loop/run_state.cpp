@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "loom/error.h"
 #include "loom/sys.h"
 #include "torch_compat.h"
 
@@ -22,6 +23,12 @@ void set_rng_hex(const std::string& hex, const std::string& where) {
 }
 
 }  // namespace
+
+void check_state_step(const std::string& dir, int64_t step) {
+  const std::string path = dir + "/state.json";
+  const TrainState s = TrainState::from_json(sys::read_file(path), path);
+  LOOM_CHECK(s.step == step, path, ": step ", s.step, ", but the checkpoint (folder and manifest) is step ", step);
+}
 
 void RunState::save_state(CheckpointContents& into) {
   state_.updates = update_.updates();

@@ -13,6 +13,10 @@
 
 namespace loom {
 
+// Throws loom::Error when dir's state.json does not parse or its step is not `step` (the
+// checkpoint's manifest and folder name): such a folder would resume at another step than it says.
+void check_state_step(const std::string& dir, int64_t step);
+
 // optimizer.safetensors when the optimizer state is replicated; with ZeRO-1 each shard's rank
 // writes its own file during the save, and load_state reads either kind.
 class OptimizerState : public Stateful {

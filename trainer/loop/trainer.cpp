@@ -28,6 +28,7 @@
 #include "plan_command.h"
 #include "memory_usage.h"
 #include "profiling.h"
+#include "run_dir.h"
 #include "run_state.h"
 #include "spike_detector.h"
 #include "stop_file.h"
@@ -230,12 +231,33 @@ void Loop::start() {
   checkpointed_.push_back(std::make_unique<OptimizerState>(*update_));  // after the model: master weights
 
   std::string resume_dir;
-  if (c_.flags.resume == "auto") {
-    resume_dir = ckpt_.find_latest_valid();
-    if (resume_dir.empty()) log::info("--resume auto: no valid checkpoint in ", c_.ckpt.folder, ", starting fresh");
-  } else if (!c_.flags.resume.empty()) {
-    resume_dir = c_.flags.resume;
-    validate_checkpoint(resume_dir);
+  const std::string& resume = c_.flags.resume;
+  if (resume == "auto" || resume == "auto-or-fresh") {
+    const Checkpointer::Choice pick = ckpt_.choose_resume(check_state_step);
+    resume_dir = pick.dir;
+    if (resume_dir.empty() && !pick.rejected.empty()) {
+      std::string why;
+      for (const std::string& r : pick.rejected) why += "\n  " + r;
+      // Starting fresh would overwrite them step by step: only on request.
+      LOOM_CHECK(resume == "auto-or-fresh", "--resume auto: no checkpoint in ", c_.ckpt.folder, " validates:", why,
+                 "\nRepair or move them, or pass --resume auto-or-fresh to start fresh over them");
+      log::warn("--resume auto-or-fresh: no checkpoint in ", c_.ckpt.folder, " validates, starting fresh:", why);
+    } else if (resume_dir.empty()) {
+      log::info("--resume ", resume, ": no checkpoint in ", c_.ckpt.folder, ", starting fresh");
+    }
+  } else if (!resume.empty()) {
+    resume_dir = resume;
+    check_state_step(resume_dir, validate_checkpoint_named(resume_dir));
+  }
+  if (!resume_dir.empty()) {
+    // Equal shapes load under another architecture (more heads, another rotary base): refuse what
+    // would silently train on as a different model; --init-from takes weights only.
+    const std::vector<std::string> diff = model_key_differences(sys::read_file(resume_dir + "/config.ini"), c_.resolved_ini);
+    std::string list;
+    for (const std::string& d : diff) list += "\n  " + d;
+    LOOM_CHECK(diff.empty(), resume_dir, ": the checkpoint's model differs from this run's:", list,
+               "\nResume with its model.* values, or start from its weights only with --init-from ", resume_dir,
+               " (a fresh run)");
   }
   int64_t keep_logs_through = -1;
   if (!resume_dir.empty()) {
@@ -508,6 +530,13 @@ TrainSummary Loop::run() {
     Watchdog::LongPhase phase(watchdog_, "start-up", 0);
     start();
   }
+  if (state_.step > c_.data.total_steps) {
+    // Nothing to train, validate or save: the checkpoint is already the run's end.
+    log::info("done: the run is already past data.total_steps: resumed at step ", state_.step, ", data.total_steps ",
+              c_.data.total_steps, "; nothing to do (raise data.total_steps to train on)");
+    summary_.final_step = state_.step;
+    return summary_;
+  }
   probe();
   alert(AlertLevel::kInfo, "training started",
         "run " + c_.job.run_dir + " at step " + std::to_string(state_.step) + " of " +
@@ -675,8 +704,8 @@ void Loop::finish() {
                            std::to_string(summary_.steps_done) + " steps this run, " +
                            std::to_string(state_.consumed_tokens) + " tokens consumed, " +
                            std::to_string(state_.inf_nan_skips) + " inf/nan skips, " +
-                           std::to_string(state_.spike_skips) + " spike skips, last loss " +
-                           std::to_string(summary_.last_loss);
+                           std::to_string(state_.spike_skips) + " spike skips" +
+                           (summary_.steps_done > 0 ? ", last loss " + std::to_string(summary_.last_loss) : "");
   log::info("done: ", done);
   alert(AlertLevel::kInfo, summary_.stopped_by_signal ? "training stopped" : "training finished", done);
 }
@@ -688,6 +717,13 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
   const LaunchInfo li = read_launch(process_environment());
   log::set_rank(li.rank);
   if (li.rank != 0) log::set_level(log::Level::kWarn);  // rank 0 speaks for the job; others on trouble
+  // LibTorch's own message for a CPU-only build is a dispatcher dump that never says "no CUDA".
+  if (torch::Device(config.job.device).is_cuda()) {
+    LOOM_CHECK(torch::cuda::is_available(), "job.device=", config.job.device,
+               at::hasCUDA() ? ": no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES, the driver)"
+                             : ": this loom-train is built without CUDA (its LibTorch is CPU only); use job.device=cpu "
+                               "or a CUDA build (docs/GPU.md)");
+  }
   // One device per rank: a bare "cuda" means this rank's local GPU.
   if (config.job.device == "cuda") config.job.device = "cuda:" + std::to_string(li.local_rank);
   CommOptions co;
@@ -704,6 +740,7 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
   }
   Communicator& comm = *comm_owner;
   std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<RunDirLock> run_dir_lock;
   try {
     if (config.job.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
     const std::vector<RankRow> table =
@@ -712,7 +749,11 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
       log::info(li.launcher, " launch, ", li.world, " ranks, backend ", comm.backend_name(), ":\n",
                 format_rank_table(table));
     log::info("loom-train configuration:\n", config.resolved_ini);
-    if (li.rank == 0) sys::make_dirs(config.job.run_dir);
+    // Rank 0 locks the folder before anything is written there, and holds it until the run ends.
+    if (li.rank == 0) {
+      run_dir_lock = std::make_unique<RunDirLock>(config.job.run_dir);
+      if (config.flags.resume.empty()) prepare_fresh_run_dir(config.job.run_dir, config.ckpt.folder, config.job.overwrite);
+    }
     comm.barrier();
     if (config.monitor.hang_timeout > 0) {
       watchdog = std::make_unique<Watchdog>(config.monitor.hang_timeout, &alerts);

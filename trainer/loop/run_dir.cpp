@@ -1,0 +1,127 @@
+#include "run_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "checkpoint.h"
+#include "loom/error.h"
+#include "loom/log.h"
+#include "loom/sys.h"
+
+namespace loom {
+
+namespace {
+
+// The entries of one folder (not recursive), "." and ".." excluded, sorted.
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") out.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string utc_stamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d_%H%M%S", &tm);
+  return buf;
+}
+
+// PATH.old-STAMP, with -2, -3... when two moves fall in the same second.
+std::string aside_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const std::string base = p + ".old-" + utc_stamp();
+  std::string name = base;
+  for (int i = 2; sys::exists(name); ++i) name = base + "-" + std::to_string(i);
+  return name;
+}
+
+bool inside(const std::string& path, const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return path == d || path.rfind(d + "/", 0) == 0;
+}
+
+}  // namespace
+
+RunDirLock::RunDirLock(const std::string& run_dir) : path_(run_dir + "/" + kRunDirLockName) {
+  sys::make_dirs(run_dir);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  LOOM_CHECK(fd_ >= 0, path_, ": open: ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    LOOM_CHECK(err == EWOULDBLOCK, path_, ": flock: ", std::strerror(err));
+    std::string holder = sys::read_file(path_);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    const size_t sp = holder.find(' ');
+    const std::string who = sp == std::string::npos ? "an unknown process (it has not written its name yet)"
+                                                    : "host " + holder.substr(0, sp) + " pid " + holder.substr(sp + 1);
+    LOOM_FAIL(run_dir, ": another loom-train run holds ", path_, " (", who,
+              "); wait for it to end, or give this run another job.run_dir");
+  }
+  // Only the holder writes: the old holder's name goes with the lock.
+  const std::string me = sys::hostname() + " " + std::to_string(::getpid()) + "\n";
+  LOOM_CHECK(::ftruncate(fd_, 0) == 0, path_, ": ftruncate: ", std::strerror(errno));
+  LOOM_CHECK(::pwrite(fd_, me.data(), me.size(), 0) == static_cast<ssize_t>(me.size()), path_, ": write: ",
+             std::strerror(errno));
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock; the file stays (removing it would race a waiting run)
+}
+
+std::string earlier_run_outputs(const std::string& run_dir, const std::string& ckpt_folder) {
+  std::vector<std::string> found;
+  if (sys::exists(run_dir + "/metrics.jsonl")) found.push_back("metrics.jsonl");
+  std::string steps;
+  for (const std::string& name : entries(ckpt_folder))
+    if (name.rfind("step_", 0) == 0) steps += (steps.empty() ? "" : ", ") + name;
+  if (!steps.empty()) found.push_back("checkpoints " + steps + " in " + ckpt_folder);
+  else if (sys::exists(ckpt_folder + "/latest")) found.push_back(ckpt_folder + "/latest");
+  std::string out;
+  for (const auto& f : found) out += (out.empty() ? "" : "; ") + f;
+  return out;
+}
+
+std::string prepare_fresh_run_dir(const std::string& run_dir, const std::string& ckpt_folder, bool overwrite) {
+  const std::string earlier = earlier_run_outputs(run_dir, ckpt_folder);
+  if (earlier.empty()) return "";
+  LOOM_CHECK(overwrite, "job.run_dir ", run_dir, " already holds an earlier run (", earlier,
+             "): a fresh run would overwrite it. Continue it with --resume auto, give another job.run_dir, or "
+             "pass --job.overwrite=true to move the old run aside (nothing is deleted)");
+  // Everything but the lock moves into one folder beside run_dir: the lock stays held meanwhile.
+  const std::string aside = aside_name(run_dir);
+  sys::make_dirs(aside);
+  for (const std::string& name : entries(run_dir))
+    if (name != kRunDirLockName) sys::rename_file(run_dir + "/" + name, aside + "/" + name);
+  sys::fsync_dir(aside);
+  sys::fsync_dir(run_dir);
+  if (!inside(ckpt_folder, run_dir) && sys::exists(ckpt_folder)) {
+    const std::string ckpt_aside = aside_name(ckpt_folder);
+    sys::rename_file(ckpt_folder, ckpt_aside);
+    log::warn("job.overwrite: moved the earlier checkpoints ", ckpt_folder, " to ", ckpt_aside);
+  }
+  log::warn("job.overwrite: moved the earlier run in ", run_dir, " (", earlier, ") to ", aside);
+  return aside;
+}
+
+}  // namespace loom
