@@ -127,6 +127,10 @@ TEST_CASE("a fresh run refuses a run folder with an earlier run and job.overwrit
   CHECK_THROWS_WITH(prepare_fresh_run_dir(run, run + "/checkpoints", false),
                     Catch::Contains(run) && Catch::Contains("--resume auto") && Catch::Contains("job.overwrite") &&
                         Catch::Contains("step_2"));
+  // --init-from inside the old run would move from under the run that reads it.
+  CHECK_THROWS_WITH(prepare_fresh_run_dir(run, run + "/checkpoints", true, run + "/checkpoints/step_2"),
+                    Catch::Contains("--init-from " + run + "/checkpoints/step_2 lies in the earlier run"));
+  CHECK(sys::exists(run + "/metrics.jsonl"));
   const std::string aside = prepare_fresh_run_dir(run, run + "/checkpoints", true);
   CHECK_THAT(aside, Catch::StartsWith(run + ".old-"));
   CHECK(sys::exists(aside + "/metrics.jsonl"));

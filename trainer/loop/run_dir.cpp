@@ -102,12 +102,16 @@ std::string earlier_run_outputs(const std::string& run_dir, const std::string& c
   return out;
 }
 
-std::string prepare_fresh_run_dir(const std::string& run_dir, const std::string& ckpt_folder, bool overwrite) {
+std::string prepare_fresh_run_dir(const std::string& run_dir, const std::string& ckpt_folder, bool overwrite,
+                                  const std::string& init_from) {
   const std::string earlier = earlier_run_outputs(run_dir, ckpt_folder);
   if (earlier.empty()) return "";
   LOOM_CHECK(overwrite, "job.run_dir ", run_dir, " already holds an earlier run (", earlier,
              "): a fresh run would overwrite it. Continue it with --resume auto, give another job.run_dir, or "
              "pass --job.overwrite=true to move the old run aside (nothing is deleted)");
+  LOOM_CHECK(init_from.empty() || !(inside(init_from, run_dir) || inside(init_from, ckpt_folder)), "--init-from ",
+             init_from, " lies in the earlier run that job.overwrite would move aside: copy it elsewhere first, or "
+             "give this run another job.run_dir");
   // Everything but the lock moves into one folder beside run_dir: the lock stays held meanwhile.
   const std::string aside = aside_name(run_dir);
   sys::make_dirs(aside);

@@ -35,7 +35,9 @@ std::string earlier_run_outputs(const std::string& run_dir, const std::string& c
 // For a run that does not resume (no --resume). With earlier outputs: throws unless overwrite; with
 // overwrite, moves everything in run_dir but the lock into RUN_DIR.old-YYYYMMDD_HHMMSS (and a
 // checkpoint folder outside run_dir to CKPT.old-YYYYMMDD_HHMMSS). Returns where the old run went
-// ("" when nothing moved). The caller holds run_dir's RunDirLock.
-std::string prepare_fresh_run_dir(const std::string& run_dir, const std::string& ckpt_folder, bool overwrite);
+// ("" when nothing moved). The caller holds run_dir's RunDirLock. init_from (--init-from's folder,
+// may be "") must not be among what moves: the run reads it after the move.
+std::string prepare_fresh_run_dir(const std::string& run_dir, const std::string& ckpt_folder, bool overwrite,
+                                  const std::string& init_from = "");
 
 }  // namespace loom

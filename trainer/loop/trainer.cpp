@@ -752,7 +752,8 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
     // Rank 0 locks the folder before anything is written there, and holds it until the run ends.
     if (li.rank == 0) {
       run_dir_lock = std::make_unique<RunDirLock>(config.job.run_dir);
-      if (config.flags.resume.empty()) prepare_fresh_run_dir(config.job.run_dir, config.ckpt.folder, config.job.overwrite);
+      if (config.flags.resume.empty())
+        prepare_fresh_run_dir(config.job.run_dir, config.ckpt.folder, config.job.overwrite, config.flags.init_from);
     }
     comm.barrier();
     if (config.monitor.hang_timeout > 0) {
