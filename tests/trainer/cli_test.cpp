@@ -115,7 +115,7 @@ TEST_CASE("loom-train: --help, an unknown key and bad values give the documented
   CHECK_FALSE(loom::sys::exists(dir / "run/metrics.jsonl"));
 }
 
-TEST_CASE("loom-train: a run's outputs; SIGTERM then --resume auto equals an uninterrupted run bit for bit",
+TEST_CASE("loom-train: a run's outputs, SIGTERM then --resume auto equals an uninterrupted run bit for bit",
           "[cli]") {
   TempDir dir("cli_run");
   loom::test::write_loop_data(dir / "data");
@@ -142,14 +142,18 @@ TEST_CASE("loom-train: a run's outputs; SIGTERM then --resume auto equals an uni
   REQUIRE(loom::sys::exists(ckpt_a + "/config.ini"));
   CHECK(trim_newlines(read_all(ckpt_a + "/config.ini")) == trim_newlines(printed_config(a.output)));
 
-  // The same run, SIGTERM once a few steps are logged: the step in progress ends, a checkpoint.
+  // The same run, paused after step 5 (debug.pause_at_step) until the script, reading its log as it
+  // is written, sees the pause and sends SIGTERM: the next step ends, a checkpoint, exit 0. No timing
+  // is assumed: the run cannot finish before the signal.
   const std::string b_dir = dir / "b";
-  const std::string script = "mkdir -p " + quote(b_dir) + "\n" + cli(args("b")) + " > " + quote(b_dir + ".log") +
+  const std::string script = "mkdir -p " + quote(b_dir) + "\nmkfifo " + quote(b_dir + ".fifo") + "\n" +
+                             cli(args("b", {"--debug.pause_at_step=5"})) + " > " + quote(b_dir + ".fifo") +
                              " 2>&1 &\npid=$!\n"
-                             "for i in $(seq 2000); do\n"
-                             "  n=$(grep -c '\"loss\": ' " + quote(b_dir + "/metrics.jsonl") + " 2>/dev/null)\n"
-                             "  [ \"${n:-0}\" -ge 5 ] && break\n  sleep 0.01\ndone\n"
-                             "kill -TERM $pid\nwait $pid\necho \"rc=$?\"\n";
+                             "while IFS= read -r line; do\n"
+                             "  printf '%s\\n' \"$line\" >> " + quote(b_dir + ".log") + "\n"
+                             "  case \"$line\" in *'waiting for a signal'*) kill -TERM $pid;; esac\n"
+                             "done < " + quote(b_dir + ".fifo") + "\n"
+                             "wait $pid\necho \"rc=$?\"\n";
   loom::test::write_all(dir / "b.sh", script);
   auto b = loom::test::run("bash " + quote(dir / "b.sh"));
   const std::string b_log = read_all(b_dir + ".log");
@@ -158,7 +162,7 @@ TEST_CASE("loom-train: a run's outputs; SIGTERM then --resume auto equals an uni
   REQUIRE_THAT(b_log, Catch::Contains("signal 15 received"));
   const auto lines_b = train_lines(b_dir + "/metrics.jsonl");
   const int stopped = static_cast<int>(lines_b.size());
-  REQUIRE(stopped >= 5);
+  REQUIRE(stopped == 6);  // paused after 5 steps; the step after the signal still ends
   REQUIRE(stopped < kSteps);
   const std::string ckpt_b = b_dir + "/checkpoints/step_" + std::to_string(stopped);
   REQUIRE(loom::sys::exists(ckpt_b + "/state.json"));

@@ -39,25 +39,7 @@ namespace {
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// A listening loopback socket on a free port; the kernel completes handshakes even if nobody accepts.
-struct Listener {
-  int fd = -1;
-  int port = 0;
-  Listener() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 16) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-  }
-  ~Listener() { ::close(fd); }
-  std::string url(const std::string& path = "/hook") const { return "http://127.0.0.1:" + std::to_string(port) + path; }
-};
+using loom::test::Listener;
 
 // A one-shot HTTP server: accepts one request, keeps its body, answers `status`.
 struct TinyHttpServer {
@@ -160,7 +142,7 @@ TEST_CASE("webhook receives the alert as JSON", "[monitor]") {
   CHECK(t.back() == 'Z');
 }
 
-TEST_CASE("webhook: a non-2xx answer is a failure; https and bad URLs are refused", "[monitor]") {
+TEST_CASE("webhook: a non-2xx answer is a failure, https and bad URLs are refused", "[monitor]") {
   TinyHttpServer server(500);
   CHECK(http_post_json(server.l.url(), "{}", 5).find("HTTP/1.1 500") != std::string::npos);
   server.t.join();
@@ -171,7 +153,7 @@ TEST_CASE("webhook: a non-2xx answer is a failure; https and bad URLs are refuse
         std::string::npos);
 }
 
-TEST_CASE("a dead webhook never slows send(); the destructor's wait is bounded", "[monitor]") {
+TEST_CASE("a dead webhook never slows send(), the destructor's wait is bounded", "[monitor]") {
   const double timeout = 0.5;
   SECTION("nobody listens") {
     const auto t_all = Clock::now();
@@ -216,7 +198,7 @@ TEST_CASE("a dead webhook never slows send(); the destructor's wait is bounded",
   }
 }
 
-TEST_CASE("alert_command gets the JSON on stdin; a slow command is killed", "[monitor]") {
+TEST_CASE("alert_command gets the JSON on stdin, a slow command is killed", "[monitor]") {
   test::TempDir dir("alerts");
   const std::string out = dir / "alerts.jsonl";
   {
@@ -314,34 +296,46 @@ TEST_CASE("watchdog: an on-hang hook that blocks does not keep the process alive
   CHECK(log.find("the on-hang hook did not return within 0.5 s") != std::string::npos);
 }
 
-TEST_CASE("watchdog: heartbeats and a long phase keep it quiet; a bounded long phase fires", "[monitor]") {
-  test::TempDir dir("watchdog");
-  auto [code, log] = in_child(dir / "quiet.log", [] {
-    Watchdog w(0.3);
-    for (int s = 0; s < 10; ++s) {
-      w.set_phase("forward_backward");
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      w.heartbeat(s);
-    }
-    {
-      Watchdog::LongPhase v(&w, "validation");  // unbounded
-      std::this_thread::sleep_for(std::chrono::milliseconds(900));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the clock restarted at the guard's end
-    const std::string r = w.report();
-    if (r.find("last completed step 9") == std::string::npos) std::_Exit(7);
-  });
-  CHECK(code == 0);
-  CHECK(log.find("hang detected") == std::string::npos);
-
-  auto [code2, log2] = in_child(dir / "save.log", [] {
-    Watchdog w(5);
+TEST_CASE("watchdog: heartbeats and a long phase move its deadline, a bounded long phase fires", "[monitor]") {
+  // The deadline the watchdog's thread compares with the clock, read without waiting for anything.
+  using std::chrono::duration;
+  const auto seconds = [](Watchdog::Clock::duration d) { return duration<double>(d).count(); };
+  Watchdog w(30);  // long enough never to fire while the test runs
+  const auto before = Watchdog::Clock::now();
+  w.heartbeat(0);
+  const auto after = Watchdog::Clock::now();
+  const auto d0 = w.deadline();
+  CHECK(seconds(d0 - before) >= 30.0);
+  CHECK(seconds(d0 - after) <= 30.0);
+  w.set_phase("forward_backward");  // a phase alone is no progress
+  CHECK(w.deadline() == d0);
+  w.heartbeat(1);
+  CHECK(w.deadline() >= d0);
+  CHECK(w.report().find("last completed step 1") != std::string::npos);
+  {
+    Watchdog::LongPhase v(&w, "validation");  // unbounded
+    CHECK(w.deadline() == Watchdog::Clock::time_point::max());
+  }
+  const auto end = Watchdog::Clock::now();
+  CHECK(seconds(w.deadline() - end) <= 30.0);  // the clock restarted at the guard's end
+  CHECK(seconds(w.deadline() - end) > 29.0);
+  {
+    const auto t = Watchdog::Clock::now();
     Watchdog::LongPhase v(&w, "checkpoint", 0.5);
-    std::this_thread::sleep_for(std::chrono::seconds(20));
+    CHECK(seconds(w.deadline() - t) >= 0.5);
+    CHECK(seconds(w.deadline() - t) < 30.0);
+  }
+
+  // And the thread acts on it: a bounded phase that never ends is reported with its timeout.
+  test::TempDir dir("watchdog");
+  auto [code, log] = in_child(dir / "save.log", [] {
+    Watchdog wd(5);
+    Watchdog::LongPhase v(&wd, "checkpoint", 0.5);
+    std::this_thread::sleep_for(std::chrono::seconds(20));  // "hung": the watchdog ends the process first
   });
-  CHECK(code2 == 4);
-  CHECK(log2.find("main: phase 'checkpoint'") != std::string::npos);
-  CHECK(log2.find("(timeout 0.5 s)") != std::string::npos);
+  CHECK(code == 4);
+  CHECK(log.find("main: phase 'checkpoint'") != std::string::npos);
+  CHECK(log.find("(timeout 0.5 s)") != std::string::npos);
 }
 
 TEST_CASE("watchdog sends its alert before exiting", "[monitor]") {
@@ -551,7 +545,7 @@ TEST_CASE("async checkpoint writes the same bytes as a synchronous save", "[moni
   CHECK(validate_checkpoint(dir / "async/step_5") == 5);
 }
 
-TEST_CASE("async checkpoint: control returns before the write; later in-place updates are not written",
+TEST_CASE("async checkpoint: control returns before the write, later in-place updates are not written",
           "[monitor]") {
   test::TempDir dir("async_ckpt");
   Checkpointer ck({dir / "c", 2});

@@ -142,7 +142,9 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("debug.kill_in_save", po::value(&c.debug.kill_in_save)->default_value(-1), "TEST ONLY: SIGKILL inside the "
         "save of step N (after its model file)")
     ("debug.inject_nan_step", po::value(&c.debug.inject_nan_step)->default_value(-1), "TEST ONLY: make step N's gradients NaN")
-    ("debug.stop_at_step", po::value(&c.debug.stop_at_step)->default_value(-1), "TEST ONLY: stop as on SIGTERM once N steps are done");
+    ("debug.stop_at_step", po::value(&c.debug.stop_at_step)->default_value(-1), "TEST ONLY: stop as on SIGTERM once N steps are done")
+    ("debug.pause_at_step", po::value(&c.debug.pause_at_step)->default_value(-1), "TEST ONLY: once N steps are done, "
+        "wait for SIGTERM or SIGINT");
   // clang-format on
   if (!p.parse(args)) return std::nullopt;
 

@@ -86,6 +86,7 @@ struct MonitorOptions {
 struct DebugOptions {
   int64_t inject_nan_step = -1;    // debug.inject_nan_step: poisons that step's gradients
   int64_t stop_at_step = -1;       // debug.stop_at_step: acts as a SIGTERM once step N is done
+  int64_t pause_at_step = -1;      // debug.pause_at_step: once step N is done, waits for SIGTERM/SIGINT
   int64_t hang_at_step = -1;       // debug.hang_at_step: that step's forward never ends
   int64_t spike_at_step = -1;      // debug.spike_at_step: that step's loss looks 100x larger
   int64_t kill_at_step = -1;       // debug.kill_at_step: SIGKILL in that step's forward

@@ -7,6 +7,12 @@
 
 namespace loom {
 
+void FaultInjector::pause(int64_t step, const StopSignal& signal) const {
+  if (step != o_.pause_at_step) return;
+  log::warn("debug.pause_at_step: ", step, " steps done, waiting for a signal");
+  signal.wait();
+}
+
 void FaultInjector::in_forward(int64_t step) const {
   if (step == o_.kill_at_step) std::raise(SIGKILL);
   while (step == o_.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config.h"
+#include "stop_signal.h"
 
 namespace loom {
 
@@ -17,6 +18,9 @@ class FaultInjector {
 
   // Between steps, with `step` steps done: debug.stop_at_step acts as a SIGTERM.
   bool stop_requested(int64_t step) const { return step == o_.stop_at_step; }
+  // Between steps, with `step` steps done: debug.pause_at_step logs that it waits, then blocks until
+  // SIGTERM or SIGINT arrives, so a test can signal a run at a known step without racing it.
+  void pause(int64_t step, const StopSignal& signal) const;
   // At the start of the step's forward: debug.kill_at_step SIGKILLs, debug.hang_at_step never returns.
   void in_forward(int64_t step) const;
   // After the step's backward: debug.inject_nan_step makes every gradient NaN.

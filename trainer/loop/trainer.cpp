@@ -560,6 +560,7 @@ TrainSummary Loop::run() {
 }
 
 bool Loop::should_stop(const StopSignal& signal) {
+  faults_.pause(state_.step, signal);
   const bool by_fault = faults_.stop_requested(state_.step);
   if (!stop_agreed_ && !quit_by_file_ && !by_fault) return false;
   log::warn(quit_by_file_        ? std::string("ckpt.stop_file")

@@ -84,13 +84,21 @@ void Watchdog::run() {
     const double poll_s = std::min(1.0, std::max(0.01, timeout_s_ / 10));
     cv_.wait_for(lock, std::chrono::duration<double>(poll_s), [&] { return stop_; });
     if (stop_) return;
-    if (active_timeout_s_ <= 0) continue;  // a LongPhase without a bound
-    const double waited = std::chrono::duration<double>(Clock::now() - last_beat_).count();
-    if (waited > active_timeout_s_) {
+    if (Clock::now() > deadline_locked()) {
       lock.unlock();
       fire();
     }
   }
+}
+
+Watchdog::Clock::time_point Watchdog::deadline_locked() const {
+  if (active_timeout_s_ <= 0) return Clock::time_point::max();  // a LongPhase without a bound
+  return last_beat_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(active_timeout_s_));
+}
+
+Watchdog::Clock::time_point Watchdog::deadline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return deadline_locked();
 }
 
 void Watchdog::fire() {

@@ -81,6 +81,10 @@ class Watchdog {
   };
 
   double hang_timeout_s() const { return timeout_s_; }
+  // When the watchdog fires unless a heartbeat or a phase change comes first: the last beat (or the
+  // start of the current LongPhase) plus the active timeout; Clock::time_point::max() in an
+  // unbounded LongPhase. The watchdog's thread fires once Clock::now() passes it.
+  Clock::time_point deadline() const;
 
  private:
   struct Slot {
@@ -90,6 +94,7 @@ class Watchdog {
   };
   void run();
   [[noreturn]] void fire();
+  Clock::time_point deadline_locked() const;
 
   const double timeout_s_;
   Alerts* alerts_;
