@@ -26,6 +26,10 @@ int run(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "export-hf") return loom::hf::run_export_hf({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "generate") return loom::run_generate({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "plan") return loom::run_plan({args.begin() + 1, args.end()});
+  // A training run takes options only: a first word that is not one is a mistyped subcommand.
+  if (!args.empty() && !args[0].empty() && args[0][0] != '-')
+    throw loom::UsageError("loom-train: unknown subcommand '" + args[0] + "' (subcommands: plan, export-hf, generate; "
+                           "a training run takes --config FILE.ini and --section.key=value options; see loom-train --help)");
   auto config = loom::parse_train_config(args);
   if (!config) return loom::kExitOk;
   loom::WeightInit init_weights;

@@ -70,7 +70,18 @@ bool OptionParser::parse(int argc, char** argv) {
   return parse(std::vector<std::string>(argv + 1, argv + argc));
 }
 
-bool OptionParser::parse(const std::vector<std::string>& args) {
+bool OptionParser::parse(const std::vector<std::string>& args_in) {
+  // "--key=" means an empty value, as `key =` does in an INI file; Boost refuses that spelling, so
+  // it becomes "--key" "".
+  std::vector<std::string> args;
+  for (const std::string& a : args_in) {
+    if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      args.push_back(a.substr(0, a.size() - 1));
+      args.emplace_back();
+    } else {
+      args.push_back(a);
+    }
+  }
   try {
     po::store(po::command_line_parser(args).options(desc_).positional(pos_).run(), vm_);
     if (vm_.count("help")) {

@@ -95,6 +95,10 @@ TEST_CASE("loom-train: --help, an unknown key and bad values give the documented
   auto help = train({"--help"});
   CHECK(help.exit_code == 0);
   CHECK_THAT(help.output, Catch::Contains("--data.micro_bsz") && Catch::Contains("--profiling"));
+  CHECK_THAT(help.output, Catch::Contains("loom-train plan ...") && Catch::Contains("Exit codes"));
+  auto bogus = train({"bogus"});
+  CHECK(bogus.exit_code == loom::kExitUsage);
+  CHECK_THAT(bogus.output, Catch::Contains("unknown subcommand 'bogus'"));
 
   const auto base = loom::test::loop_args(dir / "data", dir / "run");
   auto with = [&](const std::string& extra) {

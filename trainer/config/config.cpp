@@ -38,7 +38,11 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   std::string dtype = "float32";
   std::string checkpoint = "0";
 
-  OptionParser p("loom-train", "loom-train --config FILE.ini [--section.key=value ...]");
+  OptionParser p("loom-train", "loom-train --config FILE.ini [--section.key=value ...]   (a training run)\n"
+                 "       loom-train plan ...        the memory plan of a run (docs/TRAIN.md)\n"
+                 "       loom-train export-hf ...   a checkpoint as a Hugging Face folder (docs/HF.md)\n"
+                 "       loom-train generate ...    text from a checkpoint (docs/HF.md)\n"
+                 "Each subcommand takes --help.");
   // clang-format off
   p.options().add_options()
     ("resume", po::value(&c.flags.resume)->default_value(""), "auto (the checkpoint `latest` names in "
