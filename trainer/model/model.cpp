@@ -234,8 +234,13 @@ torch::Tensor InternLMImpl::hidden_states(const Batch& b) {
     }
   }
   const PackedContext ctx = make_packed_context(b, o_.head_dim(), o_.rope_base);
+  if (hooks_) hooks_->begin_forward();
   torch::Tensor h = tok_embeddings(b.tokens);
-  for (auto& layer : layer_list_) h = layer(h, ctx);
+  for (size_t i = 0; i < layer_list_.size(); ++i) {
+    if (hooks_) hooks_->before_layer(static_cast<int64_t>(i));
+    h = layer_list_[i](h, ctx);
+    if (hooks_) h = hooks_->after_layer(static_cast<int64_t>(i), h);
+  }
   return norm(h.to(torch::kFloat32));
 }
 

@@ -31,6 +31,7 @@
 
 #include "attention.h"
 #include "batch.h"
+#include "layer_hooks.h"
 
 namespace loom {
 
@@ -149,6 +150,8 @@ class InternLMImpl : public torch::nn::Module {
   torch::Tensor head_weight() const;
   int64_t num_parameters();
   const ModelOptions& options() const { return o_; }
+  // Called around the decoder layers of every forward from now on (nullptr: none); not owned.
+  void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers;
@@ -159,6 +162,7 @@ class InternLMImpl : public torch::nn::Module {
   void reset_parameters();
   ModelOptions o_;
   std::vector<DecoderLayer> layer_list_;
+  LayerHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(InternLM);
 
