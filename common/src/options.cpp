@@ -11,6 +11,7 @@
 
 #include "loom/cli.h"
 #include "loom/error.h"
+#include "loom/option_keys.h"
 
 namespace loom {
 
@@ -70,16 +71,40 @@ bool OptionParser::parse(int argc, char** argv) {
   return parse(std::vector<std::string>(argv + 1, argv + argc));
 }
 
+void OptionParser::alias(const std::string& name, const std::string& target) { aliases_.emplace_back(name, target); }
+
+KeyIndex OptionParser::key_index() const {
+  KeyIndex keys;
+  for (const auto& opt : desc_.options())
+    if (opt->long_name() != "help" && opt->long_name() != "config") keys.add(opt->long_name());
+  for (const auto& [name, target] : aliases_) keys.add_alias(name, target);
+  return keys;
+}
+
 bool OptionParser::parse(const std::vector<std::string>& args_in) {
-  // "--key=" means an empty value, as `key =` does in an INI file; Boost refuses that spelling, so
-  // it becomes "--key" "".
+  const KeyIndex keys = key_index();
+  // Each "--key[=value]" takes the registered spelling of its key (loom/option_keys.h: '-' and '_'
+  // agree, aliases). "--key=" means an empty value, as `key =` does in an INI file; Boost refuses
+  // that spelling, so it becomes "--key" "". After a bare "--" everything is positional.
   std::vector<std::string> args;
+  bool options_done = false;
   for (const std::string& a : args_in) {
-    if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
-      args.push_back(a.substr(0, a.size() - 1));
+    if (options_done || a.size() <= 2 || a.compare(0, 2, "--") != 0) {
+      options_done = options_done || a == "--";
+      args.push_back(a);
+      continue;
+    }
+    const size_t eq = a.find('=');
+    std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const std::string registered = keys.resolve(name);
+    if (!registered.empty()) name = registered;
+    if (eq == std::string::npos) {
+      args.push_back("--" + name);
+    } else if (eq == a.size() - 1) {
+      args.push_back("--" + name);
       args.emplace_back();
     } else {
-      args.push_back(a);
+      args.push_back("--" + name + a.substr(eq));
     }
   }
   try {
@@ -89,22 +114,45 @@ bool OptionParser::parse(const std::vector<std::string>& args_in) {
       return false;
     }
     if (vm_.count("config")) {
+      // Read here rather than by po::parse_config_file, so that an unknown key names its line and
+      // the nearest known key, and keys take the registered spelling as on the command line.
       const std::string path = vm_["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in.good()) throw UsageError(str(program_, ": cannot read config file ", path));
-      // allow_unregistered = false: an unknown key in the file is an error, like on the command line.
-      po::store(po::parse_config_file(in, desc_, false), vm_);
+      po::parsed_options parsed(&desc_);
+      for (const IniEntry& e : read_ini_file(path)) {
+        const std::string name = keys.resolve(e.key);
+        if (name.empty())
+          throw UsageError(str(path, ":", e.line, ": unknown key '", e.key, "'", keys.suggestion(e.key, ""), " (see ",
+                               program_, " --help)"));
+        po::option o(name, {e.value});
+        o.original_tokens = {e.key, e.value};
+        parsed.options.push_back(std::move(o));
+      }
+      po::store(parsed, vm_);
     }
     po::notify(vm_);
+  } catch (const po::unknown_option& e) {
+    std::string name = e.get_option_name();
+    name.erase(0, name.find_first_not_of('-'));
+    name = name.substr(0, name.find('='));
+    throw UsageError(str(program_, ": ", e.what(), keys.suggestion(name, "--"), " (see ", program_, " --help)"));
   } catch (const po::error& e) {
     throw UsageError(str(program_, ": ", e.what(), " (see ", program_, " --help)"));
+  } catch (const UsageError& e) {
+    throw UsageError(str(program_, ": ", e.what()));
   }
   return true;
 }
 
 std::string OptionParser::help() const {
   std::ostringstream os;
-  os << "Usage: " << usage_ << "\n\n" << desc_ << "\n" << exit_codes_help() << "\n";
+  os << "Usage: " << usage_ << "\n\n" << desc_ << "\n";
+  if (!aliases_.empty()) {
+    os << "Aliases:";
+    for (const auto& [name, target] : aliases_) os << " --" << name << " = --" << target << ";";
+    os << "\n";
+  }
+  os << "'-' and '_' are the same character in option names and INI keys (--seq-len = --seq_len).\n"
+     << exit_codes_help() << "\n";
   return os.str();
 }
 
@@ -148,7 +196,8 @@ std::string OptionParser::resolved_ini() const {
     if (it == vm_.end() || it->second.empty()) continue;
     auto dot = name.find('.');
     std::string section = dot == std::string::npos ? "" : name.substr(0, dot);
-    std::string key = dot == std::string::npos ? name : name.substr(dot + 1);
+    // Written with '_' (loom/option_keys.h): the INI spelling every tool accepts and the docs use.
+    std::string key = normal_key(dot == std::string::npos ? name : name.substr(dot + 1));
     sections[section][key] = value_text(it->second);
   }
   std::ostringstream os;

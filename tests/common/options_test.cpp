@@ -2,6 +2,7 @@
 
 #include "loom/cli.h"
 #include "loom/error.h"
+#include "loom/option_keys.h"
 #include "loom/options.h"
 #include "test_util.h"
 
@@ -33,10 +34,96 @@ TEST_CASE("INI file values apply and command-line overrides win") {
 TEST_CASE("unknown keys are rejected on the command line and in the file") {
   test::TempDir dir("opts");
   OptionParser a = make_parser();
-  CHECK_THROWS_WITH(a.parse({"--data.seq_lenn=3"}), Catch::Contains("unrecognised option '--data.seq_lenn=3'"));
-  test::write_all(dir / "bad.ini", "[data]\nseqlen = 1\n");
+  CHECK_THROWS_WITH(a.parse({"--data.seq_lenn=3"}),
+                    "tool: unrecognised option '--data.seq_lenn=3' (did you mean '--data.seq_len'?) (see tool --help)");
+  // In the file: FILE:LINE of the key, and the nearest known key.
+  test::write_all(dir / "bad.ini", "# a comment\n[data]\n\nseq_len = 8\nseqlen = 1\n");
   OptionParser b = make_parser();
-  CHECK_THROWS_WITH(b.parse({"--config", dir / "bad.ini"}), Catch::Contains("data.seqlen"));
+  CHECK_THROWS_WITH(b.parse({"--config", dir / "bad.ini"}),
+                    "tool: " + (dir / "bad.ini") + ":5: unknown key 'data.seqlen' (did you mean 'data.seq_len'?) "
+                    "(see tool --help)");
+  // A key without its section is found by its name; nothing near gives no suggestion.
+  test::write_all(dir / "bad2.ini", "seq_len = 1\n");
+  OptionParser c = make_parser();
+  CHECK_THROWS_WITH(c.parse({"--config", dir / "bad2.ini"}), Catch::Contains(":1: unknown key 'seq_len' (did you mean 'data.seq_len'?)"));
+  OptionParser d = make_parser();
+  CHECK_THROWS_WITH(d.parse({"--completely.different=1"}), "tool: unrecognised option '--completely.different=1' (see tool --help)");
+  // Lines that are neither a section nor key = value.
+  test::write_all(dir / "bad3.ini", "[data]\nseq_len 4\n");
+  OptionParser e = make_parser();
+  CHECK_THROWS_WITH(e.parse({"--config", dir / "bad3.ini"}), Catch::Contains("bad3.ini:2: 'seq_len 4' is not a `key = value` line"));
+  OptionParser f = make_parser();
+  CHECK_THROWS_WITH(f.parse({"--config", dir / "missing.ini"}), "tool: cannot read config file " + (dir / "missing.ini"));
+}
+
+TEST_CASE("'-' and '_' are one character in keys, on the command line and in the file") {
+  test::TempDir dir("opts");
+  OptionParser p("tool", "tool");
+  p.options().add_options()("seq-len", po::value<int>()->default_value(1), "dash-style")(
+      "data.valid_folder", po::value<std::string>()->default_value("v"), "underscore-style")(
+      "max-packs_per-shard", po::value<int>()->default_value(0), "mixed");
+  test::write_all(dir / "c.ini", "seq_len = 4096\n[data]\nvalid-folder = w  # trailing comment\n");
+  REQUIRE(p.parse({"--config", dir / "c.ini", "--max_packs-per_shard=7"}));
+  CHECK(p.get<int>("seq-len") == 4096);
+  CHECK(p.get<std::string>("data.valid_folder") == "w");
+  CHECK(p.get<int>("max-packs_per-shard") == 7);
+  // loom writes INI keys with '_', the spelling the docs use; it reads back the same values.
+  CHECK(p.resolved_ini() == "max_packs_per_shard = 7\nseq_len = 4096\n[data]\nvalid_folder = w\n");
+  test::write_all(dir / "again.ini", p.resolved_ini());
+  OptionParser q("tool", "tool");
+  q.options().add_options()("seq-len", po::value<int>()->default_value(1), "")(
+      "data.valid_folder", po::value<std::string>()->default_value("v"), "")(
+      "max-packs_per-shard", po::value<int>()->default_value(0), "");
+  REQUIRE(q.parse({"--config", dir / "again.ini", "--seq-len", "5"}));
+  CHECK(q.get<int>("seq-len") == 5);  // the command line still wins, whatever the spelling
+  CHECK(q.get<int>("max-packs_per-shard") == 7);
+  // Both spellings of one key in one place are one option given twice.
+  OptionParser r("tool", "tool");
+  r.options().add_options()("seq-len", po::value<int>(), "");
+  CHECK_THROWS_AS(r.parse({"--seq-len=1", "--seq_len=2"}), UsageError);
+}
+
+TEST_CASE("an alias is a second name of an option, listed by --help") {
+  test::TempDir dir("opts");
+  auto make = [] {
+    OptionParser p("tool", "tool");
+    p.options().add_options()("threads", po::value<std::string>()->default_value("4"), "threads")(
+        "eos", po::bool_switch(), "eos");
+    p.alias("workers", "threads");
+    p.alias("append-eod", "eos");
+    return p;
+  };
+  OptionParser a = make();
+  REQUIRE(a.parse({"--workers", "3", "--append_eod"}));
+  CHECK(a.get<std::string>("threads") == "3");
+  CHECK(a.get<bool>("eos"));
+  test::write_all(dir / "c.ini", "workers = 5\n");
+  OptionParser b = make();
+  REQUIRE(b.parse({"--config", dir / "c.ini"}));
+  CHECK(b.get<std::string>("threads") == "5");
+  CHECK_FALSE(b.get<bool>("eos"));
+  CHECK_THAT(make().help(), Catch::Contains("Aliases: --workers = --threads; --append-eod = --eos;"));
+  OptionParser c = make();
+  CHECK_THROWS_WITH(c.parse({"--worker=2"}), Catch::Contains("(did you mean '--workers'?)"));
+}
+
+TEST_CASE("edit distance and the nearest key") {
+  CHECK(edit_distance("", "") == 0);
+  CHECK(edit_distance("abc", "") == 3);
+  CHECK(edit_distance("", "ab") == 2);
+  CHECK(edit_distance("kitten", "sitting") == 3);  // the textbook pair: k->s, e->i, +g
+  CHECK(edit_distance("seqlen", "seq_len") == 1);
+  CHECK(edit_distance("flaw", "lawn") == 2);
+  CHECK(edit_distance("abcdef", "azcdxf") == 2);
+  KeyIndex k;
+  for (const char* n : {"data.seq_len", "data.micro_bsz", "adam.lr", "model.hidden_size"}) k.add(n);
+  CHECK(k.resolve("data.seq-len") == "data.seq_len");
+  CHECK(k.resolve("data.seqlen").empty());
+  CHECK(k.nearest("data.seqlen") == "data.seq_len");
+  CHECK(k.nearest("data.micro_bs") == "data.micro_bsz");
+  CHECK(k.nearest("hidden_size") == "model.hidden_size");
+  CHECK(k.nearest("adam.beta") == "");  // 'adam.lr' is 4 edits away: too far to be a typo
+  CHECK(k.suggestion("modl.hidden_size", "--") == " (did you mean '--model.hidden_size'?)");
 }
 
 TEST_CASE("--help returns false") {

@@ -33,10 +33,18 @@ T one_of(const std::string& option, const std::string& value, std::initializer_l
   throw UsageError(str("--", option, ": '", value, "' is not one of ", names));
 }
 
+void check_text_key(const std::string& key) {
+  if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    throw UsageError(str("--text-key: '", key, "' is not a dotted key path like text or meta.body"));
+}
+
+int report(const TokenizeSummary& s);
+
 // Options that choose and read documents, shared by both subcommands.
 void add_input_options(po::options_description& d) {
   d.add_options()
-      ("input", po::value<std::vector<std::string>>()->multitoken(), "input files (positional): NAME.txt|json|jsonl[.gz|.zst]")
+      ("input", po::value<std::vector<std::string>>()->multitoken(), "input files (positional): NAME.txt|json|jsonl[.gz|.zst], "
+       "or folders, walked recursively for such files")
       ("txt-doc", po::value<std::string>()->default_value("line"),
        "txt documents: line (each non-empty stripped line), paragraph (blank-line separated), file")
       ("text-key", po::value<std::string>()->default_value("text"), "json/jsonl: dotted path of the text string")
@@ -49,12 +57,10 @@ void read_input_options(const OptionParser& p, ReaderOptions& r, OnError& on_err
   r.txt_doc = one_of<TxtDoc>("txt-doc", p.get<std::string>("txt-doc"),
                              {{"line", TxtDoc::kLine}, {"paragraph", TxtDoc::kParagraph}, {"file", TxtDoc::kFile}});
   r.text_key = p.get<std::string>("text-key");
-  if (r.text_key.empty() || r.text_key.front() == '.' || r.text_key.back() == '.' ||
-      r.text_key.find("..") != std::string::npos)
-    throw UsageError(str("--text-key: '", r.text_key, "' is not a dotted key path like text or meta.body"));
+  check_text_key(r.text_key);
   r.raw_records = p.get<bool>("raw-records");
   on_error = one_of<OnError>("on-error", p.get<std::string>("on-error"), {{"fail", OnError::kFail}, {"skip", OnError::kSkip}});
-  if (p.vm().count("input")) inputs = p.get<std::vector<std::string>>("input");
+  if (p.vm().count("input")) inputs = expand_inputs(p.get<std::vector<std::string>>("input"));
   if (inputs.empty()) throw UsageError("no INPUT files given (see --help)");
 }
 
@@ -73,7 +79,13 @@ int tokenize_main(const std::vector<std::string>& args) {
   add_input_options(p.options());
   p.options().add_options()
       ("model", po::value<std::string>(), "SentencePiece model (required)")
-      ("output-dir", po::value<std::string>(), "folder for NAME.bin + NAME.bin.meta (required)")
+      ("output-dir", po::value<std::string>(), "folder for NAME.bin + NAME.bin.meta (required, or one of the two below)")
+      ("output-prefix", po::value<std::string>(), "Megatron's spelling: the shards of json key K go to the folder "
+       "PREFIX_K_document/ (--output-dir PREFIX_K_document --text-key K)")
+      ("json-keys", po::value<std::vector<std::string>>()->multitoken(), "Megatron's: json keys, one shard set "
+       "(folder) per key, with --output-prefix; one key alone is --text-key")
+      ("bin_output_path", po::value<std::string>(), "InternLM tools/tokenizer.py's: the one input is written to "
+       "this .bin (+ .meta); implies --format internlm and, for json/jsonl, --raw-records, unless given")
       ("format", po::value<std::string>()->default_value("loom"), "loom (docs/FORMAT.md) or internlm (tools/tokenizer.py)")
       ("bos", po::bool_switch(), "start each document with the model's BOS id (default)")
       ("no-bos", po::bool_switch(), "no BOS id")
@@ -90,15 +102,41 @@ int tokenize_main(const std::vector<std::string>& args) {
        "auto (loom's own where it encodes the model, else libsentencepiece), loom or sentencepiece; "
        "the ids are the same");
   p.positional("input");
+  // Megatron-LM's tools/preprocess_data.py and InternLM's tools/tokenizer.py spellings (--input and
+  // --text_input_path are the positional INPUT; '-' = '_' makes --text-input-path one too).
+  p.alias("text_input_path", "input");
+  p.alias("tokenizer-model", "model");
+  p.alias("workers", "threads");
+  p.alias("append-eod", "eos");
   if (!p.parse(args)) return kExitOk;  // --help
   if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
-  if (!p.vm().count("output-dir")) throw UsageError("--output-dir is required (see --help)");
+  const int outputs = static_cast<int>(p.vm().count("output-dir") + p.vm().count("output-prefix") +
+                                       p.vm().count("bin_output_path"));
+  if (outputs == 0) throw UsageError("--output-dir is required (see --help)");
+  if (outputs > 1) throw UsageError("give one of --output-dir, --output-prefix and --bin_output_path");
+  const bool internlm_cli = p.vm().count("bin_output_path") > 0;
 
   TokenizeOptions opt;
   read_input_options(p, opt.reader, opt.pipeline.on_error, opt.inputs);
   opt.model = p.get<std::string>("model");
-  opt.output_dir = p.get<std::string>("output-dir");
-  opt.format = one_of<ShardFormat>("format", p.get<std::string>("format"),
+  if (p.vm().count("output-dir")) opt.output_dir = p.get<std::string>("output-dir");
+  if (internlm_cli) {
+    opt.output_bin = p.get<std::string>("bin_output_path");
+    if (opt.inputs.size() != 1)
+      throw UsageError(str("--bin_output_path names one output file; ", opt.inputs.size(), " inputs given"));
+    if (!p.has("text-key")) opt.reader.raw_records = true;  // tools/tokenizer.py encodes the whole record
+  }
+  // --json-keys K1 K2 ...: one job per key, each its own shard set.
+  std::vector<std::string> keys;
+  if (p.vm().count("json-keys")) {
+    keys = p.get<std::vector<std::string>>("json-keys");
+    if (keys.empty()) throw UsageError("--json-keys: give at least one key");
+    if (p.has("text-key")) throw UsageError("give --json-keys or --text-key, not both");
+    if (keys.size() > 1 && !p.vm().count("output-prefix"))
+      throw UsageError("--json-keys with several keys writes one shard set per key: give --output-prefix");
+  }
+  if (p.vm().count("output-prefix") && keys.empty()) keys.push_back(opt.reader.text_key);
+  opt.format = one_of<ShardFormat>("format", internlm_cli && !p.has("format") ? "internlm" : p.get<std::string>("format"),
                                    {{"loom", ShardFormat::kLoom}, {"internlm", ShardFormat::kInternlm}});
   opt.pipeline.bos = on_off(p, "bos", true);
   opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
@@ -110,18 +148,35 @@ int tokenize_main(const std::vector<std::string>& args) {
                                       {{"auto", EncoderChoice::kAuto}, {"loom", EncoderChoice::kLoom},
                                        {"sentencepiece", EncoderChoice::kSentencePiece}});
 
-  log::info("loom-tokenize configuration:\n", p.resolved_ini(), "(resolved) bos = ", opt.pipeline.bos ? "on" : "off",
-            ", eos = ", opt.pipeline.eos ? "on" : "off", "; ", opt.inputs.size(), " input(s)");
-  const TokenizeSummary s = run_tokenize(opt);
-  const double secs = s.seconds > 0 ? s.seconds : 1e-9;
-  log::info("summary: ", s.files, " files written", s.files_resumed ? str(", ", s.files_resumed, " skipped (--resume)") : "",
-            ", ", s.docs, " docs, ", s.tokens, " tokens, ", format_bytes(static_cast<double>(s.text_bytes)),
-            " of text (", format_bytes(static_cast<double>(s.input_bytes)), " of input) in ", format_duration(s.seconds),
-            ": ", format_bytes(static_cast<double>(s.text_bytes) / secs), "/s, ",
-            static_cast<uint64_t>(static_cast<double>(s.tokens) / secs), " tokens/s; skipped ", s.bad, " bad records, ",
-            s.empty, " empty texts");
+  const std::string changed = p.changed_ini();
+  log::info("loom-tokenize configuration (what differs from the defaults):\n", changed.empty() ? "(all defaults)\n" : changed,
+            "documents get: BOS ", opt.pipeline.bos ? "yes" : "no", ", EOS ", opt.pipeline.eos ? "yes" : "no", "; ",
+            opt.inputs.size(), opt.inputs.size() == 1 ? " input" : " inputs");
+  if (keys.empty()) return report(run_tokenize(opt));
+  for (const std::string& key : keys) {
+    TokenizeOptions job = opt;
+    job.reader.text_key = key;
+    check_text_key(key);
+    if (p.vm().count("output-prefix")) job.output_dir = p.get<std::string>("output-prefix") + "_" + key + "_document";
+    log::info("json key ", key, " -> ", job.output_dir);
+    report(run_tokenize(job));
+  }
   return kExitOk;
 }
+
+namespace {
+int report(const TokenizeSummary& s) {
+  const double secs = s.seconds > 0 ? s.seconds : 1e-9;
+  // The rates are the progress line's: input bytes and tokens over the same clock.
+  log::info("summary: ", s.files, " files written", s.files_resumed ? str(", ", s.files_resumed, " skipped (--resume)") : "",
+            ", ", format_count(s.docs), " docs, ", format_count(s.tokens), " tokens, ",
+            format_bytes(static_cast<double>(s.text_bytes)), " of text (", format_bytes(static_cast<double>(s.input_bytes)),
+            " of input) in ", format_duration(s.seconds), ": ", format_bytes(static_cast<double>(s.input_bytes) / secs),
+            "/s of input, ", format_number(static_cast<double>(s.tokens) / secs, 3), " tokens/s; skipped ",
+            format_count(s.bad), " bad records, ", format_count(s.empty), " empty texts");
+  return kExitOk;
+}
+}  // namespace
 
 int train_spm_main(const std::vector<std::string>& args) {
   OptionParser p("loom-tokenize train-spm", "loom-tokenize train-spm --vocab-size N --model-prefix P [options] INPUT...");
@@ -158,7 +213,9 @@ int train_spm_main(const std::vector<std::string>& args) {
   opt.max_sentence_length = static_cast<uint32_t>(p.get_uint("max-sentence-length", 64, kMaxTextBytes));
   opt.input_sentence_size = p.get_uint("input-sentence-size", 0, static_cast<uint64_t>(INT64_MAX));
   opt.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));
-  log::info("loom-tokenize train-spm configuration:\n", p.resolved_ini(), opt.inputs.size(), " input(s)");
+  const std::string changed = p.changed_ini();
+  log::info("loom-tokenize train-spm configuration (what differs from the defaults):\n",
+            changed.empty() ? "(all defaults)\n" : changed, opt.inputs.size(), opt.inputs.size() == 1 ? " input" : " inputs");
   const TrainSpmSummary s = run_train_spm(opt);
   log::info("summary: trained ", s.model_path, " (vocab ", opt.vocab_size, ") from ", s.docs, " docs, ",
             format_bytes(static_cast<double>(s.bytes)), "; skipped ", s.bad, " bad records");

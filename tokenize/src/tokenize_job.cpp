@@ -38,8 +38,11 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
   std::map<std::string, std::string> out_of;
   std::vector<std::string> bins;
   uint64_t total_bytes = 0;
+  LOOM_CHECK(opt.output_bin.empty() || opt.inputs.size() == 1, "one output file (", opt.output_bin, ") for ",
+             opt.inputs.size(), " inputs: give one input, or an output folder");
   for (const std::string& in : opt.inputs) {
-    const std::string bin = output_bin_path(opt.output_dir, in);
+    const std::string bin = opt.output_bin.empty() ? output_bin_path(opt.output_dir, in) : opt.output_bin;
+    input_format_for(in);  // rejects unknown extensions
     auto [it, fresh] = out_of.emplace(bin, in);
     LOOM_CHECK(fresh, "inputs ", it->second, " and ", in, " would both write ", bin,
                "; rename one or tokenize them into different --output-dir");
@@ -53,7 +56,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
             ", fingerprint ", hex64(info.model_fingerprint));
   log::info("encoder: ", encoder.encoder_name(),
             encoder.why_not_loom().empty() ? std::string() : str(" (loom's encoder cannot: ", encoder.why_not_loom(), ")"));
-  sys::make_dirs(opt.output_dir);
+  sys::make_dirs(opt.output_bin.empty() ? opt.output_dir : sys::dirname(opt.output_bin));
 
   TokenizeSummary sum;
   sum.input_bytes = total_bytes;

@@ -11,12 +11,14 @@
 
 #include <boost/program_options.hpp>
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <vector>
 
 namespace loom {
 
 namespace po = boost::program_options;
+class KeyIndex;  // loom/option_keys.h
 
 // The value of --option given as text, checked to be a number in [min, max]; else UsageError
 // ("--threads: '-1' is not an integer in [1, 1024]"). Integers are decimal, without sign for get_uint.
@@ -32,10 +34,15 @@ class OptionParser {
   po::options_description& options() { return desc_; }
   // Positional arguments go to option `name` (a std::vector<std::string>); max -1 = any number.
   void positional(const std::string& name, int max = -1);
+  // --name (and `name =` in an INI file) means --target: another tool's spelling of an option
+  // (loom-tokenize's --workers for Megatron users). Listed by --help.
+  void alias(const std::string& name, const std::string& target);
 
   // Parses args (without the program name). Returns false when --help was asked for (help printed
   // on stdout); throws loom::UsageError (exit code 2, loom/cli.h) on unknown or malformed options
-  // or an unreadable --config file.
+  // or an unreadable --config file. Keys are matched as loom/option_keys.h says ('-' = '_',
+  // aliases); an unknown key is reported with the nearest known one, and in the INI file with its
+  // FILE:LINE.
   bool parse(const std::vector<std::string>& args);
   bool parse(int argc, char** argv);
 
@@ -60,6 +67,8 @@ class OptionParser {
   po::positional_options_description pos_;
   std::string pos_name_;
   po::variables_map vm_;
+  std::vector<std::pair<std::string, std::string>> aliases_;  // name -> target
+  KeyIndex key_index() const;
 };
 
 }  // namespace loom

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace loom::tokenize {
 
@@ -48,6 +49,12 @@ class DocumentReader {
 
 // From the name without a compression extension; throws loom::Error for anything else.
 InputFormat input_format_for(const std::string& path);
+// Whether input_format_for(path) knows the name (NAME.txt|json|jsonl[.gz|.zst]).
+bool has_input_format(const std::string& path);
+// The inputs a command line names: a file is itself (whatever its name, so a wrong one is reported
+// by input_format_for); a folder is walked recursively for files with a known name, sorted, and
+// other files in it are skipped. A folder with no such file is an error.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
 const char* input_format_name(InputFormat f);
 std::unique_ptr<DocumentReader> make_document_reader(const std::string& path, const ReaderOptions& options);
 

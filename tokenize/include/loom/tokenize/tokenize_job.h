@@ -16,6 +16,7 @@ namespace loom::tokenize {
 struct TokenizeOptions {
   std::string model;
   std::string output_dir;
+  std::string output_bin;  // when set: the one input is written to this .bin path (InternLM's --bin_output_path)
   std::vector<std::string> inputs;
   ReaderOptions reader;
   PipelineOptions pipeline;  // bos/eos resolved here
