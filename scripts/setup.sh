@@ -9,6 +9,8 @@ pkgs=(
   # Debian's LibTorch calls BLAS through libblas.so.3; without an optimised provider that is the
   # reference BLAS, 16x slower on matmuls. OpenBLAS's OpenMP flavour shares torch's OpenMP threads.
   libopenblas0-openmp
+  # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes, llvm-symbolizer for stacks.
+  clang llvm libclang-rt-dev
 )
 missing=()
 for p in "${pkgs[@]}"; do

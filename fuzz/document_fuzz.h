@@ -1,0 +1,61 @@
+// The document readers' fuzz driver: the input's first byte picks the reader options and how many
+// bytes each read() returns (to put records across buffer edges), the rest is the file's content.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "fuzz_util.h"
+#include "loom/tokenize/byte_source.h"
+#include "loom/tokenize/document_reader.h"
+
+namespace loom::fuzz {
+
+class MemorySource : public tokenize::ByteSource {
+ public:
+  MemorySource(std::string_view data, size_t chunk) : data_(data), chunk_(chunk) {}
+  size_t read(void* buf, size_t n) override {
+    const size_t k = std::min({n, chunk_, data_.size() - pos_});
+    std::memcpy(buf, data_.data() + pos_, k);
+    pos_ += k;
+    return k;
+  }
+  uint64_t file_bytes_read() const override { return pos_; }
+  const std::string& path() const override { return name_; }
+
+ private:
+  std::string_view data_;
+  std::string name_ = "fuzz-input";
+  size_t chunk_, pos_ = 0;
+};
+
+// Option byte: bits 0-1 the txt document mode (line, paragraph, file), bit 2 raw records, bit 3
+// text_key "meta.body" instead of "text", bits 4-7 the chunk size (0: whole reads, else 2^k - 1).
+template <typename MakeReader>
+void drain_documents(const uint8_t* data, size_t size, MakeReader&& make) {
+  if (size < 1) return;
+  const uint8_t opt = data[0];
+  tokenize::ReaderOptions o;
+  o.txt_doc = static_cast<tokenize::TxtDoc>((opt & 3) % 3);
+  o.raw_records = (opt & 4) != 0;
+  o.text_key = (opt & 8) ? "meta.body" : "text";
+  const unsigned k = opt >> 4;
+  const size_t chunk = k == 0 ? size : (size_t{1} << k) - 1;
+  const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  expect_only_loom_errors([&] {
+    auto reader = make(std::make_unique<MemorySource>(body, chunk), o);
+    tokenize::Document doc;
+    uint64_t last_offset = 0;
+    while (reader->next(doc)) {
+      // Documents come in file order, inside the file, and each carries text or an error.
+      LOOM_ASSERT(doc.offset <= body.size() && doc.offset >= last_offset, "document offset ", doc.offset,
+                  " after ", last_offset, " in ", body.size(), " bytes");
+      LOOM_ASSERT(doc.error.empty() || doc.text.empty(), "a bad record with text");
+      last_offset = doc.offset;
+    }
+  });
+}
+
+}  // namespace loom::fuzz

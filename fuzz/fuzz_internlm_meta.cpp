@@ -1,0 +1,24 @@
+// InternLM's token shard reader (loom-pack verify and convert) on an arbitrary .meta (.npy) and
+// .bin (fuzz_util.h's split2: .meta first): open, each document, then verify_deep.
+#include <vector>
+
+#include "fuzz_util.h"
+#include "loom/internlm_format.h"
+#include "loom/shard_format.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const auto [meta, bin] = loom::fuzz::split2(data, size);
+  const std::string path = loom::fuzz::scratch() / "i.bin";
+  loom::fuzz::put_file(path, bin);
+  loom::fuzz::put_file(loom::meta_path_for(path), meta);
+  loom::fuzz::expect_only_loom_errors([&] {
+    loom::InternlmReader r(path);
+    std::vector<uint32_t> ids;
+    for (uint64_t i = 0; i < r.num_docs() && i < 4096; ++i) {
+      ids.clear();
+      r.read_doc(i, ids);
+    }
+    r.verify_deep(1000);
+  });
+  return 0;
+}

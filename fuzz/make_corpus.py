@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed inputs into fuzz/corpus/<target>/ (committed; small files only).
+
+Usage, from the repository root after building loom-tokenize and loom-pack (any build):
+    /usr/bin/python3 fuzz/make_corpus.py BUILD_DIR
+
+Seeds come from data_samples/ (heads of the real inputs, spm_2k.model, shards tokenized from them)
+plus handmade cases per reader. Layouts: fuzz/document_fuzz.h (an option byte, then the file) for
+the document readers, fuzz_util.h's split2 (u32 length of the .meta, the .meta, the .bin) for the
+shard formats, the file itself for the rest. Deterministic: a rerun writes the same bytes.
+"""
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "fuzz", "corpus")
+SAMPLES = os.path.join(ROOT, "data_samples")
+
+
+def put(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def split2(meta, bin_):
+    return struct.pack("<I", len(meta)) + meta + bin_
+
+
+def main():
+    build = sys.argv[1]
+    tok = os.path.join(build, "tokenize", "loom-tokenize")
+    pack = os.path.join(build, "packer", "loom-pack")
+    shutil.rmtree(OUT, ignore_errors=True)
+    head = open(os.path.join(SAMPLES, "botchan_head.txt"), "rb").read()
+    records = json.load(open(os.path.join(SAMPLES, "botchan_tail.json"), encoding="utf-8"))
+    neko = gzip.open(os.path.join(SAMPLES, "neko_head.jsonl.gz")).read().split(b"\n")
+
+    # txt: every document mode (option bits 0-1) with whole and small reads (bits 4-7).
+    txt = head[:1500]
+    for opt in (0x00, 0x01, 0x02, 0x31, 0x50):
+        put("fuzz_txt_reader", "botchan_%02x.txt" % opt, bytes([opt]) + txt)
+    put("fuzz_txt_reader", "blank_crlf_cr.txt", b"\x01a\r\n\r\n  b\rc\n\n\n\xe2\x80\x83d \n")
+    put("fuzz_txt_reader", "bad_utf8.txt", b"\x00ok\n\xff\xfe bad\n\xe3\x81\n")
+
+    # jsonl: the Japanese records, text key and raw records, a nested key, bad records.
+    jl = b"\n".join(neko[:3]) + b"\n"
+    for opt in (0x00, 0x04, 0x20):
+        put("fuzz_jsonl_reader", "neko_%02x.jsonl" % opt, bytes([opt]) + jl)
+    put("fuzz_jsonl_reader", "nested.jsonl", b'\x08{"meta": {"body": "x\\u00e9\\ud83d\\ude00"}, "text": 1}\n\n{"meta": 2}\r\n')
+    put("fuzz_jsonl_reader", "bad.jsonl", b'\x00{"text": "a"\n[1, 2]\n{"text": null}\n{"text": "\xff"}\n{"text": "b", "text": "c"}')
+
+    # json array: two botchan records, raw records (json.dumps) and the text key; broken arrays.
+    arr = json.dumps(records[:2], ensure_ascii=False).encode()
+    for opt in (0x00, 0x04, 0x0c, 0x30):
+        put("fuzz_json_array_reader", "botchan_%02x.json" % opt, bytes([opt]) + arr)
+    put("fuzz_json_array_reader", "odd.json", b'\x04 [ {"text": "a\\"]"}, {"x": [1.5e300, -0.0, 1e-7, 12345678901234567890]}, "s", 3 ]\n')
+    put("fuzz_json_array_reader", "broken.json", b'\x00[{"text": "a"}, {"text": "b"')
+
+    # json.dumps: values of every kind.
+    put("fuzz_python_json", "record.json", json.dumps(records[0], ensure_ascii=False))
+    put("fuzz_python_json", "numbers.json", b"[0, -0, -0.0, 1.0, 1e16, 1e-5, 0.1, 123456789012345678, 18446744073709551615, -9223372036854775808, 2.5e-308, 1.7976931348623157e308]")
+    put("fuzz_python_json", "strings.json", b'{"a": "\\u0000\\u001f\\"\\\\/\\b\\f\\n\\r\\t", "\xe5\x90\xbe": "\xf0\x9f\x98\x80", "a": [true, false, null, {}, []]}')
+
+    # gzip and zstd streams (option byte 0: .gz, 1: .zst), whole and cut short.
+    small = head[:600]
+    gz = gzip.compress(small, mtime=0)
+    put("fuzz_byte_source", "botchan.gz", b"\x00" + gz)
+    put("fuzz_byte_source", "botchan_cut.gz", b"\x00" + gz[: len(gz) // 2])
+    put("fuzz_byte_source", "two_members.gz", b"\x00" + gzip.compress(b"a\n", mtime=0) + gzip.compress(b"b\n", mtime=0))
+    zst = subprocess.run(["zstd", "-q", "-c", "-19"], input=small, stdout=subprocess.PIPE, check=True).stdout
+    put("fuzz_byte_source", "botchan.zst", b"\x01" + zst)
+    put("fuzz_byte_source", "botchan_cut.zst", b"\x01" + zst[: len(zst) // 2])
+
+    # Shards: tokenize a few small inputs with spm_2k.model, pack them, convert to InternLM.
+    model = os.path.join(SAMPLES, "spm_2k.model")
+    with tempfile.TemporaryDirectory() as t:
+        inp = os.path.join(t, "in")
+        os.makedirs(inp)
+        open(os.path.join(inp, "a.txt"), "wb").write(b"\n".join(head.split(b"\n")[1:9]))
+        open(os.path.join(inp, "b.jsonl"), "wb").write(b"\n".join(neko[:2]) + b"\n")
+        open(os.path.join(inp, "c.txt"), "wb").write(b"x\n")
+        run = lambda *a: subprocess.run(a, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run(tok, "--model", model, "--output-dir", os.path.join(t, "tok"),
+            os.path.join(inp, "a.txt"), os.path.join(inp, "b.jsonl"), os.path.join(inp, "c.txt"))
+        shards = sorted(f for f in os.listdir(os.path.join(t, "tok")) if f.endswith(".bin"))
+        for f in shards:
+            p = os.path.join(t, "tok", f)
+            put("fuzz_shard_meta", f[:-4], split2(open(p + ".meta", "rb").read(), open(p, "rb").read()))
+        for strategy, seq in (("concat", 64), ("bestfit", 48)):
+            out = os.path.join(t, "pack_" + strategy)
+            run(pack, "pack", "--seq-len", str(seq), "--strategy", strategy, "--seed", "1", "--output-dir", out,
+                *[os.path.join(t, "tok", f) for f in shards])
+            for f in sorted(os.listdir(out)):
+                if f.endswith(".bin"):
+                    p = os.path.join(out, f)
+                    put("fuzz_packed_meta", strategy + "_" + f[:-4], split2(open(p + ".meta", "rb").read(), open(p, "rb").read()))
+        out = os.path.join(t, "internlm")
+        run(pack, "convert", "--to", "internlm", "--output-dir", out, *[os.path.join(t, "tok", f) for f in shards])
+        for f in sorted(os.listdir(out)):
+            if f.endswith(".bin"):
+                p = os.path.join(out, f)
+                put("fuzz_internlm_meta", f[:-4], split2(open(p + ".meta", "rb").read(), open(p, "rb").read()))
+
+    # SentencePiece: the sample model (26 KB; the test models in tests/data are 250 KB and more).
+    put("fuzz_spm_model", "spm_2k.model", open(model, "rb").read())
+
+    # INI: sections, comments, a repeated key, typed values, every spelling Boost takes.
+    put("fuzz_ini", "config.ini", "# a comment\n[job]\nname = my run\nthreads = 4\nseed=12\n\n[adam]\nlr = 3e-4\nbeta = 0.95\n"
+        "[data]\ntotal_steps = 1000\nverify_checksums = false\nfolders = a\nfolders = b\n")
+    put("fuzz_ini", "flat.ini", "job.name = x\ndata.verify_checksums = on\n[adam]\nlr=1\n")
+
+    # safetensors: a file as safetensors::write lays it out (header padded to 8 bytes), and odd ones.
+    def st(tensors, meta=None, pad=True):
+        header, data = {}, b""
+        if meta is not None:
+            header["__metadata__"] = meta
+        for name, dtype, shape, payload in tensors:
+            header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(payload)]}
+            data += payload
+        h = json.dumps(header).encode()
+        if pad:
+            h += b" " * (-len(h) % 8)
+        return struct.pack("<Q", len(h)) + h + data
+    put("fuzz_safetensors", "two.safetensors", st([("w", "F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)),
+                                                   ("step", "F64", [], struct.pack("<d", 5))], {"format": "pt"}))
+    put("fuzz_safetensors", "dtypes.safetensors", st([(d, d, [1], b"\x01" * n) for d, n in
+                                                      (("BF16", 2), ("F16", 2), ("I64", 8), ("I32", 4), ("I16", 2),
+                                                       ("I8", 1), ("U8", 1), ("BOOL", 1))], pad=False))
+    put("fuzz_safetensors", "empty.safetensors", st([("e", "F32", [0, 3], b"")], {}))
+
+    # Checkpoint manifest: the fixed files fuzz_checkpoint_manifest.cpp writes, listed truly.
+    def xxh(b):
+        import xxhash
+        return xxhash.xxh64(b).hexdigest()
+    files = {"model.safetensors": b"model", "optimizer.safetensors": b"optimizer", "state.json": b"{}", "config.ini": b""}
+    man = {"format": "loom-checkpoint", "version": 1, "step": 3,
+           "files": [{"name": n, "bytes": len(b), "xxh64": xxh(b)} for n, b in files.items()]}
+    put("fuzz_checkpoint_manifest", "manifest.json", json.dumps(man))
+    man["step"] = 4
+    put("fuzz_checkpoint_manifest", "wrong_step.json", json.dumps(man))
+
+    # state.json as TrainState::to_json writes it.
+    put("fuzz_train_state", "state.json",
+        '{\n  "version": 1,\n  "step": 6,\n  "updates": 5,\n  "consumed_samples": 24,\n  "consumed_tokens": 300,\n'
+        '  "inf_nan_skips": 1,\n  "skipped_batches": 0,\n  "spike_skips": 0,\n  "spike": {"mean": 2.5, "n": 3},\n'
+        '  "sampler": {"seed": 1024, "epoch": 0, "consumed_samples": 24},\n  "world_size": 2,\n'
+        '  "rng": {"cpu": "00ff10"},\n  "loom_version": "0.1.0"\n}\n')
+    put("fuzz_train_state", "old.json",
+        '{"version": 1, "step": 0, "updates": 0, "consumed_samples": 0, "consumed_tokens": 0, "inf_nan_skips": 0,'
+        ' "skipped_batches": 0, "sampler": {"seed": 1, "epoch": 2, "consumed_samples": 0}, "world_size": 1, "rng": {"cpu": ""}}')
+
+
+if __name__ == "__main__":
+    main()
