@@ -194,3 +194,31 @@ TEST_CASE("loom-train --job.device=cuda on a build or host without CUDA is a cle
   CHECK_THAT(r.output, Catch::Contains("job.device=cuda") && Catch::Contains("CUDA"));
   CHECK_THAT(r.output, !Catch::Contains("LibTorch:") && !Catch::Contains("dispatch"));
 }
+
+TEST_CASE("loom-train refuses a packed shard whose .bin has one byte flipped unless data.verify_checksums=false",
+          "[safety]") {
+  TempDir dir("safety_checksum_e2e");
+  loom::test::write_loop_data(dir / "data");
+  const std::string bin = dir / "data/train/beta/part0.bin";
+  std::string bytes = read_all(bin);
+  const std::string want = loom::hex64(loom::xxh64(bytes.data(), bytes.size()));
+  // Token 21 (pack 1, position 5), low byte: vocab 48 is even, so the id stays valid and only the
+  // checksum can tell. Same size, so the header and index checks pass.
+  bytes[2 * 21] ^= 1;
+  write_all(bin, bytes);
+  const std::string got = loom::hex64(loom::xxh64(bytes.data(), bytes.size()));
+  REQUIRE(got != want);
+
+  auto r = train(args(dir, "r", {"--data.total_steps=2"}));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains(bin + ": checksum mismatch: xxh64 of the .bin is " + got + ", the .meta says " +
+                                       want) &&
+                           Catch::Contains("data.verify_checksums=false"));
+  CHECK_FALSE(loom::sys::exists(dir / "r/checkpoints/step_2"));
+
+  auto skip = train(args(dir, "s", {"--data.total_steps=2", "--data.verify_checksums=false"}));
+  INFO(skip.output);
+  CHECK(skip.exit_code == 0);
+  CHECK(loom::validate_checkpoint(dir / "s/checkpoints/step_2") == 2);
+}

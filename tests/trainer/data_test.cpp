@@ -248,10 +248,10 @@ TEST_CASE("train folder errors name the file and what was expected") {
   // A modified .bin passes the header checks but not data.verify_checksums.
   bytes[0] = 9;
   test::write_all(dir / "a/x.bin", bytes);
-  CHECK_NOTHROW(TrainData(opts(dir.path(), 8)));
   DataOptions v = opts(dir.path(), 8);
-  v.verify_checksums = true;
-  CHECK_THROWS_WITH(TrainData(v), Contains(dir / "a/x.bin" + ": checksum mismatch"));
+  v.verify_checksums = false;
+  CHECK_NOTHROW(TrainData(v));
+  CHECK_THROWS_WITH(TrainData(opts(dir.path(), 8)), Contains(dir / "a/x.bin" + ": checksum mismatch"));
 }
 
 TEST_CASE("data options are validated with the key name") {

@@ -79,7 +79,13 @@ PackedDataset::PackedDataset(std::string name, const std::vector<std::string>& s
     LOOM_CHECK(static_cast<int64_t>(r.seq_len()) == seq_len, path, ": packs of ", r.seq_len(),
                " tokens, but data.seq_len is ", seq_len, " (repack the data or set data.seq_len=", r.seq_len(), ")");
     if (shards_.size() > 1) check_same_tokenizer(shards_.front(), r);
-    if (verify_checksums) r.verify_deep();
+    if (verify_checksums) {
+      try {
+        r.verify_deep();
+      } catch (const Error& e) {
+        LOOM_FAIL(e.what(), " (data.verify_checksums=false skips this check at start)");
+      }
+    }
     first_pack_.push_back(first_pack_.back() + r.num_packs());
     num_tokens_ += r.header().num_tokens;
     num_source_docs_ += r.header().num_source_docs;

@@ -10,6 +10,11 @@
 // Token ids. Packed shards store uint16/uint32 ids, so the negative ids of InternLM's SFT convention
 // ("input without loss") cannot occur in loom's data: there is nothing to translate. Every id is
 // checked < vocab_size when a batch is built (and, with data.verify_checksums, at start).
+//
+// Checksums. With data.verify_checksums (the default) every shard's .bin is read once, front to
+// back, when it is opened: ids against the vocab and its XXH64 against the .meta's bin_xxh64
+// (PackedReader::verify_deep, the check of `loom-pack verify`). A mismatch is a loom::Error naming
+// the file and both checksums.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +36,7 @@ struct DataOptions {
   std::string skip_batches;       // data.skip_batches: "a-b,c" steps whose data is consumed without update
   int64_t prefetch = 4;           // data.prefetch: micro-batches built ahead by the loader thread (0 = none)
   std::string dataset_weights;    // data.dataset_weights: "name:weight,..." (unlisted datasets weigh 1)
-  bool verify_checksums = false;  // data.verify_checksums: read every shard fully at start (ids, xxh64)
+  bool verify_checksums = true;   // data.verify_checksums: read every shard fully at start (ids, xxh64)
   int64_t total_steps = 100;      // data.total_steps: optimizer steps of the run (read by the loop)
   int64_t valid_every = 0;        // data.valid_every: steps between validations (0 = only at the end)
 
