@@ -1,8 +1,9 @@
-// loom-pack pack --seq-len L --strategy concat|bestfit [--seed S] --output-dir DIR INPUT...
+// loom-pack pack --seq-len L --strategy concat|bestfit [--seed S] --output-dir DIR INPUT... (loom or InternLM shards)
 #include <cstdio>
 
 #include "cmd_common.h"
 #include "loom/log.h"
+#include "loom/packer/convert.h"
 #include "loom/packer/pack.h"
 
 namespace loom::packer {
@@ -22,7 +23,10 @@ int cmd_pack(const Args& args) {
       "name", po::value<std::string>()->default_value("packed"), "output name")(
       "max-packs-per-shard", po::value<std::string>()->default_value("0"),
       "roll the output into NAME-00000.bin, ... of at most this many packs each; 0: one file")(
-      "inputs", po::value<std::vector<std::string>>(), "loom shards or folders");
+      "model", po::value<std::string>()->default_value(""),
+      "InternLM inputs: the SentencePiece model they were made with (vocab, bos/eos, fingerprint; as convert)")(
+      "vocab-size", po::value<std::string>()->default_value("0"), "InternLM inputs without --model: the vocab size")(
+      "inputs", po::value<std::vector<std::string>>(), "loom or InternLM token shards, or folders of them");
   parser.positional("inputs");
   if (!parse_command(parser, args)) return kExitOk;
   PackOptions o;
@@ -37,7 +41,13 @@ int cmd_pack(const Args& args) {
   o.name = parser.get<std::string>("name");
   if (o.name.empty() || o.name.find('/') != std::string::npos) throw UsageError("--name must be a plain file name");
   o.max_packs_per_shard = parser.get_uint("max-packs-per-shard", 0, static_cast<uint64_t>(INT64_MAX));
-  const ShardSet inputs(input_shards(parser));
+  // InternLM shards are read through their loom conversion (convert --to loom), in a scratch folder
+  // inside the output folder that is removed afterwards.
+  ConvertOptions internlm;
+  internlm.model = parser.get<std::string>("model");
+  internlm.vocab_size = static_cast<uint32_t>(parser.get_uint("vocab-size", 0, UINT32_MAX));
+  const InternlmAsLoom loom_inputs(input_shards(parser), o.output_dir + "/.internlm-as-loom", internlm);
+  const ShardSet inputs(loom_inputs.paths());
   const PackReport r = pack_shards(inputs, o);
   char fractions[96];
   std::snprintf(fractions, sizeof(fractions), "padding %.4f%%, truncated documents %.4f%%", 100.0 * r.padding_fraction,

@@ -92,4 +92,43 @@ ConvertReport convert_shards(const std::vector<std::string>& input_paths, const 
   return rep;
 }
 
+namespace {
+void remove_scratch(const std::string& dir) {
+  if (!sys::is_directory(dir)) return;
+  for (const std::string& f : sys::list_files(dir)) sys::remove_file(f);
+  sys::remove_dir(dir);
+}
+}  // namespace
+
+InternlmAsLoom::InternlmAsLoom(const std::vector<std::string>& input_paths, const std::string& scratch_dir,
+                               ConvertOptions options)
+    : scratch_(scratch_dir), paths_(input_paths) {
+  std::vector<std::string> internlm;
+  for (const std::string& p : input_paths)
+    if (detect_shard_kind(p) == ShardKind::kInternlm) internlm.push_back(p);
+  if (internlm.empty()) return;
+  remove_scratch(scratch_);
+  options.to = ConvertTarget::kLoom;
+  options.output_dir = scratch_;
+  const std::vector<std::string> names = unique_basenames(internlm);
+  try {
+    convert_shards(internlm, options);
+  } catch (...) {
+    remove_scratch(scratch_);
+    throw;
+  }
+  size_t k = 0;
+  for (std::string& p : paths_)
+    if (k < internlm.size() && p == internlm[k]) p = scratch_ + "/" + names[k++], ++converted_;
+  log::info(converted_, " InternLM shard(s) read through their loom conversion in ", scratch_);
+}
+
+InternlmAsLoom::~InternlmAsLoom() {
+  try {
+    remove_scratch(scratch_);
+  } catch (const std::exception& e) {
+    log::warn("could not remove ", scratch_, ": ", e.what());
+  }
+}
+
 }  // namespace loom::packer

@@ -99,17 +99,17 @@ TEST_CASE("pack bestfit keeps every token once, splits no document shorter than 
   CHECK(read_all(dir / "other/packed-00000.bin") != read_all(dir / "out/packed-00000.bin"));
 }
 
-TEST_CASE("pack refuses bad usage and InternLM inputs") {
+TEST_CASE("pack refuses bad usage and packed inputs") {
   TempDir dir("pack");
   write_shard(dir / "a.bin", {{1, 2, 3}}, TokenizerInfo{10, -1, -1, 0, 0});
   CHECK(loom_pack("pack --seq-len 0 --output-dir " + quote(dir / "o") + " " + quote(dir / "a.bin")).exit_code == 2);
   CHECK(loom_pack("pack --seq-len 4 --strategy greedy --output-dir " + quote(dir / "o") + " " + quote(dir / "a.bin")).exit_code == 2);
   CHECK(loom_pack("pack --output-dir " + quote(dir / "o") + " " + quote(dir / "a.bin")).exit_code == 2);
-  REQUIRE(loom_pack("convert --to internlm --output-dir " + quote(dir / "i") + " " + quote(dir / "a.bin")).exit_code == 0);
-  RunResult r = loom_pack("pack --seq-len 4 --output-dir " + quote(dir / "o") + " " + quote(dir / "i/a.bin"));
+  // InternLM shards are inputs too (pack_internlm_e2e_test.cpp); packed ones are not.
+  REQUIRE(loom_pack("pack --seq-len 4 --output-dir " + quote(dir / "p") + " " + quote(dir / "a.bin")).exit_code == 0);
+  RunResult r = loom_pack("pack --seq-len 4 --output-dir " + quote(dir / "o") + " " + quote(dir / "p/packed.bin"));
   CHECK(r.exit_code == 1);
-  CHECK_THAT(r.output, Catch::Contains(dir / "i/a.bin: is a internlm shard, expected a loom token shard (convert it "
-                                              "first: loom-pack convert --to loom)"));
+  CHECK_THAT(r.output, Catch::Contains(dir / "p/packed.bin: is a packed shard, expected a loom token shard"));
 }
 
 TEST_CASE("pack, merge, split and convert check each input's checksum as they read it and publish nothing on a mismatch") {

@@ -29,4 +29,23 @@ struct ConvertReport {
 
 ConvertReport convert_shards(const std::vector<std::string>& input_paths, const ConvertOptions& options);
 
+// The inputs of a command that reads loom token shards (pack), with every InternLM shard among them
+// replaced by its conversion (convert_shards with `options`, so exactly what `convert --to loom`
+// writes) into the folder `scratch_dir`, which is emptied first (a killed run's leftovers) and
+// removed with its files at destruction. Loom shards pass through untouched, in their order.
+class InternlmAsLoom {
+ public:
+  InternlmAsLoom(const std::vector<std::string>& input_paths, const std::string& scratch_dir, ConvertOptions options);
+  ~InternlmAsLoom();
+  InternlmAsLoom(const InternlmAsLoom&) = delete;
+  InternlmAsLoom& operator=(const InternlmAsLoom&) = delete;
+  const std::vector<std::string>& paths() const { return paths_; }
+  uint64_t converted() const { return converted_; }
+
+ private:
+  std::string scratch_;
+  std::vector<std::string> paths_;
+  uint64_t converted_ = 0;
+};
+
 }  // namespace loom::packer
