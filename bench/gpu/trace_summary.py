@@ -254,6 +254,27 @@ def main():
     launches = sum(1 for r in runtime if "Launch" in r["name"] and span[0] <= r["ts"] < span[1])
     print(f"\nkernel launches per step: {launches / nsteps:.0f}")
 
+    # Communication (NCCL kernels, their own stream) hidden under compute on the other streams:
+    # what ZeRO-3's prefetched gathers must achieve.
+    comm = [e for e in in_span if e["_cat"] == "comm"]
+    if comm:
+        merged = []
+        for s0, e0 in sorted((e["ts"], e["_end"]) for e in in_span if e["_cat"] != "comm"):
+            if merged and s0 <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e0)
+            else:
+                merged.append([s0, e0])
+        begins = [m[0] for m in merged]
+        hidden = 0.0
+        for e in comm:
+            i = max(bisect.bisect_right(begins, e["ts"]) - 1, 0)
+            while i < len(merged) and merged[i][0] < e["_end"]:
+                hidden += max(0.0, min(e["_end"], merged[i][1]) - max(e["ts"], merged[i][0]))
+                i += 1
+        total = sum(e["dur"] for e in comm)
+        print(f"\n== communication: {len(comm) / nsteps:.0f} NCCL kernels, {total / 1e3 / nsteps:.2f} ms per step, "
+              f"{100 * hidden / max(total, 1e-9):.1f}% of it overlapped by compute kernels")
+
 
 if __name__ == "__main__":
     sys.exit(main())

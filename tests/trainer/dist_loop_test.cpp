@@ -162,3 +162,127 @@ TEST_CASE("dist loop: a killed rank takes the job down with a report", "[dist-lo
   REQUIRE(ranks[0].log.find("at step 3") != std::string::npos);
   REQUIRE(ranks[0].log.find("NCCL_SOCKET_IFNAME") != std::string::npos);
 }
+
+// ZeRO stages 2 and 3 (gradients, then weights sharded) against the same W=1 replicated run: the
+// same losses and final weights within fp32 reduction tolerance, at W = 1-4, hybrid (W=4, S=2),
+// micro_num 1 and 2, with none, some and all layers recomputed.
+TEST_CASE("dist loop: ZeRO stages 2 and 3 train like 1 rank at W 1-4, hybrid, micro_num 1 and 2, recompute",
+          "[dist-loop]") {
+  TempDir dir("dist_loop_zero");
+  loom::test::write_loop_data(dir / "data");
+  const std::string data = dir / "data";
+  require_success(launch(1, args(data, dir / "w1", 1, 2), dir, "w1"));
+  const auto loss = metric(dir / "w1/metrics.jsonl", "loss");
+  const auto val = metric(dir / "w1/metrics.jsonl", "val/alpha_loss");
+  REQUIRE(loss.size() == 6);
+
+  struct Case {
+    int world, micro_num, stage;
+    const char* zero1;
+    const char* recompute;
+  };
+  for (const Case& c : {Case{2, 2, 2, "-1", "0"}, Case{3, 2, 3, "-1", "1"}, Case{4, 1, 3, "2", "0"},
+                        Case{4, 1, 2, "-1", "0.5"}, Case{2, 1, 3, "-1", "0.5"}, Case{1, 2, 3, "-1", "0"}}) {
+    const std::string tag = "w" + std::to_string(c.world) + "m" + std::to_string(c.micro_num) + "s" +
+                            std::to_string(c.stage) + "z" + c.zero1 + "c" + c.recompute;
+    INFO(tag);
+    const auto ranks = launch(c.world,
+                              args(data, dir / tag, c.world, c.micro_num,
+                                   {std::string("--parallel.zero1=") + c.zero1,
+                                    "--parallel.zero_stage=" + std::to_string(c.stage),
+                                    std::string("--model.checkpoint=") + c.recompute}),
+                              dir, tag);
+    require_success(ranks);
+    REQUIRE(ranks[0].log.find("ZeRO-" + std::to_string(c.stage) + ":") != std::string::npos);
+    require_close(metric(dir / (tag + "/metrics.jsonl"), "loss"), loss, 1e-5);
+    require_close(metric(dir / (tag + "/metrics.jsonl"), "val/alpha_loss"), val, 1e-5);
+    require_same_weights(dir / (tag + "/checkpoints/step_6/model.safetensors"),
+                         dir / "w1/checkpoints/step_6/model.safetensors", 2e-5);
+    const int shards = std::string(c.zero1) == "-1" ? c.world : std::stoi(c.zero1);
+    REQUIRE(loom::zero1_shard_files(dir / (tag + "/checkpoints/step_6")).size() == static_cast<size_t>(shards));
+  }
+}
+
+// Saved at (W=4, stage 3), resumed at (W=2, stage 2), (W=1, replicated) and (W=3, stage 1): the
+// losses of steps 4-6 are the uninterrupted run's.
+TEST_CASE("dist loop: a ZeRO-3 checkpoint at W=4 resumes at W=2 stage 2, W=1 replicated, W=3 stage 1",
+          "[dist-loop]") {
+  TempDir dir("dist_loop_zero_resume");
+  loom::test::write_loop_data(dir / "data");
+  const std::string data = dir / "data";
+  require_success(launch(1, args(data, dir / "ref", 1, 2), dir, "ref"));
+  const auto loss = metric(dir / "ref/metrics.jsonl", "loss");
+  require_success(launch(4,
+                         args(data, dir / "w4", 4, 1,
+                              {"--parallel.zero1=-1", "--parallel.zero_stage=3", "--debug.stop_at_step=3"}),
+                         dir, "w4"));
+  const std::string ckpt = dir / "w4/checkpoints/step_3";
+  REQUIRE(loom::zero1_shard_files(ckpt).size() == 4);
+
+  struct Case {
+    int world;
+    std::vector<std::string> flags;
+  };
+  for (const Case& c : {Case{2, {"--parallel.zero1=-1", "--parallel.zero_stage=2"}}, Case{1, {"--parallel.zero1=1"}},
+                        Case{3, {"--parallel.zero1=-1", "--parallel.zero_stage=1"}}}) {
+    const std::string tag = "resume_w" + std::to_string(c.world);
+    INFO(tag);
+    std::vector<std::string> flags = c.flags;
+    flags.push_back("--resume=" + ckpt);
+    require_success(launch(c.world, args(data, dir / tag, c.world, 2, flags), dir, tag));
+    const auto got = metric(dir / (tag + "/metrics.jsonl"), "loss");
+    REQUIRE(got.size() == 3);  // steps 4..6
+    require_close(got, std::map<int64_t, double>(loss.find(4), loss.end()), 1e-5);
+    require_same_weights(dir / (tag + "/checkpoints/step_6/model.safetensors"),
+                         dir / "ref/checkpoints/step_6/model.safetensors", 2e-5);
+  }
+}
+
+// The parameter storage each rank holds between steps, as the ranks measure it from their tensors'
+// storages: at stage 3 over 4 ranks about a quarter of stage 1's (which holds whole weights).
+TEST_CASE("dist loop: ZeRO-3 ranks hold a quarter of the weights at W=4", "[dist-loop]") {
+  TempDir dir("dist_loop_zero_memory");
+  loom::test::write_loop_data(dir / "data");
+  const std::string data = dir / "data";
+  auto resident = [&](const std::string& stage) {
+    const std::string tag = "s" + stage;
+    const auto ranks = launch(4,
+                              args(data, dir / tag, 4, 1,
+                                   {"--parallel.zero1=-1", "--parallel.zero_stage=" + stage, "--data.total_steps=1",
+                                    "--model.hidden_size=64", "--model.num_layers=4"}),
+                              dir, tag);
+    require_success(ranks);
+    const std::string key = "parameter bytes resident per rank: min ";
+    const size_t at = ranks[0].log.find(key);
+    REQUIRE(at != std::string::npos);
+    std::istringstream in(ranks[0].log.substr(at + key.size()));
+    double lo = 0, hi = 0;
+    std::string word;
+    in >> lo >> word >> hi;
+    REQUIRE(word == "max");
+    return std::make_pair(lo, hi);
+  };
+  const auto one = resident("1"), three = resident("3");
+  INFO("stage 1: " << one.first << ".." << one.second << " bytes, stage 3: " << three.first << ".." << three.second);
+  REQUIRE(one.first == one.second);  // whole weights everywhere
+  REQUIRE(three.first >= 0.25 * one.first);
+  REQUIRE(three.second <= 0.26 * one.first);  // a quarter, plus the padding of the last chunks
+}
+
+// Rank 1 dies in step 3 before layer 1's forward, after it gathered layer 0 with rank 0: rank 0's
+// next collective is a gather of layer 1's weights.
+TEST_CASE("dist loop: a rank killed at ZeRO stage 3 takes the job down with a report naming the gather",
+          "[dist-loop]") {
+  TempDir dir("dist_loop_zero_kill");
+  loom::test::write_loop_data(dir / "data");
+  const auto ranks = launch(2,
+                            args(dir / "data", dir / "run", 2, 1,
+                                 {"--data.total_steps=1000", "--parallel.zero1=-1", "--parallel.zero_stage=3",
+                                  "--debug.kill_at_layer=1"}),
+                            dir, "kill", /*kill_rank=*/1);
+  INFO("rank 0 log:\n" << ranks[0].log);
+  REQUIRE(ranks[1].exit_code == 137);
+  REQUIRE(ranks[0].exit_code == 1);
+  REQUIRE(ranks[0].log.find("at step 3") != std::string::npos);
+  REQUIRE(ranks[0].log.find("all_gather") != std::string::npos);
+}

@@ -30,7 +30,7 @@
 #include "loom/sys.h"
 #include "safetensors.h"
 #include "sampler.h"
-#include "zero1.h"
+#include "zero.h"
 
 namespace {
 
@@ -116,11 +116,13 @@ void run_config(Communicator& comm, const Args& a, const Config& cfg) {
   ao.clip_grad_norm = 0.5;
   ao.weight_decay = 0.1;
 
-  std::unique_ptr<Zero1Optimizer> zero;
+  std::unique_ptr<ZeroOptimizer> zero;
   std::unique_ptr<GradSync> sync;
   std::unique_ptr<torch::optim::AdamW> adamw;
   if (cfg.zero) {
-    zero = std::make_unique<Zero1Optimizer>(comm, params, decay, ao, -1);
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& kv : model->named_parameters()) named.emplace_back(kv.key(), kv.value());
+    zero = std::make_unique<ZeroOptimizer>(comm, named, decay, ao, -1);
   } else {
     sync = std::make_unique<GradSync>(comm, params, GradSyncOptions{a.bucket_bytes});
     auto mk = [&](double wd) {

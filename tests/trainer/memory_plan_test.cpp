@@ -52,15 +52,40 @@ TEST_CASE("memory plan: parameters, gradients and optimizer state are the model'
   CHECK(b.parameters == 2 * P);
   CHECK(b.gradients == 2 * P);
   CHECK(b.optimizer_state == 12 * P);  // + the fp32 master copy
-  // ZeRO-1 over 4 ranks: a quarter of the fp32 master and moments, plus its flat buffers.
+  // ZeRO-1 over 4 ranks: a quarter of the fp32 master and moments, the fp32 gradient shard, and the
+  // reduction buffers of three units plus one unit's gather (the largest unit: embedding + head,
+  // the parameters outside the layers, here larger than a layer).
   bf.world_size = 4;
   bf.zero1 = -1;
   const MemoryPlan z = loom::plan_memory(bf);
+  const auto L = static_cast<uint64_t>(loom::count_parameters_per_layer(bf.model)), R = P - 4 * L;
+  REQUIRE(R > L);
   CHECK(z.zero_shards == 4);
   CHECK(z.optimizer_state == (12 * P + 3) / 4);
-  CHECK(z.workspace - b.workspace == 8 * P);
+  CHECK(z.gradients == 2 * P + (4 * P + 3) / 4);
+  CHECK(z.workspace - b.workspace == 12 * R + 2 * R);
   CHECK(z.parameters == b.parameters);
   CHECK(z.total == z.parameters + z.gradients + z.optimizer_state + z.activations + z.logits_and_loss + z.workspace);
+  // Stage 2: whole gradients only for the units outside the layers and two layers in flight.
+  bf.zero_stage = 2;
+  const MemoryPlan z2 = loom::plan_memory(bf);
+  CHECK(z2.gradients == (R + 2 * L) * 2 + (4 * P + 3) / 4);
+  CHECK(z2.parameters == b.parameters);
+  CHECK(z2.optimizer_state == z.optimizer_state);
+  // Stage 3: a quarter of the weights, plus what is gathered at once.
+  bf.zero_stage = 3;
+  const MemoryPlan z3 = loom::plan_memory(bf);
+  CHECK(z3.parameters == (P + 3) / 4 * 2 + (R + 3 * L) * 2);
+  CHECK(z3.gradients == z2.gradients);
+  CHECK(z2.total < z.total);
+  // With 4 layers stage 3 gathers nearly all of them at once; with 32 it saves.
+  bf.model.num_layers = 32;
+  CHECK(loom::plan_memory(bf).total < [&] {
+    PlanInputs two = bf;
+    two.zero_stage = 2;
+    return loom::plan_memory(two).total;
+  }());
+  CHECK(z3.to_json().find("\"zero_stage\": 3") != std::string::npos);
 }
 
 TEST_CASE("memory plan: activations grow with the tokens and shrink with recompute", "[plan]") {
@@ -135,8 +160,8 @@ TEST_CASE("memory plan: a run that does not fit names its largest term and what 
                        Catch::Contains("\"total\": " + std::to_string(p.total) + "}") &&
                        Catch::Contains("\"suggestions\": [\"model.checkpoint="));
 
-  // The 7B shape in bf16 on 80 GB devices: the optimizer state leads; ZeRO-1's full-size flat
-  // buffers (8 P) cost more than sharding saves, so no world size makes it fit, and it says so.
+  // The 7B shape in bf16 on 80 GB devices at W=8, replicated: the optimizer state leads, and
+  // sharding it over the 8 ranks (stage 1) fits.
   PlanInputs big = small(torch::kBFloat16);
   big.cuda = true;
   big.attention = loom::AttentionKernel::kFlashVarlen;
@@ -152,8 +177,15 @@ TEST_CASE("memory plan: a run that does not fit names its largest term and what 
   const MemoryPlan b = loom::plan_memory(big);
   CHECK_FALSE(b.fits);
   CHECK(b.largest_term() == "optimizer_state");
-  REQUIRE(b.suggestions.size() == 1);
-  CHECK_THAT(b.suggestions[0], Catch::StartsWith("none of model.checkpoint"));
+  bool stage1 = false;
+  for (const auto& s : b.suggestions) stage1 = stage1 || s.rfind("parallel.zero1=-1 parallel.zero_stage=1 (", 0) == 0;
+  CHECK(stage1);
+  // On 2 GiB nothing fits: even at stage 3 the gathered embedding, head and layers need more.
+  PlanInputs tiny = big;
+  tiny.device_bytes = uint64_t{2} << 30;
+  const MemoryPlan t = loom::plan_memory(tiny);
+  REQUIRE(t.suggestions.size() == 1);
+  CHECK_THAT(t.suggestions[0], Catch::StartsWith("none of model.checkpoint"));
   big.device_bytes = uint64_t{141} << 30;  // an H200
   CHECK(loom::plan_memory(big).fits);
 }

@@ -8,7 +8,7 @@
 #include "optimizer.h"
 #include "safetensors.h"
 #include "test_util.h"
-#include "zero1.h"
+#include "zero.h"
 
 using namespace loom;
 
@@ -110,7 +110,9 @@ TEST_CASE("ZeRO-1 at one rank updates bitwise as the whole-vector AdamW it repla
   o.clip_grad_norm = 3.0;
   LaunchInfo li;
   Communicator comm(li, {}, torch::Device(torch::kCPU));
-  Zero1Optimizer zero(comm, params, decay, o, -1);
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (size_t i = 0; i < params.size(); ++i) named.emplace_back("p" + std::to_string(i), params[i]);
+  ZeroOptimizer zero(comm, named, decay, o, -1);
 
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> flat_parts, mask_parts;
@@ -137,7 +139,7 @@ TEST_CASE("ZeRO-1 at one rank updates bitwise as the whole-vector AdamW it repla
     const double bc1 = 1 - std::pow(o.beta1, t), bc2 = 1 - std::pow(o.beta2, t);
     master.addcdiv_(m, (v.sqrt() / std::sqrt(bc2)).add_(o.eps), -lr / bc1);
 
-    const Zero1StepResult r = zero.step(lr);
+    const ZeroStepResult r = zero.step(lr);
     CHECK_FALSE(r.skipped);
     CHECK(r.grad_norm == norm);
     std::vector<torch::Tensor> now;

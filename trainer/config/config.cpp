@@ -114,6 +114,8 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("ckpt.keep", po::value(&c.ckpt.keep)->default_value(2), "checkpoints kept (0 = all)")
     ("parallel.zero1", po::value(&c.parallel.zero1)->default_value(1), "optimizer-state shards over the "
         "data-parallel ranks (1 = off, -1 = every rank; must divide the world size)")
+    ("parallel.zero_stage", po::value(&c.parallel.zero_stage)->default_value(1), "what parallel.zero1 shards: "
+        "1 optimizer state, 2 + gradients, 3 + weights")
     ("parallel.bucket_mb", po::value(&c.parallel.bucket_mb)->default_value(25.0), "gradient all-reduce bucket (MiB)")
     ("parallel.timeout_s", po::value(&c.parallel.timeout_s)->default_value(600.0), "a collective waiting longer "
         "fails the job with a report")
@@ -143,6 +145,8 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("debug.hang_at_step", po::value(&c.debug.hang_at_step)->default_value(-1), "TEST ONLY: step N's forward never ends")
     ("debug.spike_at_step", po::value(&c.debug.spike_at_step)->default_value(-1), "TEST ONLY: step N's loss looks 100x larger")
     ("debug.kill_at_step", po::value(&c.debug.kill_at_step)->default_value(-1), "TEST ONLY: SIGKILL during step N")
+    ("debug.kill_at_layer", po::value(&c.debug.kill_at_layer)->default_value(-1), "TEST ONLY: with debug.kill_at_step, "
+        "SIGKILL before layer L's forward (mid-step, between a ZeRO-3 gather and the next)")
     ("debug.kill_in_save", po::value(&c.debug.kill_in_save)->default_value(-1), "TEST ONLY: SIGKILL inside the "
         "save of step N (after its model file)")
     ("debug.inject_nan_step", po::value(&c.debug.inject_nan_step)->default_value(-1), "TEST ONLY: make step N's gradients NaN")

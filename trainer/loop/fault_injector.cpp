@@ -14,8 +14,12 @@ void FaultInjector::pause(int64_t step, const StopSignal& signal) const {
 }
 
 void FaultInjector::in_forward(int64_t step) const {
-  if (step == o_.kill_at_step) std::raise(SIGKILL);
+  if (step == o_.kill_at_step && o_.kill_at_layer < 0) std::raise(SIGKILL);
   while (step == o_.hang_at_step) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+void FaultInjector::before_layer(int64_t step, int64_t layer) const {
+  if (step == o_.kill_at_step && layer == o_.kill_at_layer) std::raise(SIGKILL);
 }
 
 void FaultInjector::after_backward(int64_t step, const std::vector<torch::Tensor>& params) const {

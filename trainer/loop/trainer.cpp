@@ -150,6 +150,7 @@ class Loop {
   std::unique_ptr<ValidationSets> valid_;
   InternLM model_{nullptr};
   std::unique_ptr<DataParallelUpdate> update_;
+  std::unique_ptr<FaultLayerHooks> fault_hooks_;  // debug.kill_at_layer
   std::vector<std::unique_ptr<Stateful>> checkpointed_;  // what a checkpoint holds, in load order
   LrSchedule schedule_;
   Checkpointer ckpt_;
@@ -227,7 +228,14 @@ void Loop::start() {
             update_->num_no_decay(), " without; ", flops_per_token_ / 1e9, " GFLOP per token");
   log::info("update: ", update_->describe());
   checkpointed_.push_back(std::make_unique<RunState>(state_, loader_, spike_, *update_, comm_.world()));
-  checkpointed_.push_back(std::make_unique<ModuleState>(*model_));
+  LayerHooks* hooks = update_->layer_hooks();
+  if (faults_.kills_in_layers()) {
+    fault_hooks_ = std::make_unique<FaultLayerHooks>(faults_, state_.step, hooks);
+    hooks = fault_hooks_.get();
+  }
+  model_->set_layer_hooks(hooks);
+  checkpointed_.push_back(std::make_unique<ModuleState>(
+      *model_, [this] { return update_->whole_model_state(named_state(*model_)); }));
   checkpointed_.push_back(std::make_unique<OptimizerState>(*update_));  // after the model: master weights
 
   std::string resume_dir;
@@ -277,6 +285,12 @@ void Loop::start() {
   }
   // The same start on every rank whatever happened above (seeds, a file read by one rank only...).
   update_->broadcast_parameters();
+  if (update_->sharded()) {  // what stage 3 saves, measured on every rank
+    const double bytes = static_cast<double>(update_->resident_parameter_bytes());
+    const auto lo = static_cast<int64_t>(comm_.all_reduce_scalar(bytes, ReduceOp::kMin));
+    const auto hi = static_cast<int64_t>(comm_.all_reduce_scalar(bytes, ReduceOp::kMax));
+    log::info("parameter bytes resident per rank: min ", lo, " max ", hi);
+  }
   state_.sampler = loader_.state();
   if (c_.ckpt.async_save && c_.ckpt.enable_save) {
     if (update_->sharded())
@@ -485,9 +499,11 @@ std::string Loop::save() {
       comm_.store_set(key + std::to_string(comm_.rank()), mine->name + " " + std::to_string(mine->bytes) + " " +
                                                              std::to_string(mine->xxh64));
   }
+  // Every rank: at ZeRO stage 3 the whole weights are gathered collectively.
+  CheckpointContents cc = contents();
   std::string dir;
   if (lead_) {
-    faults_.in_save(state_.step, tmp, named_state(*model_));
+    faults_.in_save(state_.step, tmp, cc.model);
     for (int r = 1; r < update_->shards(); ++r) {  // ranks 1..S-1 hold the other distinct shards
       std::istringstream in(comm_.store_get(key + std::to_string(r)));
       CheckpointFile f;
@@ -495,7 +511,7 @@ std::string Loop::save() {
       LOOM_ASSERT(!in.fail(), "rank ", r, " published a malformed shard entry");
       shards.push_back(f);
     }
-    dir = ckpt_.commit(state_.step, contents(), shards);
+    dir = ckpt_.commit(state_.step, cc, shards);
     log::info("checkpoint ", dir, " written (step ", state_.step, ")");
   }
   comm_.barrier();  // nobody runs ahead into a step (or a next save) before the checkpoint is published

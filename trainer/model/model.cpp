@@ -64,15 +64,19 @@ std::string dtype_name(torch::Dtype dtype) {
   return "";
 }
 
-int64_t count_parameters(const ModelOptions& o) {
+int64_t count_parameters_per_layer(const ModelOptions& o) {
   const int64_t C = o.hidden_size, H = o.num_attention_heads, K = o.kv_heads(), D = o.head_dim();
-  const int64_t F = o.ffn_hidden(), V = o.vocab_size;
+  const int64_t F = o.ffn_hidden();
   const int64_t qkv = (H + 2 * K) * D;
-  const int64_t layer = 2 * C                                   // two norms
-                        + qkv * C + (o.qkv_bias ? qkv : 0)      // wqkv
-                        + C * H * D + (o.out_bias ? C : 0)      // wo
-                        + 3 * C * F;                            // w1, w2, w3
-  return V * C + o.num_layers * layer + C + (o.tie_embeddings ? 0 : V * C);
+  return 2 * C                                   // two norms
+         + qkv * C + (o.qkv_bias ? qkv : 0)      // wqkv
+         + C * H * D + (o.out_bias ? C : 0)      // wo
+         + 3 * C * F;                            // w1, w2, w3
+}
+
+int64_t count_parameters(const ModelOptions& o) {
+  const int64_t C = o.hidden_size, V = o.vocab_size;
+  return V * C + o.num_layers * count_parameters_per_layer(o) + C + (o.tie_embeddings ? 0 : V * C);
 }
 
 // ---- blocks ----

@@ -69,6 +69,8 @@ std::string dtype_name(torch::Dtype dtype);
 
 // Parameter count in closed form (no allocation): for the 7B/20B shapes.
 int64_t count_parameters(const ModelOptions& o);
+// Of one decoder layer.
+int64_t count_parameters_per_layer(const ModelOptions& o);
 
 // ---- blocks ----
 

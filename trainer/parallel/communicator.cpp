@@ -50,7 +50,9 @@ struct Communicator::Impl {
 
 struct Communicator::Pending::Impl {
   c10::intrusive_ptr<c10d::Work> work;
-  torch::Tensor tensor;
+  torch::Tensor tensor;               // named in a failure report
+  const char* name = "all_reduce";
+  std::function<void()> then;         // runs after the work completes (Gloo's reduce-scatter)
 };
 Communicator::Pending::Pending() = default;
 Communicator::Pending::~Pending() = default;
@@ -247,27 +249,79 @@ double Communicator::all_reduce_scalar(double x, ReduceOp op) {
   return t.item<double>();
 }
 
-Communicator::Pending Communicator::all_reduce_async(const torch::Tensor& t) {
+Communicator::Pending Communicator::start(const char* name, const torch::Tensor& t,
+                                          const std::function<c10::intrusive_ptr<c10d::Work>()>& launch) {
   Pending p;
-  if (!distributed_) return p;
-  check_tensor("all_reduce", t);
   p.impl_ = std::make_unique<Pending::Impl>();
   p.impl_->tensor = t;
-  std::vector<at::Tensor> ts{t};
+  p.impl_->name = name;
   try {
-    p.impl_->work = impl_->pg->allreduce(ts);
+    p.impl_->work = launch();
   } catch (const loom::Error&) {
     throw;
   } catch (const std::exception& e) {
-    fail("all_reduce (start)", &t, first_line(e.what()));
+    fail(name, &t, first_line(e.what()));
   }
   return p;
+}
+
+Communicator::Pending Communicator::all_reduce_async(const torch::Tensor& t) {
+  if (!distributed_) return Pending();
+  check_tensor("all_reduce", t);
+  return start("all_reduce", t, [&] {
+    std::vector<at::Tensor> ts{t};
+    return impl_->pg->allreduce(ts);
+  });
+}
+
+Communicator::Pending Communicator::reduce_scatter_async(const torch::Tensor& output, const torch::Tensor& input) {
+  LOOM_ASSERT(input.numel() == output.numel() * world_, "reduce_scatter: input ", input.numel(), " != world ", world_,
+              " x output ", output.numel());
+  if (!distributed_) {
+    output.copy_(input.view_as(output));
+    return Pending();
+  }
+  check_tensor("reduce_scatter", input);
+  check_tensor("reduce_scatter", output);
+  if (backend_name_ == "gloo") {  // as reduce_scatter(): all-reduce in place, keep this rank's chunk
+    Pending p = start("reduce_scatter", input, [&] {
+      std::vector<at::Tensor> ts{input};
+      return impl_->pg->allreduce(ts);
+    });
+    const int64_t n = output.numel(), r = rank_;
+    p.impl_->then = [output, input, n, r] { output.copy_(input.narrow(0, r * n, n).view_as(output)); };
+    return p;
+  }
+  return start("reduce_scatter", input, [&] {
+    std::vector<at::Tensor> outs{output};
+    std::vector<std::vector<at::Tensor>> ins(1);
+    for (int r = 0; r < world_; ++r) ins[0].push_back(input.narrow(0, r * output.numel(), output.numel()));
+    return impl_->pg->reduce_scatter(outs, ins);
+  });
+}
+
+Communicator::Pending Communicator::all_gather_async(const torch::Tensor& output, const torch::Tensor& input) {
+  LOOM_ASSERT(output.numel() == input.numel() * world_, "all_gather: output ", output.numel(), " != world ", world_,
+              " x input ", input.numel());
+  if (!distributed_) {
+    output.copy_(input.view_as(output));
+    return Pending();
+  }
+  check_tensor("all_gather", input);
+  check_tensor("all_gather", output);
+  return start("all_gather", input, [&] {
+    std::vector<at::Tensor> ins{input};
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int r = 0; r < world_; ++r) outs[0].push_back(output.narrow(0, r * input.numel(), input.numel()).view_as(input));
+    return impl_->pg->allgather(outs, ins);
+  });
 }
 
 void Communicator::wait(Pending& p) {
   if (!p.active()) return;
   auto impl = std::move(p.impl_);
-  LOOM_COLLECTIVE("all_reduce", &impl->tensor, impl->work);
+  LOOM_COLLECTIVE(impl->name, &impl->tensor, impl->work);
+  if (impl->then) impl->then();
 }
 
 void Communicator::store_set(const std::string& key, const std::string& value) {

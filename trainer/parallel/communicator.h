@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,10 @@
 #include <torch/torch.h>
 
 #include "launch.h"
+
+namespace c10d {
+class Work;
+}
 
 namespace loom {
 
@@ -60,7 +65,8 @@ class Communicator {
   void barrier();
   double all_reduce_scalar(double x, ReduceOp op = ReduceOp::kSum);
 
-  // An all-reduce (SUM) started now and finished by wait(), so communication overlaps compute.
+  // Collectives started now and finished by wait(), so communication overlaps compute; the
+  // tensors must stay alive until then. Without a process group they complete at once.
   class Pending {
    public:
     Pending();
@@ -74,7 +80,9 @@ class Communicator {
     struct Impl;
     std::unique_ptr<Impl> impl_;
   };
-  Pending all_reduce_async(const torch::Tensor& t);
+  Pending all_reduce_async(const torch::Tensor& t);  // SUM
+  Pending reduce_scatter_async(const torch::Tensor& output, const torch::Tensor& input);
+  Pending all_gather_async(const torch::Tensor& output, const torch::Tensor& input);
   void wait(Pending& p);
 
   // The store (for small values: rank table, launch time). get waits for the key up to the timeout.
@@ -87,6 +95,8 @@ class Communicator {
 
  private:
   struct Impl;
+  Pending start(const char* name, const torch::Tensor& t,
+                const std::function<c10::intrusive_ptr<c10d::Work>()>& launch);
   [[noreturn]] void fail(const char* collective, const torch::Tensor* t, const std::string& cause);
   void check_tensor(const char* collective, const torch::Tensor& t) const;
 

@@ -1,10 +1,12 @@
 #include "data_parallel.h"
 
+#include <map>
+
 #include "grad_sync.h"
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/sys.h"
-#include "zero1.h"
+#include "zero.h"
 
 namespace loom {
 
@@ -14,6 +16,10 @@ void ParallelOptions::validate() const {
   LOOM_CHECK(timeout_s > 0, "parallel.timeout_s must be > 0, got ", timeout_s);
   LOOM_CHECK(backend == "auto" || backend == "gloo" || backend == "nccl", "parallel.backend must be auto, gloo or nccl, got '",
              backend, "'");
+  LOOM_CHECK(zero_stage >= 1 && zero_stage <= 3, "parallel.zero_stage must be 1, 2 or 3, got ", zero_stage);
+  LOOM_CHECK(zero_stage == 1 || zero1 != 1, "parallel.zero_stage=", zero_stage,
+             " shards over the ranks parallel.zero1 names, but parallel.zero1=1 (no sharding): set "
+             "parallel.zero1=-1 (every rank) or a shard count");
 }
 
 DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::NamedTensors& named,
@@ -30,7 +36,8 @@ DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::Na
     num_decay_ += decay.back() ? 1 : 0;
   }
   if (p.zero1 != 1) {
-    zero_ = std::make_unique<Zero1Optimizer>(comm_, params, decay, o, static_cast<int>(p.zero1));
+    zero_ = std::make_unique<ZeroOptimizer>(comm_, named_, decay, o, static_cast<int>(p.zero1),
+                                            static_cast<int>(p.zero_stage));
   } else {
     opt_ = std::make_unique<Optimizer>(named_, o);
     if (comm_.distributed())
@@ -41,10 +48,34 @@ DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::Na
 DataParallelUpdate::~DataParallelUpdate() = default;
 
 void DataParallelUpdate::broadcast_parameters() {
-  if (!comm_.distributed()) return;
-  std::vector<torch::Tensor> params;
-  for (const auto& kv : named_) params.push_back(kv.second);
-  loom::broadcast_parameters(comm_, params);
+  if (comm_.distributed()) {
+    std::vector<torch::Tensor> params;
+    for (const auto& kv : named_) params.push_back(kv.second);
+    loom::broadcast_parameters(comm_, params);
+  }
+  if (zero_) zero_->shard_parameters();
+}
+
+LayerHooks* DataParallelUpdate::layer_hooks() { return zero_ ? zero_->hooks() : nullptr; }
+
+safetensors::NamedTensors DataParallelUpdate::whole_model_state(const safetensors::NamedTensors& named) {
+  if (!zero_ || zero_->stage() < 3) return named;
+  const auto gathered = zero_->gather_named_parameters();
+  if (comm_.rank() != 0) return named;
+  std::map<std::string, torch::Tensor> by_name(gathered.begin(), gathered.end());
+  safetensors::NamedTensors out;
+  for (const auto& [name, t] : named) {
+    auto it = by_name.find(name);
+    out.emplace_back(name, it != by_name.end() ? it->second : t);  // buffers are not sharded
+  }
+  return out;
+}
+
+int64_t DataParallelUpdate::resident_parameter_bytes() const {
+  if (zero_) return zero_->resident_parameter_bytes();
+  int64_t bytes = 0;
+  for (const auto& kv : named_) bytes += kv.second.numel() * static_cast<int64_t>(kv.second.element_size());
+  return bytes;
 }
 
 void DataParallelUpdate::before_backward(bool last) {
@@ -53,7 +84,7 @@ void DataParallelUpdate::before_backward(bool last) {
 
 OptimizerStepResult DataParallelUpdate::step(double lr) {
   if (zero_) {
-    const Zero1StepResult z = zero_->step(lr);
+    const ZeroStepResult z = zero_->step(lr);
     return {z.grad_norm, z.skipped};
   }
   if (sync_) sync_->finish();
@@ -71,10 +102,16 @@ int64_t DataParallelUpdate::updates() const { return zero_ ? zero_->updates() : 
 
 int DataParallelUpdate::shards() const { return zero_ ? zero_->shards() : 1; }
 
+int DataParallelUpdate::zero_stage() const { return zero_ ? zero_->stage() : 0; }
+
 std::string DataParallelUpdate::describe() const {
-  if (zero_)
-    return "ZeRO-1: optimizer state in " + std::to_string(zero_->shards()) + " shard(s) over " +
-           std::to_string(comm_.world()) + " rank(s), " + std::to_string(zero_->numel()) + " elements";
+  if (zero_) {
+    static const char* const what[] = {"", "optimizer state", "optimizer state and gradients",
+                                       "optimizer state, gradients and weights"};
+    return "ZeRO-" + std::to_string(zero_->stage()) + ": " + what[zero_->stage()] + " in " +
+           std::to_string(zero_->shards()) + " shard(s) over " + std::to_string(comm_.world()) + " rank(s), " +
+           std::to_string(zero_->numel()) + " elements in " + std::to_string(zero_->num_units()) + " units";
+  }
   if (sync_)
     return "replicated optimizer, gradients all-reduced in " + std::to_string(sync_->num_buckets()) +
            " bucket(s) over " + std::to_string(comm_.world()) + " ranks";
@@ -123,10 +160,10 @@ void DataParallelUpdate::load(const std::string& dir) {
     return;
   }
   // A ZeRO-1 checkpoint into a replicated optimizer: gather the shards, cut per parameter.
-  const Zero1FullState full = read_zero1_shards(shard_files);
+  const ZeroFullState full = read_zero_shards(shard_files);
   int64_t total = 0;
   for (const auto& kv : named_) total += kv.second.numel();
-  LOOM_CHECK(full.master.numel() == total, dir, ": the ZeRO-1 shards hold ", full.master.numel(),
+  LOOM_CHECK(full.master.numel() == total, dir, ": the ZeRO shards hold ", full.master.numel(),
              " elements, this model has ", total, " trainable parameters");
   safetensors::NamedTensors state;
   state.emplace_back("step", torch::full({}, static_cast<double>(full.updates), torch::kFloat64));

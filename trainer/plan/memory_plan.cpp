@@ -76,10 +76,13 @@ void fill(MemoryPlan& p) {
   const uint64_t P = static_cast<uint64_t>(count_parameters(m)), b = dtype_bytes(m.dtype);
   p.num_parameters = static_cast<int64_t>(P);
   p.zero_shards = shards_of(in);
-  p.parameters = P * b;
-  p.gradients = P * b;
   const bool sharded = in.zero1 != 1;
-  p.optimizer_state = sharded ? (12 * P + p.zero_shards - 1) / p.zero_shards : 8 * P + (b < 4 ? 4 * P : 0);
+  const uint64_t S = static_cast<uint64_t>(p.zero_shards), stage = sharded ? static_cast<uint64_t>(in.zero_stage) : 0;
+  const uint64_t L = static_cast<uint64_t>(count_parameters_per_layer(m)), R = P - static_cast<uint64_t>(m.num_layers) * L;
+  const uint64_t unit = std::max(L, R);  // at most: R is one or two units
+  p.parameters = stage == 3 ? (P + S - 1) / S * b + (R + 3 * L) * b : P * b;
+  p.gradients = (stage >= 2 ? (R + 2 * L) * b : P * b) + (sharded ? (4 * P + S - 1) / S : 0);
+  p.optimizer_state = sharded ? (12 * P + S - 1) / S : 8 * P + (b < 4 ? 4 * P : 0);
   const LayerBytes l = layer_bytes(in);
   const int64_t N = m.num_layers;
   p.checkpointed_layers = m.checkpointed_layers();
@@ -90,7 +93,7 @@ void fill(MemoryPlan& p) {
   p.layer_full_bytes = l.full;
   p.layer_checkpointed_bytes = l.checkpointed;
   p.logits_and_loss = logits_and_loss_bytes(in);
-  p.workspace = (sharded ? 8 * P : 0) + (in.cuda ? kCudaRuntimeBytes : kCpuRuntimeBytes);
+  p.workspace = (sharded ? 12 * unit + unit * b : 0) + (in.cuda ? kCudaRuntimeBytes : kCpuRuntimeBytes);
   p.total = p.parameters + p.gradients + p.optimizer_state + p.activations + p.logits_and_loss + p.workspace;
   p.fits = in.device_bytes > 0 && static_cast<double>(p.total) <= (1.0 - in.margin) * static_cast<double>(in.device_bytes);
 }
@@ -136,28 +139,38 @@ void suggest(MemoryPlan& p) {
       break;
     }
   }
-  // Shard the optimizer state over every rank.
-  if (in.world_size > 1 && p.zero_shards < in.world_size) {
-    PlanInputs t = in;
-    t.zero1 = -1;
-    const MemoryPlan q = plan_only(t);
-    if (q.fits) p.suggestions.push_back("parallel.zero1=-1 (" + gib(q.total) + ")");
+  // Shard over every rank, the smallest ZeRO stage that fits.
+  const int64_t stage_now = in.zero1 == 1 ? 0 : in.zero_stage;
+  if (in.world_size > 1) {
+    for (int64_t z = 1; z <= 3; ++z) {
+      if (p.zero_shards == in.world_size && z <= stage_now) continue;
+      PlanInputs t = in;
+      t.zero1 = -1;
+      t.zero_stage = z;
+      const MemoryPlan q = plan_only(t);
+      if (q.fits) {
+        p.suggestions.push_back("parallel.zero1=-1 parallel.zero_stage=" + std::to_string(z) + " (" + gib(q.total) + ")");
+        break;
+      }
+    }
   }
-  // More ranks, the optimizer state sharded over all of them.
+  // More ranks, everything sharded over all of them.
   for (int64_t w = std::max<int64_t>(2, in.world_size * 2); w <= 4096; w *= 2) {
     PlanInputs t = in;
     t.world_size = w;
     t.zero1 = -1;
+    t.zero_stage = 3;
     const MemoryPlan q = plan_only(t);
     if (q.fits) {
-      p.suggestions.push_back("a world size of " + std::to_string(w) + " with parallel.zero1=-1 (" + gib(q.total) +
-                              " per rank)");
+      p.suggestions.push_back("a world size of " + std::to_string(w) + " with parallel.zero1=-1 parallel.zero_stage=3 (" +
+                              gib(q.total) + " per rank)");
       break;
     }
   }
   if (p.suggestions.empty())
-    p.suggestions.push_back("none of model.checkpoint, data.micro_bsz, parallel.zero1 or the world size makes it fit: "
-                            "parameters and gradients alone need " + gib(p.parameters + p.gradients) + " per rank");
+    p.suggestions.push_back("none of model.checkpoint, data.micro_bsz, parallel.zero1/zero_stage or the world size "
+                            "makes it fit: parameters and gradients alone need " + gib(p.parameters + p.gradients) +
+                            " per rank");
 }
 
 }  // namespace
@@ -190,6 +203,7 @@ std::string MemoryPlan::to_json() const {
   o << "{\"fits\": " << (fits ? "true" : "false") << ", \"world_size\": " << in.world_size
     << ", \"device_bytes\": " << in.device_bytes << ", \"margin\": " << json_number(in.margin)
     << ", \"num_parameters\": " << num_parameters << ", \"zero_shards\": " << zero_shards
+    << ", \"zero_stage\": " << (in.zero1 == 1 ? 0 : in.zero_stage)
     << ", \"dtype\": " << json_quote(dtype_name(in.model.dtype))
     << ", \"attention\": " << json_quote(attention_kernel_name(in.attention))
     << ", \"micro_bsz\": " << in.micro_bsz << ", \"seq_len\": " << in.seq_len
@@ -217,7 +231,9 @@ std::string MemoryPlan::to_text() const {
   o << "memory plan per rank (" << num_parameters << " parameters, " << dtype_name(in.model.dtype) << ", "
     << in.micro_bsz << " x " << in.seq_len << " tokens per micro-batch, " << checkpointed_layers << " of "
     << in.model.num_layers << " layers recomputed, world size " << in.world_size << ", optimizer state in "
-    << zero_shards << (zero_shards == 1 ? " piece" : " shards") << ", " << attention_kernel_name(in.attention) << "):\n";
+    << zero_shards << (zero_shards == 1 ? " piece" : " shards");
+  if (in.zero1 != 1) o << " (ZeRO-" << in.zero_stage << ")";
+  o << ", " << attention_kernel_name(in.attention) << "):\n";
   row("parameters", parameters);
   row("gradients", gradients);
   row("optimizer_state", optimizer_state);
@@ -240,6 +256,8 @@ MemoryPlan plan_memory(const PlanInputs& in) {
   const int64_t S = shards_of(in);
   LOOM_CHECK(S > 0 && in.world_size % S == 0, "plan: parallel.zero1=", in.zero1, " must divide the world size ",
              in.world_size);
+  LOOM_CHECK(in.zero_stage >= 1 && in.zero_stage <= 3, "plan: parallel.zero_stage must be 1, 2 or 3, got ",
+             in.zero_stage);
   MemoryPlan p = plan_only(in);
   suggest(p);
   return p;

@@ -5,10 +5,15 @@
 //
 // Per rank, P parameters, b bytes per element of model.dtype, Tok = micro_bsz * seq_len tokens of
 // one micro-batch (micro-batches run one after the other, so micro_num does not add activations):
-//   parameters       P b
-//   gradients        P b (accumulated over micro-batches in the parameters' dtype)
+// With ZeRO (parallel.zero1 = S != 1, parallel.zero_stage z; zero.h), L = one layer's parameters,
+// R = P - N L the ones outside the layers (embedding, final norm, head):
+//   parameters       P b; at z = 3 the chunk P b / S, and gathered: R (through a step) and three
+//                    layers (the one running, the next one prefetched, the one freed last)
+//   gradients        P b (accumulated over micro-batches in the parameters' dtype); sharded runs
+//                    add the fp32 gradient shard 4 P / S; at z >= 2 the whole gradients live only
+//                    until their unit is reduced: R b, and two layers'
 //   optimizer_state  AdamW's two fp32 moments, 8 P, plus a 4 P fp32 master copy when b < 4;
-//                    ZeRO-1 (parallel.zero1 = S != 1) holds 12 P / S (its master is always fp32)
+//                    ZeRO holds 12 P / S (its master is always fp32)
 //   activations      a layer keeps, per token, what its backward reads: the two RMSNorm inputs and
 //                    outputs (4 C), q k v (C + 2 K D), the attention output (C), the MLP's two
 //                    projections and their SwiGLU product (3 F), in b bytes, plus fp32 norm
@@ -19,10 +24,10 @@
 //                    layer's transient gradients ((3 F + 2 C) b per token).
 //   logits_and_loss  the chunked loss: one [chunk, V] fp32 block (chunk = 2^30 / (4 V) tokens),
 //                    the hidden states' gradient (fp32) and the final norm's input and output
-//   workspace        ZeRO-1's flat fp32 buffers, each of all P parameters: the gradients it
-//                    reduce-scatters from and the weights it all-gathers into (8 P, whatever S), and
-//                    the runtime: cuBLAS and flash workspaces on CUDA (256 MiB), LibTorch and BLAS
-//                    on the CPU (256 MiB, measured with one thread)
+//   workspace        ZeRO's reduction buffers, fp32, of at most three units at once, and the gather
+//                    of one unit (the largest unit, U, each: 12 U + U b), and the runtime: cuBLAS and
+//                    flash workspaces on CUDA (256 MiB), LibTorch and BLAS on the CPU (256 MiB,
+//                    measured with one thread)
 // The figures were checked against the CUDA caching allocator's peak on an H200 (bench/RESULTS.md).
 #pragma once
 
@@ -46,6 +51,7 @@ struct PlanInputs {
   AttentionKernel attention = AttentionKernel::kMasked;
   uint64_t device_bytes = 0;       // memory of one device (host RAM for CPU runs)
   double margin = 0.05;            // fraction of device_bytes kept free: fits = total <= (1 - margin) device
+  int64_t zero_stage = 1;          // parallel.zero_stage (with zero1 != 1): 1, 2 or 3
 };
 
 struct MemoryPlan {

@@ -35,6 +35,7 @@ PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device
   in.micro_num = c.data.micro_num;
   in.world_size = world_size;
   in.zero1 = c.parallel.zero1;
+  in.zero_stage = c.parallel.zero_stage;
   in.cuda = c.job.device.rfind("cuda", 0) == 0;
   in.attention =
       expected_attention(in.cuda, c.model.dtype, c.model.head_dim(), parse_attention_kernel(c.job.attention));
