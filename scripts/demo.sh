@@ -31,6 +31,19 @@ echo "== 5. train a tiny InternLM-architecture model (eval and checkpoints inclu
 $BIN/trainer/loom-train --config configs/demo.ini \
   --data.train_folder=$OUT/packed/train --data.valid_folder=$OUT/packed/valid --job.run_dir=$OUT/run
 
-echo "== 6. generate a sample from the newest checkpoint (greedy, from a text prompt)"
+echo "== 6. generate a sample from the newest checkpoint (sampled: temperature 0.8, top-p 0.9)"
+# Greedy decoding of a model this small repeats its likeliest piece ("sss sss ..."); sampling reads
+# more like its training text. --temperature 0 gives the greedy continuation.
 $BIN/trainer/loom-train generate --checkpoint $OUT/run/checkpoints --tokenizer $MODEL \
-  --prompt "It was a fine day, and the" --max-new-tokens 32
+  --prompt "It was a fine day, and the" --max-new-tokens 48 --temperature 0.8 --top-p 0.9 --seed 1
+
+echo "== 7. where the run's figures are"
+echo "metrics (one JSON record per step): $OUT/run/metrics.jsonl"
+if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  /usr/bin/python3 scripts/plot_metrics.py $OUT/run/metrics.jsonl $OUT/run/metrics.png
+  echo "loss and learning-rate plot:        $OUT/run/metrics.png"
+else
+  echo "loss plot: needs Debian's python3-matplotlib (scripts/setup.sh installs it), then"
+  echo "  /usr/bin/python3 scripts/plot_metrics.py $OUT/run/metrics.jsonl $OUT/run/metrics.png"
+fi
+echo "TensorBoard event files:             $OUT/run/tensorboard  (tensorboard --logdir $OUT/run/tensorboard)"
