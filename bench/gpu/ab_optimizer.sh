@@ -22,7 +22,7 @@ W=$(mktemp -d /tmp/loom-ab-XXXX)
 LOOM_BENCH_SYSTEMS=loom bash bench/gpu/run.sh "$W" > "$W/bench.log" 2>&1
 echo "ab: patched bench rows:"
 cat "$W/bench.jsonl"
-for f in "$W"/loom_*.log; do grep -E "metrics step=(4|8) |memory at" "$f" | sed -E 's/ (acc|perplexity|inf_nan_skip_batches|skip_batches|skipped_this_step|tgs|plex\/[a-z]+|acc\/[a-z]+)=[^ ]*//g' | cut -c1-600; done
+for f in "$W"/loom_*.log; do grep -E "INFO step (4|8)/|memory at" "$f" | cut -c1-600; done
 if [ "${LOOM_AB_PROFILE:-0}" = 1 ]; then
   mkdir -p "$W/prof"
   LOOM_TRAIN_EXTRA=--profiling bash bench/gpu/loom_train.sh 1b 2 0 "$W/prof" && cp "$W/prof/trace_1b.txt" "$OUT/"

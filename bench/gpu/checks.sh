@@ -27,7 +27,7 @@ train() {  # run_dir zero1 total_steps [extra...]
   $BIN --config configs/demo.ini --job.device="$DEV" --job.run_dir="$dir" --job.log_every=5 --job.tensorboard=false \
     --data.train_folder="$W/train" --data.valid_folder="$W/valid" --data.valid_every=10 --data.total_steps="$n" \
     --ckpt.checkpoint_every=10 --parallel.backend=nccl --parallel.zero1="$z" "$@" 2>&1 |
-    grep -E "WARN|ERROR|error|backend|resum|checkpoint|metrics step|valid|done:|zero|ZeRO|nccl|NCCL" |
+    grep -E "WARN|ERROR|error|backend|resum|checkpoint|INFO step |valid|done:|zero|ZeRO|nccl|NCCL" |
     sed -E 's/ (acc|perplexity|inf_nan_skip_batches|skip_batches|skipped_this_step|tgs|tflops|mfu|data_time|fwd_bwd_time|optimizer_time|peak_reserved_mb|plex\/[a-z]+|acc\/[a-z]+)=[^ ]*//g' | cut -c1-400
   local rc=${PIPESTATUS[0]}
   echo "exit $rc"

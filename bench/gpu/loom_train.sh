@@ -34,7 +34,7 @@ except Exception:
 log = open(sys.argv[7], errors="replace").read()
 # Start-up: the first log line's clock to the first metrics line's (HH:MM:SS of the log prefix).
 clock = re.findall(r"^\[loom (\d\d):(\d\d):(\d\d)", log, re.M)
-first = re.search(r"^\[loom (\d\d):(\d\d):(\d\d).*INFO metrics step=1 ", log, re.M)
+first = re.search(r"^\[loom (\d\d):(\d\d):(\d\d).*INFO step 1/", log, re.M)
 secs = lambda t: int(t[0]) * 3600 + int(t[1]) * 60 + int(t[2])
 startup_s = secs(first.groups()) - secs(clock[0]) if clock and first else None
 rows = [json.loads(l) for l in open(path) if '"tokens_per_s"' in l]

@@ -12,6 +12,7 @@ namespace loom::log {
 
 namespace {
 std::atomic<int> g_rank{0};
+std::atomic<int> g_world{1};
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 const char* name(Level l) {
   switch (l) {
@@ -26,6 +27,8 @@ const char* name(Level l) {
 
 void set_rank(int r) { g_rank = r; }
 int rank() { return g_rank; }
+void set_world(int w) { g_world = w; }
+int world() { return g_world; }
 void set_level(Level level) { g_level = static_cast<int>(level); }
 bool enabled(Level level) { return static_cast<int>(level) >= g_level; }
 
@@ -37,7 +40,8 @@ void write(Level level, const std::string& msg) {
   std::strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
   std::lock_guard<std::mutex> lock(detail::terminal_mutex());
   detail::clear_progress_line();
-  std::fprintf(stderr, "[loom %s rank %d] %s %s\n", ts, g_rank.load(), name(level), msg.c_str());
+  if (g_world.load() > 1) std::fprintf(stderr, "[loom %s rank %d] %s %s\n", ts, g_rank.load(), name(level), msg.c_str());
+  else std::fprintf(stderr, "[loom %s] %s %s\n", ts, name(level), msg.c_str());
   std::fflush(stderr);
 }
 

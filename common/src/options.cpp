@@ -11,6 +11,7 @@
 
 #include "loom/cli.h"
 #include "loom/error.h"
+#include "loom/json_text.h"
 #include "loom/option_keys.h"
 
 namespace loom {
@@ -157,25 +158,18 @@ std::string OptionParser::help() const {
 }
 
 namespace {
-std::string value_text(const po::variable_value& v) {
-  const boost::any& a = v.value();
+std::string value_text(const boost::any& a) {
   if (auto p = boost::any_cast<std::string>(&a)) return *p;
   if (auto p = boost::any_cast<bool>(&a)) return *p ? "true" : "false";
   if (auto p = boost::any_cast<int>(&a)) return std::to_string(*p);
   if (auto p = boost::any_cast<int64_t>(&a)) return std::to_string(*p);
   if (auto p = boost::any_cast<uint64_t>(&a)) return std::to_string(*p);
   if (auto p = boost::any_cast<unsigned>(&a)) return std::to_string(*p);
-  if (auto p = boost::any_cast<double>(&a)) {
-    std::ostringstream os;
-    os.precision(17);
-    os << *p;
-    return os.str();
-  }
+  if (auto p = boost::any_cast<double>(&a)) return json_number(*p);
   if (auto p = boost::any_cast<float>(&a)) {
-    std::ostringstream os;
-    os.precision(9);
-    os << *p;
-    return os.str();
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, *p);
+    return std::string(buf, r.ptr);
   }
   if (auto p = boost::any_cast<std::vector<std::string>>(&a)) {
     std::string s;
@@ -186,7 +180,13 @@ std::string value_text(const po::variable_value& v) {
 }
 }  // namespace
 
-std::string OptionParser::resolved_ini() const {
+po::typed_value<double>* value_with_default(double* p, double v) { return po::value(p)->default_value(v, json_number(v)); }
+
+std::string OptionParser::resolved_ini() const { return ini(false); }
+
+std::string OptionParser::changed_ini() const { return ini(true); }
+
+std::string OptionParser::ini(bool changed_only) const {
   // section -> (key -> value); keys without a dot go first, outside any section.
   std::map<std::string, std::map<std::string, std::string>> sections;
   for (const auto& opt : desc_.options()) {
@@ -194,11 +194,16 @@ std::string OptionParser::resolved_ini() const {
     if (name == "help" || name == "config" || name == pos_name_) continue;
     auto it = vm_.find(name);
     if (it == vm_.end() || it->second.empty()) continue;
+    const std::string value = value_text(it->second.value());
+    if (changed_only) {
+      boost::any fallback;
+      if (opt->semantic()->apply_default(fallback) && value_text(fallback) == value) continue;
+    }
     auto dot = name.find('.');
     std::string section = dot == std::string::npos ? "" : name.substr(0, dot);
     // Written with '_' (loom/option_keys.h): the INI spelling every tool accepts and the docs use.
     std::string key = normal_key(dot == std::string::npos ? name : name.substr(dot + 1));
-    sections[section][key] = value_text(it->second);
+    sections[section][key] = value;
   }
   std::ostringstream os;
   for (const auto& [section, kv] : sections) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "loom/log.h"
@@ -31,7 +32,7 @@ std::string format_bytes(double b) {
   int i = 0;
   while (b >= 1000.0 && i < 4) b /= 1000.0, ++i;
   char buf[32];
-  std::snprintf(buf, sizeof(buf), i == 0 ? "%.0f %s" : "%.2f %s", b, units[i]);
+  std::snprintf(buf, sizeof(buf), i == 0 ? "%.0f %s" : "%.3g %s", b, units[i]);
   return buf;
 }
 
@@ -44,6 +45,32 @@ std::string format_duration(double s) {
   return buf;
 }
 
+namespace detail {
+std::string group_thousands(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+}  // namespace detail
+
+std::string format_number(double v, int digits) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::fabs(v) >= std::pow(10.0, digits) - 0.5 && std::fabs(v) < 9e18) return format_count(std::llround(v));
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.*g", digits, v);
+  return buf;
+}
+
+std::string format_percent(double part, double whole) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.3g%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return buf;
+}
+
 Progress::Progress(std::string label, uint64_t total, std::string unit, double log_every_s)
     : label_(std::move(label)), unit_(std::move(unit)), total_(total), log_every_s_(log_every_s),
       tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
@@ -52,6 +79,11 @@ Progress::~Progress() { finish(); }
 
 double Progress::elapsed_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Progress::set_base(uint64_t d) {
+  base_ = d;
+  done_ = d;
 }
 
 void Progress::add(uint64_t d) {
@@ -70,23 +102,21 @@ void Progress::set_extra(const std::string& name, uint64_t value) {
 }
 
 std::string Progress::line() const {
-  double el = elapsed_s();
-  double done = static_cast<double>(done_.load());
-  auto fmt = [&](double v) { return unit_ == "B" ? format_bytes(v) : str(static_cast<uint64_t>(v), " ", unit_); };
-  std::string s = label_ + ": " + fmt(done);
-  if (total_ > 0) {
-    char pct[16];
-    std::snprintf(pct, sizeof(pct), " (%.1f%%)", 100.0 * done / static_cast<double>(total_));
-    s += " / " + fmt(static_cast<double>(total_)) + pct;
-  }
+  const double el = elapsed_s();
+  const uint64_t done_n = done_.load();
+  const double done = static_cast<double>(done_n);
+  const bool bytes = unit_ == "B";
+  auto fmt = [&](double v) { return bytes ? format_bytes(v) : format_number(v, 3) + " " + unit_; };
+  std::string s = label_ + ": ";
+  if (bytes) s += format_bytes(done) + (total_ > 0 ? " / " + format_bytes(static_cast<double>(total_)) : "");
+  else s += format_count(done_n) + (total_ > 0 ? "/" + format_count(total_) : "") + " " + unit_;
+  if (total_ > 0) s += " (" + format_percent(done, static_cast<double>(total_)) + ")";
+  const double new_done = done_n > base_ ? static_cast<double>(done_n - base_) : 0.0;
   if (el > 0) {
-    s += ", " + fmt(done / el) + "/s";
-    if (!extra_name_.empty()) {
-      char r[64];
-      std::snprintf(r, sizeof(r), ", %.0f %s/s", static_cast<double>(extra_.load()) / el, extra_name_.c_str());
-      s += r;
-    }
-    if (total_ > 0 && done > 0 && done < total_) s += ", ETA " + format_duration(el * (total_ - done) / done);
+    s += ", " + fmt(new_done / el) + "/s";
+    if (!extra_name_.empty()) s += ", " + format_number(static_cast<double>(extra_.load()) / el, 3) + " " + extra_name_ + "/s";
+    if (total_ > 0 && new_done > 0 && done < static_cast<double>(total_))
+      s += ", ETA " + format_duration(el * (static_cast<double>(total_) - done) / new_done);
   }
   return s;
 }

@@ -29,9 +29,9 @@ bool parse_command(OptionParser& parser, const Args& args, bool quiet) {
     throw UsageError(what);
   }
   if (!quiet) {
-    std::string ini = parser.resolved_ini();
+    std::string ini = parser.changed_ini();  // the defaults are in --help
     if (!ini.empty() && ini.back() == '\n') ini.pop_back();
-    log::info("configuration:\n", ini);
+    log::info("configuration (what differs from the defaults):\n", ini.empty() ? "(all defaults)" : ini);
   }
   return true;
 }

@@ -3,6 +3,7 @@
 
 #include "cmd_common.h"
 #include "loom/log.h"
+#include "loom/progress.h"
 #include "loom/packer/convert.h"
 #include "loom/packer/pack.h"
 
@@ -49,12 +50,11 @@ int cmd_pack(const Args& args) {
   const InternlmAsLoom loom_inputs(input_shards(parser), o.output_dir + "/.internlm-as-loom", internlm);
   const ShardSet inputs(loom_inputs.paths());
   const PackReport r = pack_shards(inputs, o);
-  char fractions[96];
-  std::snprintf(fractions, sizeof(fractions), "padding %.4f%%, truncated documents %.4f%%", 100.0 * r.padding_fraction,
-                100.0 * r.truncated_fraction);
-  log::info("pack: ", strategy, ", seq_len ", o.seq_len, ": ", r.packs, " packs in ", r.outputs.size(), " file(s), ",
-            r.tokens, " tokens, ", r.padding_tokens, " padding tokens; ", fractions, " (", r.truncated_docs, " of ",
-            r.documents, " non-empty documents)");
+  log::info("pack: ", strategy, ", seq_len ", o.seq_len, ": ", format_count(r.packs), " packs in ", r.outputs.size(),
+            r.outputs.size() == 1 ? " file, " : " files, ", format_count(r.tokens), " tokens, ", format_count(r.padding_tokens),
+            " padding tokens; padding ", format_percent(r.padding_fraction, 1.0), ", truncated documents ",
+            format_percent(r.truncated_fraction, 1.0), " (", format_count(r.truncated_docs), " of ",
+            format_count(r.documents), " non-empty documents)");
   return kExitOk;
 }
 

@@ -8,6 +8,7 @@
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
 #include "loom/packed_format.h"
+#include "loom/progress.h"
 #include "loom/shard_format.h"
 
 namespace loom::packer {
@@ -104,12 +105,13 @@ std::string stats_text(const Stats& s) {
     if (!f.fingerprint.empty()) os << ", tokenizer " << f.fingerprint;
     os << "\n";
   }
-  os << "total: " << s.files.size() << " files, " << s.documents << " documents, " << s.tokens << " tokens, dtype "
+  os << "total: " << s.files.size() << " files, " << format_count(s.documents) << " documents, " << format_count(s.tokens)
+     << " tokens, dtype "
      << s.dtype << ", tokenizer " << (s.fingerprint.empty() ? "-" : s.fingerprint) << "\n";
   if (s.has_packed) {
     const uint64_t slots = s.tokens + s.padding_tokens;
-    os << "packs: " << s.packs << ", padding tokens: " << s.padding_tokens << " ("
-       << (slots ? 100.0 * static_cast<double>(s.padding_tokens) / static_cast<double>(slots) : 0.0) << "%)\n";
+    os << "packs: " << format_count(s.packs) << ", padding tokens: " << format_count(s.padding_tokens) << " ("
+       << format_percent(static_cast<double>(s.padding_tokens), static_cast<double>(slots)) << ")\n";
   }
   os << (s.has_packed ? "segment" : "document") << " length: min " << s.min << ", median " << s.median << ", p99 "
      << s.p99 << ", max " << s.max << "\n";

@@ -65,7 +65,7 @@ TEST_CASE("list_files walks folders recursively in sorted order") {
 
 TEST_CASE("LOOM_CHECK throws Error with the message, LOOM_ASSERT throws InternalError") {
   CHECK_THROWS_AS([] { LOOM_CHECK(1 == 2, "value ", 3, " bad"); }(), Error);
-  CHECK_THROWS_WITH([] { LOOM_CHECK(1 == 2, "value ", 3, " bad"); }(), Catch::StartsWith("value 3 bad ["));
+  CHECK_THROWS_WITH([] { LOOM_CHECK(1 == 2, "value ", 3, " bad"); }(), "value 3 bad");  // no [file:line]
   CHECK_THROWS_AS([] { LOOM_ASSERT(false, "x"); }(), InternalError);
 }
 

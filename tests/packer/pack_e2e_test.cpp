@@ -6,6 +6,7 @@
 
 #include "fixtures.h"
 #include "loom/error.h"
+#include "loom/progress.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -27,10 +28,9 @@ RunResult check_packed(const std::string& strategy, const std::string& source_di
              quote(source_dir) + " " + packed);
 }
 
+// The one way figures for people show a fraction (3 significant digits: "0.044%").
 std::string fraction_text(uint64_t num, uint64_t den) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.4f%%", 100.0 * static_cast<double>(num) / static_cast<double>(den));
-  return buf;
+  return loom::format_percent(static_cast<double>(num), static_cast<double>(den));
 }
 
 }  // namespace
@@ -59,8 +59,8 @@ TEST_CASE("pack concat keeps every botchan token once and in order, cut every L"
   CHECK(c.output == str("packs=", packs, " segments=", segments, " tokens=", tokens, " padding=", packs * L - tokens,
                         " truncated=", truncated, "\n"));
   CHECK_THAT(r.output, Catch::Contains(str("padding ", fraction_text(packs * L - tokens, packs * L), ", truncated documents ",
-                                           fraction_text(truncated, docs.size()), " (", truncated, " of ", docs.size(),
-                                           " non-empty documents)")));
+                                           fraction_text(truncated, docs.size()), " (", loom::format_count(truncated), " of ",
+                                           loom::format_count(static_cast<uint64_t>(docs.size())), " non-empty documents)")));
   CHECK(loom_pack("verify --deep " + quote(dir / "out")).exit_code == 0);
 }
 
@@ -82,7 +82,7 @@ TEST_CASE("pack bestfit keeps every token once, splits no document shorter than 
   REQUIRE(std::sscanf(c.output.c_str(), "packs=%llu segments=%llu", &packs, &segments) == 2);
   CHECK_THAT(c.output, Catch::EndsWith(str(" tokens=", tokens, " padding=", packs * L - tokens, " truncated=", truncated, "\n")));
   CHECK(packs >= (tokens + L - 1) / L);
-  CHECK_THAT(r.output, Catch::Contains(str(packs, " packs in ", (packs + 99) / 100, " file(s)")));
+  CHECK_THAT(r.output, Catch::Contains(str(loom::format_count(packs), " packs in ", (packs + 99) / 100, " files")));
   CHECK_THAT(r.output, Catch::Contains(str("padding ", fraction_text(packs * L - tokens, packs * L), ", truncated documents ",
                                            fraction_text(truncated, docs.size()))));
   CHECK(loom_pack("verify --deep " + quote(dir / "out")).exit_code == 0);

@@ -10,6 +10,7 @@
 
 #include "loop_fixture.h"
 #include "loom/cli.h"
+#include "loom/json_text.h"
 #include "loom/sys.h"
 #include "test_util.h"
 
@@ -74,13 +75,22 @@ print(" ".join(str(c) for c in counts))
 print(len(mm) - inside)
 )";
 
-// The resolved configuration as the run printed it ("loom-train configuration:" then the INI).
+// The configuration as the run printed it ("loom-train configuration (...):" then the INI).
 std::string printed_config(const std::string& log) {
-  const std::string head = "INFO loom-train configuration:\n";
+  const std::string head = "INFO loom-train configuration (what differs from the defaults";
   const size_t at = log.find(head);
   if (at == std::string::npos) return "<not printed>";
-  const size_t begin = at + head.size();
+  const size_t begin = log.find('\n', at) + 1;
   return log.substr(begin, log.find("\n[loom ", begin) - begin);
+}
+
+// The log lines that contain `what`.
+std::vector<std::string> lines_with(const std::string& log, const std::string& what) {
+  std::vector<std::string> out;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(what) != std::string::npos) out.push_back(line);
+  return out;
 }
 
 std::string trim_newlines(std::string s) {
@@ -96,6 +106,8 @@ TEST_CASE("loom-train: --help, an unknown key and bad values give the documented
   CHECK(help.exit_code == 0);
   CHECK_THAT(help.output, Catch::Contains("--data.micro_bsz") && Catch::Contains("--profiling"));
   CHECK_THAT(help.output, Catch::Contains("loom-train plan ...") && Catch::Contains("Exit codes"));
+  // Defaults in their shortest text: (=0.9), not (=0.90000000000000002).
+  CHECK_THAT(help.output, Catch::Contains("(=0.9)") && Catch::Contains("(=1e-05)") && !Catch::Contains("0000000"));
   auto bogus = train({"bogus"});
   CHECK(bogus.exit_code == loom::kExitUsage);
   CHECK_THAT(bogus.output, Catch::Contains("unknown subcommand 'bogus'"));
@@ -112,6 +124,9 @@ TEST_CASE("loom-train: --help, an unknown key and bad values give the documented
   auto range = train(loom::test::loop_args(dir / "data", dir / "run", {"--loss.label_smoothing=1.5"}));
   CHECK(range.exit_code == loom::kExitFailed);
   CHECK_THAT(range.output, Catch::Contains("loss.label_smoothing"));
+  // An error about the user's input: one line, no source location, no rank in a single process.
+  CHECK(lines_with(range.output, "ERROR").size() == 1);
+  CHECK_THAT(range.output, !Catch::Contains(".cpp:") && !Catch::Contains(" rank 0]") && !Catch::Contains("ALERT"));
   auto type = train(loom::test::loop_args(dir / "data", dir / "run", {"--data.micro_bsz=two"}));
   CHECK(type.exit_code == loom::kExitUsage);
   CHECK_THAT(type.output, Catch::Contains("data.micro_bsz"));
@@ -144,7 +159,19 @@ TEST_CASE("loom-train: a run's outputs, SIGTERM then --resume auto equals an uni
   CHECK_THAT(ev, Catch::Contains("brain.Event:2") && Catch::Contains("loss"));
   const std::string ckpt_a = dir / ("a/checkpoints/step_" + std::to_string(kSteps));
   REQUIRE(loom::sys::exists(ckpt_a + "/config.ini"));
-  CHECK(trim_newlines(read_all(ckpt_a + "/config.ini")) == trim_newlines(printed_config(a.output)));
+  // Every key is saved with the run and with each checkpoint; the start prints only what differs
+  // from the defaults (each printed line is one of the saved ones).
+  CHECK(read_all(ckpt_a + "/config.ini") == read_all(dir / "a/config.ini"));
+  const std::string printed = printed_config(a.output);
+  CHECK_THAT(printed, Catch::Contains("keep = 0") && Catch::Contains("hidden_size = 32") && !Catch::Contains("total_steps") &&
+                          !Catch::Contains("tensorboard = true") && !Catch::Contains("adam_beta1"));
+  {
+    std::istringstream in(printed);
+    for (std::string line; std::getline(in, line);) {
+      INFO(line);
+      CHECK_THAT(read_all(ckpt_a + "/config.ini"), Catch::Contains(line));
+    }
+  }
 
   // The same run, paused after step 5 (debug.pause_at_step) until the script, reading its log as it
   // is written, sees the pause and sends SIGTERM: the next step ends, a checkpoint, exit 0. No timing
@@ -243,4 +270,85 @@ TEST_CASE("loom-train --resume with a corrupt checkpoint exits 1 naming the file
   auto bad = train(loom::test::loop_args(dir / "data", dir / "r", {"--data.total_steps=4", "--resume=" + ckpt}));
   CHECK(bad.exit_code == 1);
   CHECK_THAT(bad.output, Catch::Contains("model.safetensors"));
+  // The exception is printed once (no ALERT copy before the ERROR line), without a source location.
+  INFO(bad.output);
+  CHECK(lines_with(bad.output, "ERROR").size() == 1);
+  CHECK_THAT(bad.output, !Catch::Contains("ALERT") && !Catch::Contains(".cpp:"));
+}
+
+TEST_CASE("loom-train's log for people: a short metrics line, the last step always logged, no rank at W=1",
+          "[cli]") {
+  TempDir dir("cli_log");
+  loom::test::write_loop_data(dir / "data");
+  // Stopped as by SIGTERM after step 5, which job.log_every=2 would pass over.
+  auto r = train(loom::test::loop_args(dir / "data", dir / "r",
+                                       {"--data.total_steps=8", "--job.log_every=2", "--debug.stop_at_step=5",
+                                        "--monitor.diag_every=2"}));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> steps;
+  const auto lines = train_lines(dir / "r/metrics.jsonl");
+  for (const auto& l : lines) steps.push_back(field(l, "step"));
+  CHECK(steps == std::vector<std::string>{"2", "4", "5"});
+  // Every number in metrics.jsonl is the shortest text that reads back as the same double.
+  for (const auto& l : lines) {
+    for (const char* key : {"loss", "lr", "grad_norm", "step_time", "tgs", "mfu", "acc"}) {
+      const std::string text = field(l, key);
+      INFO(key << " = " << text);
+      const double v = std::strtod(text.c_str(), nullptr);
+      if (text.find_first_of(".e") != std::string::npos) CHECK(loom::json_number(v) == text);
+      CHECK(text.size() <= 24);
+    }
+    CHECK(field(l, "micro_num") == "2");
+  }
+  // The human line: step N/total and the figures people watch, well under 200 characters.
+  const auto human = lines_with(r.output, "INFO step ");
+  REQUIRE(human.size() == 3);
+  CHECK_THAT(human.back(), Catch::Contains("INFO step 5/8 loss "));
+  for (const auto& h : human) {
+    INFO(h);
+    CHECK(h.size() < 200);
+    for (const char* f : {" loss ", " lr ", " grad_norm ", " tgs ", " mfu ", " mem ", " micro_num 2", " eta "})
+      CHECK_THAT(h, Catch::Contains(f));
+  }
+  CHECK_THAT(r.output, !Catch::Contains("metrics step=") && !Catch::Contains("0000000"));
+  // One process: no rank in the prefix, no per-rank spread, no alert lines without an alert sink.
+  CHECK_THAT(r.output, Catch::Contains("[loom ") && !Catch::Contains(" rank 0]") && !Catch::Contains("rank(s)") &&
+                           !Catch::Contains("slowest rank") && !Catch::Contains("ALERT"));
+  CHECK_THAT(r.output, Catch::Contains("health: step time "));
+
+  // total_steps that job.log_every does not divide: the last step and the validation are logged.
+  auto v = train(loom::test::loop_args(dir / "data", dir / "v", {"--data.total_steps=3", "--job.log_every=2"}));
+  INFO(v.output);
+  REQUIRE(v.exit_code == 0);
+  steps.clear();
+  for (const auto& l : train_lines(dir / "v/metrics.jsonl")) steps.push_back(field(l, "step"));
+  CHECK(steps == std::vector<std::string>{"2", "3"});
+  const auto val = lines_with(v.output, "INFO validation at step 3: alpha loss ");
+  REQUIRE(val.size() == 1);
+  CHECK_THAT(val[0], Catch::Contains(" acc ") && Catch::Contains(" ppl "));
+  CHECK(val[0].size() < 200);
+}
+
+TEST_CASE("loom-train: a resume that changes the global batch says so, with the old and the new", "[cli]") {
+  TempDir dir("cli_batch");
+  loom::test::write_loop_data(dir / "data");
+  auto a = train(loom::test::loop_args(dir / "data", dir / "r", {"--data.total_steps=4", "--debug.stop_at_step=2"}));
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  CHECK_THAT(a.output, !Catch::Contains("global batch changes"));
+  // The same sizes: no warning.
+  auto same = train(loom::test::loop_args(dir / "data", dir / "r", {"--data.total_steps=3", "--resume=auto"}));
+  INFO(same.output);
+  REQUIRE(same.exit_code == 0);
+  CHECK_THAT(same.output, !Catch::Contains("global batch changes"));
+  // Half the micro-batches per step (as a larger world size with the same micro_num would do).
+  auto b = train(loom::test::loop_args(dir / "data", dir / "r",
+                                       {"--data.total_steps=4", "--data.micro_num=1", "--resume=auto"}));
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  CHECK_THAT(b.output, Catch::Contains("WARN the global batch changes on this resume: 4 packs per step (micro_bsz 2 x "
+                                       "micro_num 2 x world size 1) before, 2 now (micro_bsz 2 x micro_num 1 x world "
+                                       "size 1)"));
+  CHECK_THAT(b.output, Catch::Contains("data.micro_num = 2"));
 }

@@ -138,7 +138,22 @@ TEST_CASE("train config rejects unknown keys and names bad values") {
   REQUIRE(c);
   CHECK(c->adam.lr == 0.5);
   CHECK(c->ckpt.folder == "x/checkpoints");
-  CHECK(c->resolved_ini.find("[adam]\nadam_beta1 = 0.90000000000000002\nadam_beta2 = 0.94999999999999996\n") !=
-        std::string::npos);
+  // Doubles as the shortest text that reads back as the same value, not 0.90000000000000002.
+  CHECK(c->resolved_ini.find("[adam]\nadam_beta1 = 0.9\nadam_beta2 = 0.95\nadam_eps = 1e-08\n") != std::string::npos);
   CHECK(c->resolved_ini.find("lr = 0.5\n") != std::string::npos);
+  // What a run prints at start: only what differs from the defaults.
+  CHECK(c->changed_ini == "[adam]\nlr = 0.5\n[data]\ntrain_folder = y\n[job]\nrun_dir = x\n");
+  auto same = parse_train_config({"--job.run_dir=x", "--data.train_folder=y", "--adam.adam_beta1=0.9"});
+  REQUIRE(same);
+  CHECK(same->changed_ini.find("adam_beta1") == std::string::npos);  // given, but equal to the default
+}
+
+TEST_CASE("a checkpoint's config.ini written with 17 digits matches this run's shortest text") {
+  const std::string old_ini = "[model]\nlayer_norm_epsilon = 1.0000000000000001e-05\nrope_base = 10000\n";
+  const std::string now_ini = "[model]\nlayer_norm_epsilon = 1e-05\nrope_base = 10000\n";
+  CHECK(model_key_differences(old_ini, now_ini).empty());
+  CHECK(model_key_differences(old_ini, "[model]\nlayer_norm_epsilon = 1e-06\nrope_base = 10000\n") ==
+        std::vector<std::string>{"model.layer_norm_epsilon: 1.0000000000000001e-05 -> 1e-06"});
+  CHECK(ini_value(now_ini, "model.rope_base") == "10000");
+  CHECK(ini_value(now_ini, "data.micro_bsz").empty());
 }

@@ -633,7 +633,7 @@ TEST_CASE("health check statistics on fixed inputs", "[monitor]") {
   CHECK(s.slowest_rank == 2);
   CHECK(s.outliers == std::vector<int>{2});
   CHECK(describe(s, "step time", 1.5) ==
-        "step time min 0.1 / median 0.115 / max 0.3 s over 4 rank(s), slowest rank 2; outliers (> 1.5x median): "
+        "step time min 0.1 / median 0.115 / max 0.3 s over 4 ranks, slowest rank 2; outliers (> 1.5x median): "
         "rank 2 (0.3 s)");
 
   s = rank_time_stats({1, 3, 2}, 1.4);  // odd count: the middle value
@@ -649,6 +649,7 @@ TEST_CASE("health check statistics on fixed inputs", "[monitor]") {
   // One process: the report is this rank's time; the probe runs on the CPU.
   s = step_time_report(nullptr, 0.25, 1.5);
   CHECK(s.per_rank == std::vector<double>{0.25});
+  CHECK(describe(s, "step time", 1.5) == "step time 0.25 s");  // no "over 1 rank(s), slowest rank 0"
   const ProbeResult p = startup_probe(nullptr, torch::kCPU, {64, 1024, 3, 1.5});
   CHECK(p.matmul.per_rank.size() == 1);
   CHECK(p.matmul.per_rank[0] > 0);

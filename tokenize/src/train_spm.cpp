@@ -1,14 +1,20 @@
 #include "loom/tokenize/train_spm.h"
 
+#include <fcntl.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <exception>
+#include <iostream>
 #include <memory>
 #include <system_error>
 #include <unordered_map>
 
 #include "loom/error.h"
+#include "loom/fd.h"
 #include "loom/log.h"
 #include "loom/sys.h"
 #include "loom/tokenize/text.h"
@@ -16,6 +22,30 @@
 namespace loom::tokenize {
 
 namespace {
+
+// SentencePiece's trainer writes hundreds of lines to stderr: while it runs, stderr (fd 2) goes to
+// a log file instead, and comes back at the end of the scope on every path.
+class StderrToFile {
+ public:
+  explicit StderrToFile(const std::string& path) {
+    std::fflush(stderr);
+    sys::Fd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    LOOM_CHECK(file.valid(), path, ": ", sys::errno_text("open", errno));
+    saved_ = sys::Fd(::dup(STDERR_FILENO));
+    LOOM_CHECK(saved_.valid(), "stderr: ", sys::errno_text("dup", errno));
+    LOOM_CHECK(::dup2(file.get(), STDERR_FILENO) >= 0, "stderr: ", sys::errno_text("dup2", errno));
+  }
+  ~StderrToFile() {
+    std::cerr.flush();
+    std::fflush(stderr);
+    ::dup2(saved_.get(), STDERR_FILENO);  // the original stderr: nothing useful to do if this fails
+  }
+  StderrToFile(const StderrToFile&) = delete;
+  StderrToFile& operator=(const StderrToFile&) = delete;
+
+ private:
+  sys::Fd saved_;
+};
 
 // Documents of every input in order, cut under max_sentence_length (SentencePiece drops longer
 // sentences). An exception cannot cross the trainer, so it is kept and rethrown after Train().
@@ -38,6 +68,8 @@ class DocumentIterator : public sentencepiece::SentenceIterator {
     }
   }
   std::exception_ptr error() const { return error_; }
+  // Warnings found while stderr went to the log file: logged after.
+  const std::vector<std::string>& held_warnings() const { return held_warnings_; }
 
  private:
   bool advance() {
@@ -57,7 +89,7 @@ class DocumentIterator : public sentencepiece::SentenceIterator {
       if (!doc_.error.empty()) {
         const std::string msg = location(reader_->path(), doc_) + doc_.error;
         if (opt_.on_error == OnError::kFail) LOOM_FAIL(msg, " (--on-error skip would skip this record)");
-        if (sum_.bad++ < 10) log::warn("skipped ", msg);
+        if (sum_.bad++ < 10) held_warnings_.push_back("skipped " + msg);
         continue;
       }
       if (doc_.text.empty()) continue;
@@ -78,6 +110,7 @@ class DocumentIterator : public sentencepiece::SentenceIterator {
   std::string value_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::vector<std::string> held_warnings_;
 };
 
 }  // namespace
@@ -109,17 +142,28 @@ TrainSpmSummary run_train_spm(const TrainSpmOptions& opt) {
       {"shuffle_input_sentence", "true"},
       {"num_threads", std::to_string(opt.threads)},
   };
-  DocumentIterator it(opt, sum);
+  const std::string train_log = opt.model_prefix + ".train.log";
+  log::info("training the SentencePiece model; its own log goes to ", train_log);
   std::string serialized;
   sentencepiece::util::Status status;
-  try {
-    status = sentencepiece::SentencePieceTrainer::Train(kwargs, &it, &serialized);
-  } catch (const std::system_error& e) {
-    // SentencePiece starts --threads threads of its own; the system may refuse them.
-    LOOM_FAIL("SentencePiece training could not start its threads (", e.what(), "); try a smaller --threads");
+  std::exception_ptr error;
+  std::vector<std::string> warnings;
+  {
+    StderrToFile quiet(train_log);
+    DocumentIterator it(opt, sum);
+    try {
+      status = sentencepiece::SentencePieceTrainer::Train(kwargs, &it, &serialized);
+    } catch (const std::system_error& e) {
+      // SentencePiece starts --threads threads of its own; the system may refuse them.
+      error = std::make_exception_ptr(
+          Error(str("SentencePiece training could not start its threads (", e.what(), "); try a smaller --threads")));
+    }
+    if (!error) error = it.error();
+    warnings = it.held_warnings();
   }
-  if (it.error()) std::rethrow_exception(it.error());
-  LOOM_CHECK(status.ok(), "SentencePiece training failed: ", status.ToString());
+  for (const std::string& w : warnings) log::warn(w);
+  if (error) std::rethrow_exception(error);
+  LOOM_CHECK(status.ok(), "SentencePiece training failed: ", status.ToString(), " (its log: ", train_log, ")");
   LOOM_CHECK(sum.docs > 0, "no documents to train on");
   sys::AtomicFile out(sum.model_path);
   out.write(serialized);

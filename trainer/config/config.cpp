@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -61,7 +62,7 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("job.seed", po::value(&c.job.seed)->default_value(1024), "seed of the model initialisation and dropout")
     ("job.threads", po::value(&c.job.threads)->default_value(0), "torch intra-op threads (0 = LibTorch's default)")
     ("job.log_every", po::value(&c.job.log_every)->default_value(1), "steps between metrics lines")
-    ("job.peak_tflops", po::value(&c.job.peak_tflops)->default_value(1.0), "peak TFLOP/s of one device, for MFU")
+    ("job.peak_tflops", value_with_default(&c.job.peak_tflops, 1.0), "peak TFLOP/s of one device, for MFU")
     ("job.tensorboard", po::value(&c.job.tensorboard)->default_value(true), "write tensorboard/ event files")
     ("job.overwrite", po::value(&c.job.overwrite)->default_value(false), "a fresh run into a run_dir that holds an "
         "earlier run moves it to RUN_DIR.old-YYYYMMDD_HHMMSS (never deletes); false: such a run is refused")
@@ -81,33 +82,33 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("model.num_layers", po::value(&c.model.num_layers)->default_value(4), "layers")
     ("model.num_attention_heads", po::value(&c.model.num_attention_heads)->default_value(8), "H")
     ("model.num_kv_attention_heads", po::value(&c.model.num_kv_attention_heads)->default_value(0), "K (GQA; 0 = H)")
-    ("model.mlp_ratio", po::value(&c.model.mlp_ratio)->default_value(8.0 / 3.0), "F = 256*ceil(C*mlp_ratio/256)")
+    ("model.mlp_ratio", value_with_default(&c.model.mlp_ratio, 8.0 / 3.0), "F = 256*ceil(C*mlp_ratio/256)")
     ("model.vocab_size", po::value(&c.model.vocab_size)->default_value(103168), "V (>= the data's vocabulary)")
-    ("model.layer_norm_epsilon", po::value(&c.model.norm_eps)->default_value(1e-5), "RMSNorm epsilon")
+    ("model.layer_norm_epsilon", value_with_default(&c.model.norm_eps, 1e-5), "RMSNorm epsilon")
     ("model.qkv_bias", po::value(&c.model.qkv_bias)->default_value(true), "bias on the fused QKV projection")
     ("model.out_bias", po::value(&c.model.out_bias)->default_value(true), "bias on the attention output projection")
     ("model.tie_embeddings", po::value(&c.model.tie_embeddings)->default_value(false), "head shares the embedding")
-    ("model.init_std", po::value(&c.model.init_std)->default_value(0.02), "normal init std")
+    ("model.init_std", value_with_default(&c.model.init_std, 0.02), "normal init std")
     ("model.scaled_init", po::value(&c.model.scaled_init)->default_value(true), "wo, w3 init std / sqrt(2*layers)")
-    ("model.dropout", po::value(&c.model.dropout)->default_value(0.0), "residual dropout")
+    ("model.dropout", value_with_default(&c.model.dropout, 0.0), "residual dropout")
     ("model.checkpoint", po::value(&checkpoint)->default_value("0"), "fraction of layers recomputed in backward, or "
         "auto: the smallest fraction whose memory plan fits the device with model.checkpoint_margin to spare")
-    ("model.checkpoint_margin", po::value(&c.model.checkpoint_margin)->default_value(0.08), "model.checkpoint=auto: "
+    ("model.checkpoint_margin", value_with_default(&c.model.checkpoint_margin, 0.08), "model.checkpoint=auto: "
         "fraction of the device's memory the plan leaves free")
-    ("model.rope_base", po::value(&c.model.rope_base)->default_value(10000.0), "rotary base")
+    ("model.rope_base", value_with_default(&c.model.rope_base, 10000.0), "rotary base")
     ("model.dtype", po::value(&dtype)->default_value("float32"), "float32, bfloat16 or float16")
-    ("adam.lr", po::value(&c.adam.lr)->default_value(1e-4), "peak learning rate")
-    ("adam.adam_beta1", po::value(&c.adam.beta1)->default_value(0.9), "beta1")
-    ("adam.adam_beta2", po::value(&c.adam.beta2)->default_value(0.95), "beta2")
-    ("adam.adam_eps", po::value(&c.adam.eps)->default_value(1e-8), "eps")
-    ("adam.weight_decay", po::value(&c.adam.weight_decay)->default_value(0.01), "decoupled weight decay of matrices")
+    ("adam.lr", value_with_default(&c.adam.lr, 1e-4), "peak learning rate")
+    ("adam.adam_beta1", value_with_default(&c.adam.beta1, 0.9), "beta1")
+    ("adam.adam_beta2", value_with_default(&c.adam.beta2, 0.95), "beta2")
+    ("adam.adam_eps", value_with_default(&c.adam.eps, 1e-8), "eps")
+    ("adam.weight_decay", value_with_default(&c.adam.weight_decay, 0.01), "decoupled weight decay of matrices")
     ("adam.decay_embeddings", po::value(&c.adam.decay_embeddings)->default_value(false), "also decay embeddings")
-    ("hybrid_zero_optimizer.clip_grad_norm", po::value(&c.hybrid_zero_optimizer.clip_grad_norm)->default_value(1.0), "global-norm clip (0 = off)")
+    ("hybrid_zero_optimizer.clip_grad_norm", value_with_default(&c.hybrid_zero_optimizer.clip_grad_norm, 1.0), "global-norm clip (0 = off)")
     ("lr_scheduler.kind", po::value(&c.lr_scheduler.kind)->default_value("cosine"), "cosine or constant")
-    ("lr_scheduler.warmup_ratio", po::value(&c.lr_scheduler.warmup_ratio)->default_value(0.01), "warmup = int(total_steps*ratio)")
+    ("lr_scheduler.warmup_ratio", value_with_default(&c.lr_scheduler.warmup_ratio, 0.01), "warmup = int(total_steps*ratio)")
     ("lr_scheduler.init_steps", po::value(&c.lr_scheduler.init_steps)->default_value(0), "updates at lr 0 before warmup")
-    ("lr_scheduler.eta_min", po::value(&c.lr_scheduler.eta_min)->default_value(1e-5), "final learning rate")
-    ("loss.label_smoothing", po::value(&c.loss.label_smoothing)->default_value(0.0), "label smoothing")
+    ("lr_scheduler.eta_min", value_with_default(&c.lr_scheduler.eta_min, 1e-5), "final learning rate")
+    ("loss.label_smoothing", value_with_default(&c.loss.label_smoothing, 0.0), "label smoothing")
     ("ckpt.enable_save_ckpt", po::value(&c.ckpt.enable_save)->default_value(true), "write checkpoints")
     ("ckpt.checkpoint_every", po::value(&c.ckpt.checkpoint_every)->default_value(0), "steps between checkpoints (0 = at the end)")
     ("ckpt.save_ckpt_folder", po::value(&c.ckpt.folder)->default_value(""), "checkpoint folder (default run_dir/checkpoints)")
@@ -116,25 +117,25 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
         "data-parallel ranks (1 = off, -1 = every rank; must divide the world size)")
     ("parallel.zero_stage", po::value(&c.parallel.zero_stage)->default_value(1), "what parallel.zero1 shards: "
         "1 optimizer state, 2 + gradients, 3 + weights")
-    ("parallel.bucket_mb", po::value(&c.parallel.bucket_mb)->default_value(25.0), "gradient all-reduce bucket (MiB)")
-    ("parallel.timeout_s", po::value(&c.parallel.timeout_s)->default_value(600.0), "a collective waiting longer "
+    ("parallel.bucket_mb", value_with_default(&c.parallel.bucket_mb, 25.0), "gradient all-reduce bucket (MiB)")
+    ("parallel.timeout_s", value_with_default(&c.parallel.timeout_s, 600.0), "a collective waiting longer "
         "fails the job with a report")
     ("parallel.backend", po::value(&c.parallel.backend)->default_value("auto"), "auto (nccl on CUDA, else gloo), gloo or nccl")
     ("monitor.alert_webhook", po::value(&c.monitor.alerts.webhook)->default_value(""), "http:// URL that receives "
         "each alert as a JSON POST (\"\" = off)")
     ("monitor.alert_command", po::value(&c.monitor.alerts.command)->default_value(""), "shell command run with each "
         "alert's JSON on stdin (\"\" = off)")
-    ("monitor.alert_timeout_s", po::value(&c.monitor.alerts.timeout_s)->default_value(5.0), "bound of one delivery")
-    ("monitor.hang_timeout", po::value(&c.monitor.hang_timeout)->default_value(0.0), "seconds without a finished "
+    ("monitor.alert_timeout_s", value_with_default(&c.monitor.alerts.timeout_s, 5.0), "bound of one delivery")
+    ("monitor.hang_timeout", value_with_default(&c.monitor.hang_timeout, 0.0), "seconds without a finished "
         "step before the watchdog reports every thread's phase and exits 4 (0 = off)")
-    ("monitor.spike_ratio", po::value(&c.monitor.spike.ratio)->default_value(0.0), "a loss above this x the median "
+    ("monitor.spike_ratio", value_with_default(&c.monitor.spike.ratio, 0.0), "a loss above this x the median "
         "of the last spike_window losses is a spike (0 = off)")
     ("monitor.spike_window", po::value(&c.monitor.spike.window)->default_value(50), "losses in the spike reference")
     ("monitor.skip_spike_batches", po::value(&c.monitor.spike.exclude_spikes)->default_value(false), "skip the "
         "update of a spike step (its index is logged for data.skip_batches)")
     ("monitor.diag_every", po::value(&c.monitor.diag_every)->default_value(0), "steps between per-rank step-time "
         "reports (0 = off)")
-    ("monitor.diag_outlier_ratio", po::value(&c.monitor.diag_outlier_ratio)->default_value(1.5), "a rank slower "
+    ("monitor.diag_outlier_ratio", value_with_default(&c.monitor.diag_outlier_ratio, 1.5), "a rank slower "
         "than this x the median is flagged")
     ("monitor.startup_probe", po::value(&c.monitor.startup_probe)->default_value(true), "time a matmul (and an "
         "all-reduce) on every rank at start and flag slow ranks")
@@ -206,6 +207,7 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
              c.monitor.diag_outlier_ratio);
   LrSchedule check(c.lr_schedule_options());  // validates the lr_scheduler.* keys
   c.resolved_ini = p.resolved_ini();
+  c.changed_ini = p.changed_ini();
   return c;
 }
 
@@ -227,6 +229,16 @@ std::map<std::string, std::string> ini_values(const std::string& ini) {
   return out;
 }
 
+// Equal texts, or equal numbers: a checkpoint written before doubles were saved in their shortest
+// form holds "1.0000000000000001e-05" where this run writes "1e-05".
+bool same_value(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
 }  // namespace
 
 std::vector<std::string> model_key_differences(const std::string& saved_ini, const std::string& run_ini) {
@@ -240,10 +252,16 @@ std::vector<std::string> model_key_differences(const std::string& saved_ini, con
   for (const char* k : kFunctionKeys) {
     const std::string key = std::string("model.") + k;
     const auto s = saved.find(key), n = now.find(key);
-    if (s == saved.end() || n == now.end() || s->second == n->second) continue;
+    if (s == saved.end() || n == now.end() || same_value(s->second, n->second)) continue;
     out.push_back(key + ": " + s->second + " -> " + n->second);
   }
   return out;
+}
+
+std::string ini_value(const std::string& ini, const std::string& key) {
+  const auto values = ini_values(ini);
+  const auto it = values.find(key);
+  return it == values.end() ? std::string() : it->second;
 }
 
 void set_run_dir(TrainConfig& c, const std::string& dir) {

@@ -107,7 +107,8 @@ struct TrainConfig {
   ParallelOptions parallel;
   MonitorOptions monitor;
   DebugOptions debug;
-  std::string resolved_ini;  // every key's final value, printed at start and saved with checkpoints
+  std::string resolved_ini;  // every key's final value, saved in run_dir/config.ini and with checkpoints
+  std::string changed_ini;   // the keys that differ from their defaults, printed at start
 
   // The optimizer's and the schedule's options span sections: assembled here, in one place.
   OptimizerOptions optimizer_options() const;  // adam.*, hybrid_zero_optimizer.clip_grad_norm
@@ -122,6 +123,9 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
 // Keys that change only memory, precision or initialisation (checkpoint, dtype, init_std...) are
 // not compared, nor keys the saved text lacks.
 std::vector<std::string> model_key_differences(const std::string& saved_ini, const std::string& run_ini);
+
+// The value text of "section.key" in an INI text as resolved_ini writes it; "" when it is absent.
+std::string ini_value(const std::string& ini, const std::string& key);
 
 // Sets job.run_dir after parsing (the launch names it when the config does not), the checkpoint
 // folder with it when that was defaulted, and the resolved INI text.

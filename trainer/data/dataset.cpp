@@ -7,6 +7,7 @@
 
 #include "loom/error.h"
 #include "loom/log.h"
+#include "loom/progress.h"
 #include "loom/sys.h"
 #include "sampler.h"
 
@@ -16,12 +17,6 @@ namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string percent(double part, double whole) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
-  return buf;
 }
 
 std::string fixed(double v, int digits) {
@@ -187,23 +182,23 @@ void TrainData::log_summary(uint64_t global_batch, int64_t total_steps) const {
   for (size_t i = 0; i < datasets_.size(); ++i) {
     const PackedDataset& d = datasets_[i];
     const uint64_t samples = weighted_count(d.num_packs(), d.weight());
-    log::info("dataset ", i, " '", d.name(), "': ", d.num_shards(), " shards, ", d.num_source_docs(), " docs, ",
-              d.num_tokens(), " tokens, ", d.num_packs(), " packs, ", d.num_padding(), " padding (",
-              percent(static_cast<double>(d.num_padding()), static_cast<double>(d.num_tokens() + d.num_padding())),
-              "), weight ", d.weight(), " -> ", samples, " samples per epoch = ", fixed(static_cast<double>(samples) / g, 2),
-              " steps");
+    log::info("dataset ", i, " '", d.name(), "': ", d.num_shards(), " shards, ", format_count(d.num_source_docs()), " docs, ",
+              format_count(d.num_tokens()), " tokens, ", format_count(d.num_packs()), " packs, padding ",
+              format_percent(static_cast<double>(d.num_padding()), static_cast<double>(d.num_tokens() + d.num_padding())),
+              ", weight ", format_number(d.weight()), " -> ", format_count(samples), " samples per epoch = ",
+              fixed(static_cast<double>(samples) / g, 2), " steps");
   }
   const uint64_t n = epoch_samples();
   const double steps_per_epoch = static_cast<double>(n) / g;
   const double epochs = static_cast<double>(total_steps) * g / static_cast<double>(n);
-  log::info("train data: ", n, " samples per epoch, global batch ", global_batch, " packs -> ",
+  log::info("train data: ", format_count(n), " samples per epoch, global batch ", format_count(global_batch), " packs -> ",
             fixed(steps_per_epoch, 2), " steps per epoch; data.total_steps ", total_steps, " = ", fixed(epochs, 3),
             " epochs");
   if (epochs < 1.0)
-    log::warn("data.total_steps ", total_steps, " covers only ", percent(epochs, 1.0), " of one epoch (",
+    log::job_warn("data.total_steps ", total_steps, " covers only ", format_percent(epochs, 1.0), " of one epoch (",
               fixed(steps_per_epoch, 1), " steps): part of the training data is never seen");
   else if (epochs > kManyEpochs)
-    log::warn("data.total_steps ", total_steps, " repeats the data ", fixed(epochs, 1),
+    log::job_warn("data.total_steps ", total_steps, " repeats the data ", fixed(epochs, 1),
               " times: past about ", kManyEpochs, " epochs repeated data is worth much less than new data");
 }
 

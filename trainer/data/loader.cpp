@@ -5,6 +5,7 @@
 
 #include "loom/error.h"
 #include "loom/log.h"
+#include "loom/progress.h"
 
 namespace loom {
 
@@ -154,13 +155,13 @@ SamplerState Loader::state() const {
 void Loader::restore(const SamplerState& s) {
   stop_thread();
   if (s.seed != sampler_.seed()) {
-    log::warn("data: the checkpoint's sampler seed ", s.seed, " differs from data.seed ", sampler_.seed(),
+    log::job_warn("data: the checkpoint's sampler seed ", s.seed, " differs from data.seed ", sampler_.seed(),
               "; continuing with the checkpoint's seed so the order stays the same");
     sampler_ = Sampler(data_.packs_per_dataset(), data_.weights(), s.seed);
   }
   const SamplerState now = sampler_.state_at(s.consumed_samples);
   if (now.epoch != s.epoch)
-    log::warn("data: the checkpoint was at epoch ", s.epoch, " but consumed sample ", s.consumed_samples,
+    log::job_warn("data: the checkpoint was at epoch ", s.epoch, " but consumed sample ", s.consumed_samples,
               " is in epoch ", now.epoch, " of the current data (", sampler_.epoch_size(),
               " samples per epoch): the training data changed since the checkpoint");
   consumed_ = s.consumed_samples;
@@ -192,8 +193,9 @@ ValidationSets::ValidationSets(const DataOptions& opt, int64_t rank, int64_t wor
       a.flags = b.flags;
       check_same_tokenizer(a, train->datasets().front().shard(0).bin_path(), b, s.shard(0).bin_path());
     }
-    log::info("valid set '", s.name(), "': ", s.num_shards(), " shards, ", s.num_source_docs(), " docs, ",
-              s.num_tokens(), " tokens, ", s.num_packs(), " packs, ", s.num_padding(), " padding");
+    log::info("valid set '", s.name(), "': ", s.num_shards(), " shards, ", format_count(s.num_source_docs()), " docs, ",
+              format_count(s.num_tokens()), " tokens, ", format_count(s.num_packs()), " packs, padding ",
+              format_percent(static_cast<double>(s.num_padding()), static_cast<double>(s.num_tokens() + s.num_padding())));
   }
 }
 

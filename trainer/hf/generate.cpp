@@ -150,7 +150,7 @@ int run_generate(const std::vector<std::string>& args) {
       ("device", po::value(&device)->default_value(device), "torch device: cpu, cuda, cuda:1, ...")
       ("dump-logits", po::value(&dump), "write prompt ids, prompt logits and generated ids to this safetensors file");
   if (!p.parse(args)) return 0;  // --help
-  log::info("generate: resolved options\n", p.resolved_ini());
+  log::info("generate: options that differ from the defaults\n", p.changed_ini());
   LOOM_CHECK(checkpoint.empty() != hf_dir.empty(), "generate: pass exactly one of --checkpoint DIR and --hf DIR");
   LOOM_CHECK(p.has("prompt") != p.has("prompt-ids"), "generate: pass exactly one of --prompt TEXT and --prompt-ids 1,2,3");
   o.use_cache = !no_cache;

@@ -167,7 +167,7 @@ int run_export_hf(const std::vector<std::string>& args) {
       ("dtype", po::value(&o.dtype)->default_value(o.dtype), "keep the checkpoint's dtype, or cast to float32/bfloat16/float16")
       ("max-positions", po::value(&o.max_positions)->default_value(o.max_positions), "max_position_embeddings in config.json");
   if (!p.parse(args)) return 0;  // --help
-  log::info("export-hf: resolved options\n", p.resolved_ini());
+  log::info("export-hf: options that differ from the defaults\n", p.changed_ini());
 
   const LoadedWeights ck = load_loom_checkpoint(checkpoint);
   // A loom checkpoint does not record the tokenizer (the packed shards hold only its fingerprint).

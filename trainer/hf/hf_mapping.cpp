@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "loom/error.h"
+#include "loom/json_text.h"
 
 namespace loom::hf {
 
@@ -68,13 +69,10 @@ std::string dtype_string(torch::Dtype d) {
   }
 }
 
-// Fixed notation that round-trips a double through JSON (17 significant digits).
+// The shortest text that reads back as v (json_number), always a JSON float: 1e-05, 10000.0.
 std::string json_double(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  std::string s = os.str();
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  std::string s = json_number(v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // "n": null stays null
   return s;
 }
 

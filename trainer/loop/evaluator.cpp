@@ -1,15 +1,23 @@
 #include "evaluator.h"
 
 #include <cmath>
+#include <memory>
 
 #include "communicator.h"
+#include "loom/progress.h"
 #include "loss.h"
 
 namespace loom {
 
 std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, const torch::Device& device,
-                                 Communicator* comm) {
+                                 Communicator* comm, bool show_progress) {
   torch::NoGradGuard no_grad;
+  std::unique_ptr<Progress> progress;
+  if (show_progress) {
+    uint64_t batches = 0;
+    for (size_t s = 0; s < sets.num_sets(); ++s) batches += static_cast<uint64_t>(sets.num_micro_batches(s));
+    progress = std::make_unique<Progress>("validation", batches, "batches");
+  }
   const bool was_training = model->is_training();
   model->eval();
   std::vector<EvalResult> out;
@@ -22,6 +30,7 @@ std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, co
       loss_sum += r.loss_sum.item<double>();
       tokens += r.tokens.item<int64_t>();
       correct += r.correct.item<int64_t>();
+      if (progress) progress->add(1);
     }
     if (comm && comm->distributed()) {
       torch::Tensor v = torch::tensor({loss_sum, static_cast<double>(tokens), static_cast<double>(correct)},
@@ -41,6 +50,7 @@ std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, co
     e.perplexity = std::exp(e.loss);
     out.push_back(e);
   }
+  if (progress) progress->finish();
   if (was_training) model->train();
   return out;
 }

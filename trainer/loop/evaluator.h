@@ -20,8 +20,9 @@ struct EvalResult {
 };
 
 // With a communicator, each rank evaluates its slice of every set and the sums are all-reduced:
-// every rank returns the same results.
+// every rank returns the same results. show_progress: a progress line of this rank's batches (a
+// live line on a TTY, a periodic log line otherwise).
 std::vector<EvalResult> evaluate(InternLM& model, const ValidationSets& sets, const torch::Device& device,
-                                 Communicator* comm = nullptr);
+                                 Communicator* comm = nullptr, bool show_progress = false);
 
 }  // namespace loom

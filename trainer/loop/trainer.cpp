@@ -125,6 +125,7 @@ class Loop {
   void validate();
   std::string save();
   void probe();
+  void warn_if_global_batch_changed(const std::string& resume_dir);
   CheckpointContents contents();  // what rank 0 writes (everything but the ZeRO-1 shards), from checkpointed_
   void set_phase(const char* phase) {
     if (watchdog_) watchdog_->set_phase(phase);
@@ -160,7 +161,11 @@ class Loop {
   FaultInjector faults_;
   std::unique_ptr<MetricsFanout> metrics_;  // rank 0: metrics.jsonl, the log line, TensorBoard
   TrainState state_;
-  Timer data_t_, fwd_t_, opt_t_, step_t_;
+  Timer data_t_, step_t_;
+  // Device time on a CUDA device (CUDA events): fwd_bwd_time + optimizer_time fit inside step_time.
+  DeviceTimer fwd_t_{device_.is_cuda() ? cuda_index() : -1}, opt_t_{device_.is_cuda() ? cuda_index() : -1};
+  std::unique_ptr<Progress> progress_;  // rank 0: step N/total, rate, ETA
+  MetricFields unlogged_;               // rank 0: the last step's record when job.log_every passed it over
   double flops_per_token_ = 0;
   int64_t first_step_ = 0;      // state_.step when this process started
   bool stop_agreed_ = false;    // a signal reached some rank: every rank stops after the same step
@@ -224,8 +229,9 @@ void Loop::start() {
   select_attention(device_, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.job.attention));
   update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer_options(), c_.parallel);
   flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
-  log::info("model: ", model_->num_parameters(), " parameters, ", update_->num_decay(), " tensors with weight decay, ",
-            update_->num_no_decay(), " without; ", flops_per_token_ / 1e9, " GFLOP per token");
+  log::info("model: ", format_count(static_cast<int64_t>(model_->num_parameters())), " parameters, ", update_->num_decay(),
+            " tensors with weight decay, ", update_->num_no_decay(), " without; ", format_number(flops_per_token_ / 1e9, 3),
+            " GFLOP per token");
   log::info("update: ", update_->describe());
   checkpointed_.push_back(std::make_unique<RunState>(state_, loader_, spike_, *update_, comm_.world()));
   LayerHooks* hooks = update_->layer_hooks();
@@ -275,7 +281,9 @@ void Loop::start() {
     keep_logs_through = state_.step;
     saved_step_ = state_.step;
     log::info("resumed from ", resume_dir, ": step ", state_.step, ", ", state_.updates, " updates, ",
-              state_.sampler.consumed_samples, " samples consumed (saved at world size ", state_.world_size, ")");
+              state_.sampler.consumed_samples, " samples consumed",
+              comm_.world() > 1 || state_.world_size > 1 ? str(" (saved at world size ", state_.world_size, ")") : "");
+    warn_if_global_batch_changed(resume_dir);
   } else if (!c_.flags.init_from.empty()) {
     validate_checkpoint(c_.flags.init_from);
     ModuleState(*model_).load_state(c_.flags.init_from);
@@ -294,7 +302,7 @@ void Loop::start() {
   state_.sampler = loader_.state();
   if (c_.ckpt.async_save && c_.ckpt.enable_save) {
     if (update_->sharded())
-      log::warn("ckpt.async_save: the ZeRO-1 shards are written by their ranks, so checkpoints stay synchronous");
+      log::job_warn("ckpt.async_save: the ZeRO-1 shards are written by their ranks, so checkpoints stay synchronous");
     else if (lead_)
       async_ = std::make_unique<AsyncCheckpointer>(ckpt_, [this](int64_t step, const std::string& error) {
         alerts_.send(AlertLevel::kError, "checkpoint write failed", str("step ", step, ": ", error));
@@ -303,7 +311,7 @@ void Loop::start() {
   if (!lead_) return;
   metrics_ = std::make_unique<MetricsFanout>();
   metrics_->add(std::make_unique<JsonlSink>(c_.job.run_dir + "/metrics.jsonl", keep_logs_through));
-  metrics_->add(std::make_unique<LogLineSink>());
+  metrics_->add(std::make_unique<LogLineSink>(c_.data.total_steps));
   if (c_.job.tensorboard)
     metrics_->add(std::make_unique<TensorBoardSink>(c_.job.run_dir + "/tensorboard", keep_logs_through));
 }
@@ -370,7 +378,7 @@ void Loop::log_step(const StepRecord& s) {
   const double tokens = std::max(t.loss_tokens, 1.0);
   const double loss = t.loss_sum / tokens;
   summary_.last_loss = loss;
-  if (!lead_ || (state_.step % c_.job.log_every != 0 && state_.step != c_.data.total_steps)) return;
+  if (!lead_) return;
   const double step_s = step_t_.seconds();
   const double world = static_cast<double>(comm_.world());
   // Model FLOPs of the packs one device processed (padding included: it is computed).
@@ -397,6 +405,7 @@ void Loop::log_step(const StepRecord& s) {
       {"fwd_bwd_time", fwd_t_.seconds()},
       {"optimizer_time", opt_t_.seconds()},
       {"peak_memory_mb", static_cast<double>(peak_memory_bytes(device_)) / (1 << 20)},
+      {"micro_num", static_cast<double>(c_.data.micro_num)},
   };
 #ifdef LOOM_CUDA_KERNELS
   if (device_.is_cuda()) {
@@ -411,14 +420,21 @@ void Loop::log_step(const StepRecord& s) {
     f.emplace_back("acc/" + names[d], t.ds_correct[d] / t.ds_tokens[d]);
     f.emplace_back("plex/" + names[d], std::exp(dl));
   }
-  metrics_->write(f);
+  // Every job.log_every steps, and always the run's last step (total_steps, a stop file, a signal):
+  // finish() writes a record left here.
+  if (state_.step % c_.job.log_every == 0 || state_.step == c_.data.total_steps) {
+    metrics_->write(f);
+    unlogged_.clear();
+  } else {
+    unlogged_ = std::move(f);
+  }
 }
 
 void Loop::validate() {
   if (!valid_) return;
   Watchdog::LongPhase phase(watchdog_, "validation", 0);  // its length scales with the valid set
   MetricFields f = {{"step", static_cast<double>(state_.step)}};
-  const std::vector<EvalResult> results = evaluate(model_, *valid_, device_, &comm_);
+  const std::vector<EvalResult> results = evaluate(model_, *valid_, device_, &comm_, /*show_progress=*/lead_);
   if (!lead_) return;
   for (const EvalResult& e : results) {
     f.emplace_back("val/" + e.name + "_loss", e.loss);
@@ -479,7 +495,7 @@ std::string Loop::save() {
     if (previous.ok()) log::info("checkpoint ", previous.path, " written (step ", previous.step, ")");
     async_->save(state_.step, contents());
     const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log::info("checkpoint of step ", state_.step, ": training blocked ", blocked,
+    log::info("checkpoint of step ", state_.step, ": training blocked ", format_number(blocked, 3),
               " s (previous write + copy); writing ", dir, " in the background");
     return dir;
   }
@@ -519,6 +535,33 @@ std::string Loop::save() {
   return lead_ ? dir : ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
 }
 
+void Loop::warn_if_global_batch_changed(const std::string& resume_dir) {
+  // The packs of one step: micro_bsz x micro_num x world size. A checkpoint saved before its
+  // config recorded these keys is compared at the current micro sizes.
+  const std::string saved_ini = sys::read_file(resume_dir + "/config.ini");
+  auto saved_int = [&](const char* key, int64_t now) -> int64_t {
+    const std::string v = ini_value(saved_ini, key);
+    try {
+      return v.empty() ? now : std::stoll(v);
+    } catch (const std::exception&) {
+      return now;
+    }
+  };
+  const int64_t old_bsz = saved_int("data.micro_bsz", c_.data.micro_bsz);
+  const int64_t old_num = saved_int("data.micro_num", c_.data.micro_num);
+  const int64_t old_world = state_.world_size > 0 ? state_.world_size : comm_.world();
+  const int64_t before = old_bsz * old_num * old_world;
+  const int64_t now = static_cast<int64_t>(loader_.layout().global_batch());
+  if (before == now) return;
+  log::job_warn("the global batch changes on this resume: ", before, " packs per step (micro_bsz ", old_bsz,
+                " x micro_num ", old_num, " x world size ", old_world, ") before, ", now, " now (micro_bsz ",
+                c_.data.micro_bsz, " x micro_num ", c_.data.micro_num, " x world size ", comm_.world(),
+                "); steps from here see ", now, " packs each, and the learning-rate schedule still counts steps. "
+                "Keep the global batch with data.micro_num = ",
+                before % (c_.data.micro_bsz * comm_.world()) == 0 ? std::to_string(before / (c_.data.micro_bsz * comm_.world()))
+                                                                   : std::string("(none: not divisible)"));
+}
+
 CheckpointContents Loop::contents() {
   CheckpointContents cc;
   for (const auto& part : checkpointed_) part->save_state(cc);
@@ -533,7 +576,7 @@ void Loop::probe() {
   o.matmul_n = device_.is_cuda() ? 4096 : 256;
   o.outlier_ratio = c_.monitor.diag_outlier_ratio;
   const ProbeResult p = startup_probe(&comm_, device_, o);
-  log::info("start-up probe: ", p.matmul_tflops, " TFLOP/s fp32 matmul on this rank; ",
+  log::info("start-up probe: ", format_number(p.matmul_tflops, 3), " TFLOP/s fp32 matmul on this rank; ",
             describe(p.matmul, "matmul time", o.outlier_ratio));
   if (!p.allreduce.per_rank.empty()) log::info("start-up probe: ", describe(p.allreduce, "all-reduce time", o.outlier_ratio));
   if (!p.matmul.outliers.empty() || !p.allreduce.outliers.empty())
@@ -556,10 +599,15 @@ TrainSummary Loop::run() {
   probe();
   alert(AlertLevel::kInfo, "training started",
         "run " + c_.job.run_dir + " at step " + std::to_string(state_.step) + " of " +
-            std::to_string(c_.data.total_steps) + ", " + std::to_string(comm_.world()) + " rank(s)");
+            std::to_string(c_.data.total_steps) +
+            (comm_.world() > 1 ? ", " + std::to_string(comm_.world()) + " ranks" : std::string()));
   StopSignal signal;
   Profiler profiler(c_.flags.profiling, c_.job.run_dir + "/profile_trace.json");
   first_step_ = state_.step;
+  if (lead_) {
+    progress_ = std::make_unique<Progress>("train", static_cast<uint64_t>(c_.data.total_steps), "steps");
+    progress_->set_base(static_cast<uint64_t>(state_.step));
+  }
   while (state_.step < c_.data.total_steps && !should_stop(signal)) {
     StepRecord s = begin_step(profiler);
     next_batches(s);
@@ -579,7 +627,7 @@ bool Loop::should_stop(const StopSignal& signal) {
   faults_.pause(state_.step, signal);
   const bool by_fault = faults_.stop_requested(state_.step);
   if (!stop_agreed_ && !quit_by_file_ && !by_fault) return false;
-  log::warn(quit_by_file_        ? std::string("ckpt.stop_file")
+  log::job_warn(quit_by_file_        ? std::string("ckpt.stop_file")
             : signal.requested() ? "signal " + std::to_string(signal.signal_number())
             : stop_agreed_       ? std::string("another rank's stop request")
                                  : std::string("debug.stop_at_step"),
@@ -620,7 +668,7 @@ void Loop::next_batches(StepRecord& s) {
 void Loop::forward_backward(StepRecord& s) {
   if (s.skip_batch) {  // InternLM's BatchSkipper
     ++state_.skipped_batches;
-    log::warn("step ", s.index, ": skipped by data.skip_batches (data consumed, no update)");
+    log::job_warn("step ", s.index, ": skipped by data.skip_batches (data consumed, no update)");
     return;
   }
   set_phase("forward_backward");
@@ -648,10 +696,10 @@ void Loop::check_spike(StepRecord& s) {
   s.spike_skip = c_.monitor.spike.exclude_spikes;
   if (s.spike_skip) ++state_.spike_skips;
   const std::string what = "step " + std::to_string(s.index) + " (0-based; data.skip_batches index): loss " +
-                           std::to_string(loss) + " is " + std::to_string(v.ratio) + "x the median " +
-                           std::to_string(v.reference) + " of the last " + std::to_string(c_.monitor.spike.window) +
+                           format_number(loss) + " is " + format_number(v.ratio, 3) + "x the median " +
+                           format_number(v.reference) + " of the last " + std::to_string(c_.monitor.spike.window) +
                            " losses" + (s.spike_skip ? "; update skipped" : "");
-  log::warn("loss spike: ", what);
+  log::job_warn("loss spike: ", what);
   alert(AlertLevel::kWarn, "loss spike", what);
 }
 
@@ -667,9 +715,9 @@ void Loop::optimizer_step(StepRecord& s) {
     if (s.result.skipped) {
       ++state_.inf_nan_skips;
       const std::string what = "step " + std::to_string(s.index) + ": gradient norm is " +
-                               std::to_string(s.result.grad_norm) + ", update skipped (" +
+                               format_number(s.result.grad_norm) + ", update skipped (" +
                                std::to_string(state_.inf_nan_skips) + " so far); the LR schedule does not advance";
-      log::warn(what);
+      log::job_warn(what);
       alert(AlertLevel::kWarn, "update skipped (inf/NaN gradients)", what);
     }
   }
@@ -685,6 +733,7 @@ void Loop::end_step(const StepRecord& s) {
   state_.consumed_tokens += static_cast<uint64_t>(s.totals.real_tokens);
   step_t_.stop();
   if (watchdog_) watchdog_->heartbeat(state_.step);
+  if (progress_) progress_->set(static_cast<uint64_t>(state_.step));
   set_phase("between steps");
 }
 
@@ -697,7 +746,8 @@ void Loop::after_step(const StepRecord& s) {
   ++summary_.steps_done;
   if (c_.monitor.diag_every > 0 && state_.step % c_.monitor.diag_every == 0) {
     const RankTimeStats st = step_time_report(&comm_, step_t_.seconds(), c_.monitor.diag_outlier_ratio);
-    log::info("health: ", describe(st, "step time", c_.monitor.diag_outlier_ratio));
+    if (st.outliers.empty()) log::info("health: ", describe(st, "step time", c_.monitor.diag_outlier_ratio));
+    else log::warn("health: ", describe(st, "step time", c_.monitor.diag_outlier_ratio));
     if (!st.outliers.empty()) alert(AlertLevel::kWarn, "slow ranks", describe(st, "step time", c_.monitor.diag_outlier_ratio));
   }
   if (c_.data.valid_every > 0 && state_.step % c_.data.valid_every == 0 && state_.step != c_.data.total_steps)
@@ -709,6 +759,11 @@ void Loop::after_step(const StepRecord& s) {
 }
 
 void Loop::finish() {
+  if (!unlogged_.empty()) {
+    metrics_->write(unlogged_);
+    unlogged_.clear();
+  }
+  if (progress_) progress_->finish();
   if (state_.step == c_.data.total_steps && !summary_.stopped_by_signal) validate();
   if (c_.ckpt.enable_save && saved_step_ != state_.step) summary_.last_checkpoint = save();
   if (async_) {  // the process must not end mid-write
@@ -717,12 +772,12 @@ void Loop::finish() {
     LOOM_CHECK(last.error.empty(), "the last checkpoint (step ", last.step, ") failed: ", last.error);
   }
   summary_.final_step = state_.step;
-  const std::string done = "step " + std::to_string(state_.step) + "/" + std::to_string(c_.data.total_steps) + ", " +
-                           std::to_string(summary_.steps_done) + " steps this run, " +
-                           std::to_string(state_.consumed_tokens) + " tokens consumed, " +
-                           std::to_string(state_.inf_nan_skips) + " inf/nan skips, " +
-                           std::to_string(state_.spike_skips) + " spike skips" +
-                           (summary_.steps_done > 0 ? ", last loss " + std::to_string(summary_.last_loss) : "");
+  const std::string done = "step " + format_count(state_.step) + "/" + format_count(c_.data.total_steps) + ", " +
+                           format_count(summary_.steps_done) + " steps this run, " +
+                           format_count(state_.consumed_tokens) + " tokens consumed, " +
+                           format_count(state_.inf_nan_skips) + " inf/nan skips, " +
+                           format_count(state_.spike_skips) + " spike skips" +
+                           (summary_.steps_done > 0 ? ", last loss " + format_number(summary_.last_loss) : "");
   log::info("done: ", done);
   alert(AlertLevel::kInfo, summary_.stopped_by_signal ? "training stopped" : "training finished", done);
 }
@@ -733,6 +788,7 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
   TrainConfig config = config_in;
   const LaunchInfo li = read_launch(process_environment());
   log::set_rank(li.rank);
+  log::set_world(li.world);
   if (li.rank != 0) log::set_level(log::Level::kWarn);  // rank 0 speaks for the job; others on trouble
   // LibTorch's own message for a CPU-only build is a dispatcher dump that never says "no CUDA".
   if (torch::Device(config.job.device).is_cuda()) {
@@ -765,12 +821,16 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
     if (li.world > 1)
       log::info(li.launcher, " launch, ", li.world, " ranks, backend ", comm.backend_name(), ":\n",
                 format_rank_table(table));
-    log::info("loom-train configuration:\n", config.resolved_ini);
+    log::info("loom-train configuration (what differs from the defaults; every key in ", config.job.run_dir,
+              "/config.ini):\n", config.changed_ini.empty() ? std::string("(all defaults)\n") : config.changed_ini);
     // Rank 0 locks the folder before anything is written there, and holds it until the run ends.
     if (li.rank == 0) {
       run_dir_lock = std::make_unique<RunDirLock>(config.job.run_dir);
       if (config.flags.resume.empty())
         prepare_fresh_run_dir(config.job.run_dir, config.ckpt.folder, config.job.overwrite, config.flags.init_from);
+      sys::AtomicFile ini(config.job.run_dir + "/config.ini");  // this run's; each checkpoint keeps its own
+      ini.write(config.resolved_ini);
+      ini.commit();
     }
     comm.barrier();
     if (config.monitor.hang_timeout > 0) {

@@ -1,10 +1,13 @@
 #include "metrics.h"
 
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
 #include "loom/error.h"
+#include "loom/json_text.h"
 #include "loom/log.h"
+#include "loom/progress.h"
 
 namespace loom {
 
@@ -13,10 +16,17 @@ std::string number(double v) {
   if (std::isnan(v)) return "NaN";  // not JSON, but what Python's json module reads and writes
   if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
   if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
-  std::ostringstream os;
-  os.precision(17);  // round-trips a double: resume tests compare losses bit for bit
-  os << v;
-  return os.str();
+  return json_number(v);  // reads back as the same double: resume tests compare losses bit for bit
+}
+
+const double* find(const MetricFields& f, const std::string& name) {
+  for (const auto& [k, v] : f)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
@@ -26,9 +36,40 @@ std::string metrics_json_line(const MetricFields& f) {
   return s + "}\n";
 }
 
-std::string metrics_log_line(const MetricFields& f) {
-  std::string s = "metrics";
-  for (const auto& [k, v] : f) s += " " + k + "=" + number(v);
+std::string metrics_log_line(const MetricFields& f, int64_t total_steps, double eta_s) {
+  LOOM_ASSERT(!f.empty() && f.front().first == "step", "metrics: the first field must be step");
+  const std::string step = format_count(static_cast<int64_t>(f.front().second));
+  std::string s;
+  auto add = [&](const char* label, const std::string& text) { s += std::string(" ") + label + " " + text; };
+  if (!find(f, "loss")) {  // validation: per set, loss, accuracy, perplexity
+    s = "validation at step " + step + ":";
+    for (const auto& [k, v] : f) {
+      if (k.rfind("val/", 0) != 0) continue;
+      const std::string name = k.substr(4);
+      const size_t cut = name.rfind('_');
+      const std::string set = name.substr(0, cut), what = name.substr(cut + 1);
+      if (what == "loss") s += " " + set;
+      add(what == "plex" ? "ppl" : what.c_str(), format_number(v));
+    }
+    return s;
+  }
+  s = "step " + step + "/" + format_count(total_steps);
+  auto field = [&](const char* label, const char* name, int digits = 4) {
+    if (const double* v = find(f, name)) add(label, format_number(*v, digits));
+  };
+  field("loss", "loss");
+  field("lr", "lr", 3);
+  field("grad_norm", "grad_norm", 3);
+  field("tgs", "tgs", 3);
+  const double* tps = find(f, "tokens_per_s");
+  const double* tgs = find(f, "tgs");
+  if (tps && tgs && *tps != *tgs) add("tokens/s", format_number(*tps, 3));  // several ranks
+  if (const double* mfu = find(f, "mfu")) add("mfu", format_percent(*mfu, 1.0));
+  if (const double* mb = find(f, "peak_memory_mb")) add("mem", format_number(*mb, 3) + " MiB");
+  field("micro_num", "micro_num");
+  if (const double* t = find(f, "step_time")) add("step_time", format_number(*t, 3) + "s");
+  if (const double* skipped = find(f, "skipped_this_step"); skipped && *skipped != 0) s += " (update skipped)";
+  if (eta_s >= 0) add("eta", format_duration(eta_s));
   return s;
 }
 
@@ -57,7 +98,24 @@ void JsonlSink::write(const MetricFields& f) {
   file_.write_all(line.data(), line.size());
 }
 
-void LogLineSink::write(const MetricFields& f) { log::info(metrics_log_line(f)); }
+void LogLineSink::write(const MetricFields& f) {
+  LOOM_ASSERT(!f.empty() && f.front().first == "step", "metrics: the first field must be step");
+  const int64_t step = static_cast<int64_t>(f.front().second);
+  double eta = -1;
+  if (find(f, "loss")) {
+    // The mean time per step since the first record (start-up and validation included, as the
+    // rest of the run will have them too); from the first record alone, its step_time.
+    const double now = wall_seconds();
+    if (first_step_ < 0) {
+      first_step_ = step;
+      first_time_ = now;
+      if (const double* t = find(f, "step_time")) eta = *t * static_cast<double>(total_steps_ - step);
+    } else if (step > first_step_) {
+      eta = (now - first_time_) / static_cast<double>(step - first_step_) * static_cast<double>(total_steps_ - step);
+    }
+  }
+  log::info(metrics_log_line(f, total_steps_, eta));
+}
 
 void TensorBoardSink::write(const MetricFields& f) {
   LOOM_ASSERT(!f.empty() && f.front().first == "step", "metrics: the first field must be step");

@@ -1,7 +1,11 @@
-// Per-step metrics, written from one record to every sink: one JSON object per line in
-// JOB.run_dir/metrics.jsonl, the same figures as one greppable log line "metrics step=N loss=...
-// lr=...", and TensorBoard scalars. Names follow InternLM's where it has one (docs/TRAIN.md lists
-// them all). On resume, lines with a step beyond the checkpoint are dropped.
+// Per-step metrics, written from one record to every sink: every field as one JSON object per line
+// in JOB.run_dir/metrics.jsonl (numbers as the shortest text that reads back as the same double)
+// and as TensorBoard scalars; a short line for people in the log:
+//
+//   step 12/100 loss 3.412 lr 0.0001 grad_norm 1.234 tgs 1,234 mfu 12.3% mem 123 MiB micro_num 2 eta 3m05s
+//
+// Names follow InternLM's where it has one (tgs, micro_num; docs/TRAIN.md lists them all). On
+// resume, lines with a step beyond the checkpoint are dropped.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +23,9 @@ namespace loom {
 using MetricFields = std::vector<std::pair<std::string, double>>;
 
 std::string metrics_json_line(const MetricFields& f);
-std::string metrics_log_line(const MetricFields& f);
+// The log line above (a validation record: "validation at step N: SET loss L acc A ppl P ...").
+// eta_s < 0: no ETA.
+std::string metrics_log_line(const MetricFields& f, int64_t total_steps, double eta_s);
 
 // Where a record goes. The loop writes each record once, to a MetricsFanout.
 class MetricsSink {
@@ -41,10 +47,16 @@ class JsonlSink : public MetricsSink {
   sys::File file_;
 };
 
-// The "metrics step=N ..." log line (info level).
+// The log line (info level), with an ETA from the wall time between the records it saw.
 class LogLineSink : public MetricsSink {
  public:
+  explicit LogLineSink(int64_t total_steps) : total_steps_(total_steps) {}
   void write(const MetricFields& f) override;
+
+ private:
+  int64_t total_steps_;
+  int64_t first_step_ = -1;  // the first training record's step, and when it came
+  double first_time_ = 0;
 };
 
 // TensorBoard scalars: every field but "step", at that step.

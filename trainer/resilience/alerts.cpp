@@ -136,13 +136,10 @@ Alerts::~Alerts() {
 void Alerts::send(AlertLevel level, const std::string& title, const std::string& body) noexcept {
   try {
     const int64_t step = step_.load(std::memory_order_relaxed);
-    const std::string line = str("ALERT [", title, "] ", body);
-    switch (level) {
-      case AlertLevel::kInfo: log::info(line); break;
-      case AlertLevel::kWarn: log::warn(line); break;
-      case AlertLevel::kError: log::error(line); break;
-    }
+    // The event itself is logged once by whoever raised it (the loop, the watchdog, main()'s error
+    // line): an alert only delivers it.
     if (!state_) return;
+    log::debug("alert queued: [", title, "] (", alert_level_name(level), ")");
     std::string json = alert_json(level, title, body, rank_, host_, step, now_unix());
     std::lock_guard<std::mutex> lock(state_->mu);
     if (state_->queue.size() >= o_.queue_capacity || state_->closing) {

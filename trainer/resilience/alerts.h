@@ -1,6 +1,7 @@
 // Alerts: what a person watching a long run must hear about (an exception on any rank, a hang, a
-// loss spike, a skipped update, start and finish). Every alert is logged; with monitor.alert_webhook
-// and/or monitor.alert_command it is also delivered, as one JSON object (docs/MONITOR.md):
+// loss spike, a skipped update, start and finish). The sender logs the event itself, once; with
+// monitor.alert_webhook and/or monitor.alert_command the alert delivers it too, as one JSON object
+// (docs/MONITOR.md); without either an alert does nothing:
 //
 //   {"level": "error", "title": "...", "body": "...", "rank": 3, "host": "node7", "step": 1200,
 //    "time": "2026-12-02T14:30:00Z"}
@@ -11,7 +12,7 @@
 //   command  run as `/bin/sh -c COMMAND` (own process group) with the JSON on stdin and one line
 //            per alert; killed (SIGKILL to its group) when it outlives the timeout.
 //
-// An alert never blocks or kills training: send() only logs and queues (a bounded queue; when full
+// An alert never blocks or kills training: send() only queues (a bounded queue; when full
 // the alert is dropped and counted); one background thread delivers, each delivery bounded by
 // timeout_s (connect, send and receive share one deadline). The destructor drains what is queued
 // for at most timeout_s + 1 s more, then gives up on the rest.
@@ -58,7 +59,7 @@ class Alerts {
 
   // The step named in later alerts (the loop sets it each step; thread-safe).
   void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
-  // Logs the alert and queues it for delivery. Never blocks on the network, never throws.
+  // Queues the alert for delivery (nothing without a sink). Never blocks on the network, never throws.
   void send(AlertLevel level, const std::string& title, const std::string& body) noexcept;
   // send(kError, "exception on rank R", exception_alert_body(what, ...)).
   void send_exception(const std::string& what) noexcept;

@@ -49,8 +49,13 @@ RankTimeStats rank_time_stats(const std::vector<double>& per_rank, double outlie
 
 std::string describe(const RankTimeStats& s, const std::string& what, double outlier_ratio) {
   std::ostringstream os;
-  os << std::setprecision(4) << what << " min " << s.min << " / median " << s.median << " / max " << s.max
-     << " s over " << s.per_rank.size() << " rank(s), slowest rank " << s.slowest_rank;
+  os << std::setprecision(4);
+  if (s.per_rank.size() == 1) {  // one process: its time, no spread to report
+    os << what << " " << s.max << " s";
+    return os.str();
+  }
+  os << what << " min " << s.min << " / median " << s.median << " / max " << s.max << " s over "
+     << s.per_rank.size() << " ranks, slowest rank " << s.slowest_rank;
   if (!s.outliers.empty()) {
     os << "; outliers (> " << outlier_ratio << "x median):";
     for (int r : s.outliers) os << " rank " << r << " (" << s.per_rank[static_cast<size_t>(r)] << " s)";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loom/error.h"
+#include "loom/json_text.h"
 
 namespace loom {
 
@@ -63,9 +64,13 @@ std::string SpikeDetector::to_json() const {
                     ", \"losses\": [";
   char buf[40];
   for (size_t i = 0; i < losses_.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%.17g", losses_[i]);  // round-trips every finite double
     out += (i ? ", " : "");
-    out += buf;
+    if (std::isfinite(losses_[i])) {
+      out += json_number(losses_[i]);  // reads back as the same double
+    } else {
+      std::snprintf(buf, sizeof buf, "%g", losses_[i]);
+      out += buf;
+    }
   }
   return out + "]}";
 }

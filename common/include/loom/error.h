@@ -1,7 +1,9 @@
 // Two kinds of check, never mixed:
-//   LOOM_CHECK(cond, parts...)   bad input or environment: throws loom::Error with file:line, the
-//                                condition and the message parts. Callers catch it in main().
-//   LOOM_ASSERT(cond, parts...)  a broken invariant of loom itself: throws loom::InternalError.
+//   LOOM_CHECK(cond, parts...)   bad input or environment: throws loom::Error with the message parts
+//                                (the condition when there are none), no source location: the user
+//                                acts on the message. Callers catch it in main().
+//   LOOM_ASSERT(cond, parts...)  a broken invariant of loom itself: throws loom::InternalError with
+//                                the condition and [file:line], for the bug report.
 //   LOOM_DASSERT(cond, parts...) LOOM_ASSERT in debug builds only, for hot loops.
 // Only main() turns these into exit codes.
 #pragma once

@@ -57,7 +57,10 @@ class OptionParser {
   double get_double(const std::string& key, double min, double max) const;
   bool has(const std::string& key) const { return vm_.count(key) > 0 && !vm_.at(key).defaulted(); }
   // The resolved configuration in INI form (sections from the dotted names), positionals excluded.
+  // Doubles print as the shortest text that reads back as the same value (json_number).
   std::string resolved_ini() const;
+  // The same, only the keys whose value differs from their default: what a tool prints at start.
+  std::string changed_ini() const;
   // The usage line, the options and the exit codes (loom/cli.h).
   std::string help() const;
 
@@ -68,7 +71,12 @@ class OptionParser {
   std::string pos_name_;
   po::variables_map vm_;
   std::vector<std::pair<std::string, std::string>> aliases_;  // name -> target
+  std::string ini(bool changed_only) const;
   KeyIndex key_index() const;
 };
+
+// po::value(p)->default_value(v) with the default shown (--help) as the shortest text that reads
+// back as v: Boost's own text of 0.9 is 0.90000000000000002.
+po::typed_value<double>* value_with_default(double* p, double v);
 
 }  // namespace loom
