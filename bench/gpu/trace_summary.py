@@ -22,6 +22,7 @@ import re
 import sys
 
 CATS = [
+    ("comm", re.compile(r"nccl", re.I)),  # first: ncclDevKernel_ReduceScatter_Sum would match "reduce"
     ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
     ("loss", re.compile(r"cross_entropy|xent|log_softmax|nll", re.I)),
     ("optimizer", re.compile(r"adam|multi_tensor|foreach", re.I)),
@@ -29,7 +30,6 @@ CATS = [
     ("loom_fused", re.compile(r"rmsnorm|rotary|swiglu|loom", re.I)),
     ("reduce", re.compile(r"reduce|norm|sum|Reduce", re.I)),
     ("elementwise", re.compile(r"elementwise|vectorized|unrolled|copy|fill|cat|index", re.I)),
-    ("comm", re.compile(r"nccl", re.I)),
 ]
 SYNC_CALLS = re.compile(r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|^cudaMemcpy$|"
                         r"cudaStreamWaitEvent|cudaMemcpyAsync")
