@@ -87,7 +87,7 @@ TEST_CASE("json_number: the shortest text that reads back as the same double") {
   }
 }
 
-TEST_CASE("a failed CHECK is the user's message alone; an ASSERT carries the source location") {
+TEST_CASE("a failed CHECK is the user's message alone, an ASSERT carries the source location") {
   const int zero = 0;
   CHECK_THROWS_WITH([&] { LOOM_CHECK(zero > 0, "data.seq_len must be > 0, got ", zero); }(),
                     "data.seq_len must be > 0, got 0");

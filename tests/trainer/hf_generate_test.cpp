@@ -90,10 +90,10 @@ TEST_CASE("hf forward_cached one token at a time equals the forward over the who
   CHECK((got - want).abs().max().item<double>() < 1e-4);
 
   CHECK_THROWS_WITH(forward_cached(*m, torch::full({1, 1}, int64_t{3}, i64), cache),
-                    StartsWith("forward_cached: 9 cached + 1 new positions exceed the cache's 9 ["));
+                    StartsWith("forward_cached: 9 cached + 1 new positions exceed the cache's 9"));
   KVCache fresh(*m, 1, 4);
   CHECK_THROWS_WITH(forward_cached(*m, torch::full({1, 1}, int64_t{300}, i64), fresh),
-                    StartsWith("token ids must lie in [0, 300), got 300..300 ["));
+                    StartsWith("token ids must lie in [0, 300), got 300..300"));
 }
 
 TEST_CASE("hf generate stops at eos and includes it") {
@@ -110,7 +110,7 @@ TEST_CASE("hf generate stops at eos and includes it") {
   CHECK(stopped.tokens == std::vector<int64_t>(free_run.tokens.begin(), free_run.tokens.begin() + first + 1));
   o.max_new_tokens = 0;
   CHECK(generate(*m, prompt, o).tokens.empty());
-  CHECK_THROWS_WITH(generate(*m, {}, o), StartsWith("generate: the prompt has no tokens ["));
+  CHECK_THROWS_WITH(generate(*m, {}, o), StartsWith("generate: the prompt has no tokens"));
 }
 
 TEST_CASE("hf token sampler is greedy at temperature 0 and follows the nucleus above it") {
@@ -168,10 +168,10 @@ TEST_CASE("hf token sampler is greedy at temperature 0 and follows the nucleus a
   CHECK(std::abs(twos / double(n) - 1.0 / 3) < 0.02);
 
   o.top_p = 0;
-  CHECK_THROWS_WITH(TokenSampler(o), StartsWith("--top-p must be in (0, 1], got 0 ["));
+  CHECK_THROWS_WITH(TokenSampler(o), StartsWith("--top-p must be in (0, 1], got 0"));
   o.top_p = 1;
   o.temperature = -1;
-  CHECK_THROWS_WITH(TokenSampler(o), StartsWith("--temperature must be >= 0 (0 = greedy), got -1 ["));
+  CHECK_THROWS_WITH(TokenSampler(o), StartsWith("--temperature must be >= 0 (0 = greedy), got -1"));
 }
 
 TEST_CASE("hf generate samples reproducibly from a seed") {

@@ -137,22 +137,22 @@ TEST_CASE("hf parse_config refuses configurations loom cannot represent") {
   };
   CHECK_THROWS_WITH(hf::parse_config(with("\"model_type\": \"llama\"", "\"model_type\": \"mistral\""), "D/config.json"),
                     StartsWith("D/config.json: model_type 'mistral' is not supported; loom imports model_type llama "
-                               "or qwen2 (see docs/HF.md) ["));
+                               "or qwen2 (see docs/HF.md)"));
   CHECK_THROWS_WITH(hf::parse_config(with("\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\""), "c.json"),
-                    StartsWith("c.json: hidden_act 'gelu' is not supported (loom's MLP is SwiGLU: silu) ["));
+                    StartsWith("c.json: hidden_act 'gelu' is not supported (loom's MLP is SwiGLU: silu)"));
   CHECK_THROWS_WITH(hf::parse_config(with("\"mlp_bias\": false", "\"mlp_bias\": true"), "c.json"),
-                    StartsWith("c.json: mlp_bias is true; loom's MLP has no biases ["));
+                    StartsWith("c.json: mlp_bias is true; loom's MLP has no biases"));
   CHECK_THROWS_WITH(hf::parse_config(with("\"head_dim\": 16", "\"head_dim\": 32"), "c.json"),
                     StartsWith("c.json: head_dim 32 differs from hidden_size / num_attention_heads = 16; loom cannot "
-                               "represent that ["));
+                               "represent that"));
   CHECK_THROWS_WITH(hf::parse_config(with("\"intermediate_size\": 256", "\"intermediate_size\": 200"), "c.json"),
                     StartsWith("c.json: intermediate_size 200 is not a positive multiple of 256; loom's MLP width is "
-                               "256 * ceil(hidden_size * mlp_ratio / 256) ["));
+                               "256 * ceil(hidden_size * mlp_ratio / 256)"));
   CHECK_THROWS_WITH(hf::parse_config(with("\"rope_type\": \"default\"", "\"rope_type\": \"linear\""), "c.json"),
                     StartsWith("c.json: rope_parameters.rope_type 'linear' is not supported; loom's rotary embedding "
-                               "has no scaling (rope_type default) ["));
+                               "has no scaling (rope_type default)"));
   CHECK_THROWS_WITH(hf::parse_config(with("\"use_cache\": true", "\"rope_scaling\": {\"factor\": 2.0}"), "c.json"),
-                    StartsWith("c.json: rope_scaling is set; loom's rotary embedding has no scaling ["));
+                    StartsWith("c.json: rope_scaling is set; loom's rotary embedding has no scaling"));
   CHECK_THROWS_WITH(hf::parse_config(with("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), "c.json"),
                     StartsWith("c.json: the configuration does not make a valid loom model: model.num_attention_heads "
                                "(4) must be a multiple of model.num_kv_attention_heads (3)"));
@@ -161,7 +161,7 @@ TEST_CASE("hf parse_config refuses configurations loom cannot represent") {
   std::string sliding = qwen;
   sliding.replace(sliding.find("\"use_sliding_window\": false"), 27, "\"use_sliding_window\": true ");
   CHECK_THROWS_WITH(hf::parse_config(sliding, "q.json"),
-                    StartsWith("q.json: use_sliding_window is true; loom's attention is full causal attention ["));
+                    StartsWith("q.json: use_sliding_window is true; loom's attention is full causal attention"));
 }
 
 TEST_CASE("hf to_hf splits wqkv by rows and from_hf joins it back bitwise") {
@@ -208,11 +208,11 @@ TEST_CASE("hf from_hf names a missing, misshapen or unexpected tensor") {
   auto missing = hm;
   missing.erase("model.layers.1.self_attn.v_proj.bias");
   CHECK_THROWS_WITH(hf::from_hf(missing, o, "D"),
-                    StartsWith("D: missing tensor 'model.layers.1.self_attn.v_proj.bias' (expected shape [32]) ["));
+                    StartsWith("D: missing tensor 'model.layers.1.self_attn.v_proj.bias' (expected shape [32])"));
   auto misshapen = hm;
   misshapen["model.layers.0.mlp.up_proj.weight"] = torch::zeros({256, 63});
   CHECK_THROWS_WITH(hf::from_hf(misshapen, o, "D"),
-                    StartsWith("D: tensor 'model.layers.0.mlp.up_proj.weight' has shape [256, 63], expected [256, 64] ["));
+                    StartsWith("D: tensor 'model.layers.0.mlp.up_proj.weight' has shape [256, 63], expected [256, 64]"));
   auto extra = hm;
   extra["model.layers.0.mlp.gate_proj.bias"] = torch::zeros({256});
   CHECK_THROWS_WITH(hf::from_hf(extra, o, "D"),
@@ -312,12 +312,12 @@ TEST_CASE("hf export refuses what does not map and writes nothing") {
   auto state = state_of(m2);
   state.erase("layers.1.ffn_norm.weight");
   CHECK_THROWS_WITH(hf::export_hf(state, ok, eo),
-                    StartsWith("export-hf: missing tensor 'layers.1.ffn_norm.weight' (expected shape [64]) ["));
+                    StartsWith("export-hf: missing tensor 'layers.1.ffn_norm.weight' (expected shape [64])"));
   auto mixed = state_of(m2);
   mixed["layers.0.attention.wo.weight"] = mixed["layers.0.attention.wo.weight"].to(torch::kBFloat16);
   CHECK_THROWS_WITH(hf::export_hf(mixed, ok, eo),
                     StartsWith("export-hf: tensor 'model.layers.0.self_attn.o_proj.weight' is BFloat16 while the "
-                               "embedding is Float; pass --dtype to export in one dtype ["));
+                               "embedding is Float; pass --dtype to export in one dtype"));
   CHECK_FALSE(sys::exists(eo.output_dir + "/config.json"));
 }
 
@@ -349,7 +349,7 @@ TEST_CASE("hf exported tokenizer files name the SentencePiece special pieces") {
   tiny.vocab_size = 500;
   InternLM mt = random_model(tiny, 2);
   CHECK_THROWS_WITH(hf::export_hf(state_of(mt), tiny, eo),
-                    StartsWith("export-hf: the tokenizer " + spm_1k() + " has 1000 pieces, more than model.vocab_size 500 ["));
+                    StartsWith("export-hf: the tokenizer " + spm_1k() + " has 1000 pieces, more than model.vocab_size 500"));
 }
 
 TEST_CASE("hf exported safetensors read by numpy with the documented lines equal the weights") {
@@ -442,13 +442,13 @@ TEST_CASE("hf import refuses lying safetensors headers and inconsistent shard in
     patch_file(file, "\"model.embed_tokens.weight\":{\"dtype\":\"F32\"", "\"model.embed_tokens.weight\":{\"dtype\":\"F16\"");
     CHECK_THROWS_WITH(hf::load_hf(eo.output_dir),
                       StartsWith(file + ": tensor 'model.embed_tokens.weight' is F16 of 64000 elements = 128000 bytes, "
-                                 "but data_offsets [0, 256000) hold 256000 ["));
+                                 "but data_offsets [0, 256000) hold 256000"));
   }
   SECTION("a shape that does not match the byte range") {
     patch_file(file, "\"shape\":[1000,64]", "\"shape\":[1000,65]");
     CHECK_THROWS_WITH(hf::load_hf(eo.output_dir),
                       StartsWith(file + ": tensor 'model.embed_tokens.weight' is F32 of 65000 elements = 260000 bytes, "
-                                 "but data_offsets [0, 256000) hold 256000 ["));
+                                 "but data_offsets [0, 256000) hold 256000"));
   }
   SECTION("a file shorter than its header says") {
     test::write_all(file, pristine.substr(0, pristine.size() - 4));
@@ -459,7 +459,7 @@ TEST_CASE("hf import refuses lying safetensors headers and inconsistent shard in
                "\"model.layers.0.mlp.up_proj.weight\":{\"dtype\":\"F32\",\"shape\":[64,256]");
     CHECK_THROWS_WITH(hf::load_hf(eo.output_dir),
                       StartsWith(eo.output_dir + ": tensor 'model.layers.0.mlp.up_proj.weight' has shape [64, 256], "
-                                 "expected [256, 64] ["));
+                                 "expected [256, 64]"));
   }
   SECTION("an index that places a tensor in another shard") {
     eo.max_shard_bytes = 100000;
@@ -469,7 +469,7 @@ TEST_CASE("hf import refuses lying safetensors headers and inconsistent shard in
                "\"model.norm.weight\": \"model-00007-of-00009.safetensors\"");
     CHECK_THROWS_WITH(hf::load_hf(eo.output_dir),
                       StartsWith(eo.output_dir + "/model-00008-of-00009.safetensors: holds tensor 'model.norm.weight' "
-                                 "which model.safetensors.index.json places in model-00007-of-00009.safetensors ["));
+                                 "which model.safetensors.index.json places in model-00007-of-00009.safetensors"));
   }
   SECTION("an index that names a missing shard") {
     eo.max_shard_bytes = 100000;
@@ -482,7 +482,7 @@ TEST_CASE("hf import refuses lying safetensors headers and inconsistent shard in
     sys::remove_file(file);
     CHECK_THROWS_WITH(hf::load_hf(eo.output_dir),
                       StartsWith(eo.output_dir + ": no model.safetensors and no model.safetensors.index.json; expected "
-                                 "an HF model folder (loom-train export-hf writes one) ["));
+                                 "an HF model folder (loom-train export-hf writes one)"));
   }
 }
 
@@ -506,7 +506,7 @@ TEST_CASE("hf init_from_hf loads matching weights and lists every shape differen
   CHECK_THROWS_WITH(hf::init_from_hf(*wrong, eo.output_dir),
                     StartsWith("--init-from-hf " + eo.output_dir + ": the model configuration differs from the HF "
                                "model's:\n  model.num_layers = 3 here, 2 in " + eo.output_dir +
-                               "/config.json\n  model.out_bias = 0 here, 1 in " + eo.output_dir + "/config.json ["));
+                               "/config.json\n  model.out_bias = 0 here, 1 in " + eo.output_dir + "/config.json"));
 }
 
 TEST_CASE("hf SentencePiece model reader and decoder agree with Python's sentencepiece") {
@@ -541,5 +541,5 @@ TEST_CASE("hf SentencePiece model reader and decoder agree with Python's sentenc
   test::write_all(tmp / "bad.model", std::string("\x0a\x7f\x0a", 3));
   CHECK_THROWS_WITH(spm::read_spm_model(tmp / "bad.model"),
                     StartsWith(tmp / "bad.model" + ": field of 127 bytes at byte 2 runs past its message (1 bytes left); "
-                               "not a SentencePiece model ["));
+                               "not a SentencePiece model"));
 }

@@ -162,7 +162,10 @@ TrainSpmSummary run_train_spm(const TrainSpmOptions& opt) {
     warnings = it.held_warnings();
   }
   for (const std::string& w : warnings) log::warn(w);
-  if (error) std::rethrow_exception(error);
+  if (error) {
+    sys::remove_file(train_log);  // loom's own error (the inputs, the threads): the log has nothing on it
+    std::rethrow_exception(error);
+  }
   LOOM_CHECK(status.ok(), "SentencePiece training failed: ", status.ToString(), " (its log: ", train_log, ")");
   LOOM_CHECK(sum.docs > 0, "no documents to train on");
   sys::AtomicFile out(sum.model_path);
