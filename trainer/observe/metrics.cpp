@@ -114,6 +114,7 @@ void LogLineSink::write(const MetricFields& f) {
       eta = (now - first_time_) / static_cast<double>(step - first_step_) * static_cast<double>(total_steps_ - step);
     }
   }
+  if (step >= total_steps_) eta = -1;  // the last step: nothing left to estimate
   log::info(metrics_log_line(f, total_steps_, eta));
 }
 
