@@ -82,8 +82,28 @@ KeyIndex OptionParser::key_index() const {
   return keys;
 }
 
+namespace {
+// Boost.Program_options builds an error's message by replacing placeholders ("%value%",
+// "%canonical_option%", ...) until none is left (error_with_option_name::replace_token), so an
+// error about a token that contains the placeholder it is substituted for ("--x=%value%",
+// "--%canonical_option%") makes what() loop forever. When parsing failed and some token holds a
+// placeholder, that token is named instead of calling what().
+struct Token {
+  std::string where, text;
+};
+void refuse_placeholders(const std::string& program, const std::vector<Token>& tokens) {
+  for (const Token& t : tokens)
+    for (const char* p : {"%canonical_option%", "%option%", "%original_token%", "%value%", "%prefix%"})
+      if (t.text.find(p) != std::string::npos)
+        throw UsageError(str(program, ": bad options, and the parser's message cannot be printed: ", t.where, "'",
+                             t.text, "' holds ", p, ", a placeholder of its messages"));
+}
+}  // namespace
+
 bool OptionParser::parse(const std::vector<std::string>& args_in) {
   const KeyIndex keys = key_index();
+  std::vector<Token> tokens;  // what Boost saw, for refuse_placeholders()
+  for (const std::string& a : args_in) tokens.push_back({"", a});
   // Each "--key[=value]" takes the registered spelling of its key (loom/option_keys.h: '-' and '_'
   // agree, aliases). "--key=" means an empty value, as `key =` does in an INI file; Boost refuses
   // that spelling, so it becomes "--key" "". After a bare "--" everything is positional.
@@ -124,6 +144,8 @@ bool OptionParser::parse(const std::vector<std::string>& args_in) {
         if (name.empty())
           throw UsageError(str(path, ":", e.line, ": unknown key '", e.key, "'", keys.suggestion(e.key, ""), " (see ",
                                program_, " --help)"));
+        tokens.push_back({str(path, ":", e.line, ": "), e.key});
+        tokens.push_back({str(path, ":", e.line, ": "), e.value});
         po::option o(name, {e.value});
         o.original_tokens = {e.key, e.value};
         parsed.options.push_back(std::move(o));
@@ -132,11 +154,13 @@ bool OptionParser::parse(const std::vector<std::string>& args_in) {
     }
     po::notify(vm_);
   } catch (const po::unknown_option& e) {
+    refuse_placeholders(program_, tokens);
     std::string name = e.get_option_name();
     name.erase(0, name.find_first_not_of('-'));
     name = name.substr(0, name.find('='));
     throw UsageError(str(program_, ": ", e.what(), keys.suggestion(name, "--"), " (see ", program_, " --help)"));
   } catch (const po::error& e) {
+    refuse_placeholders(program_, tokens);
     throw UsageError(str(program_, ": ", e.what(), " (see ", program_, " --help)"));
   } catch (const UsageError& e) {
     throw UsageError(str(program_, ": ", e.what()));
