@@ -102,6 +102,12 @@ TEST_CASE("safetensors reader refuses a header that lies") {
   check(with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data),
         "tensors cover 8 data bytes but the file holds 24");
   check(with_header(R"({"a":{"dtype":"F32","data_offsets":[0,24]}})", data), "tensor 'a' has no shape array");
+  // Shapes whose element count (2^32 * 2^32) or byte size (2^62 * 4) wraps to 0 in 64 bits, with an
+  // empty byte range that the wrapped size would match (LibTorch then threw c10::Error in get()).
+  check(with_header(R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", ""),
+        "tensor 'a' has a shape of 2^63 bytes or more");
+  check(with_header(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", ""),
+        "tensor 'a' has a shape of 2^63 bytes or more");
 }
 
 TEST_CASE("checkpoint save, validate, latest pointer and keep-last-K") {

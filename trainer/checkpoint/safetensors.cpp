@@ -126,17 +126,22 @@ Reader::Reader(const std::string& path) : file_(path) {
         known = true;
       }
     LOOM_CHECK(known, path, ": tensor '", name, "' has unknown dtype '", dtype, "'");
-    uint64_t numel = 1;
+    // The element count and byte size must not wrap: a wrapped product could match a small byte
+    // range, and allocating the tensor would then fail in LibTorch instead of here.
+    uint64_t numel = 1, want = 0;
+    bool fits = true;
     for (auto dim : shape) {
       int64_t d = 0;
       LOOM_CHECK(!dim.get(d) && d >= 0, path, ": tensor '", name, "' has a bad shape entry");
       e.shape.push_back(d);
-      numel *= static_cast<uint64_t>(d);
+      fits = fits && !__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel);
     }
+    fits = fits && !__builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(e.dtype)), &want) &&
+           want <= static_cast<uint64_t>(INT64_MAX);
+    LOOM_CHECK(fits, path, ": tensor '", name, "' has a shape of 2^63 bytes or more");
     LOOM_CHECK(offs.size() == 2, path, ": tensor '", name, "' data_offsets must have 2 entries");
     LOOM_CHECK(!offs.at(0).get(e.begin) && !offs.at(1).get(e.end) && e.begin <= e.end, path, ": tensor '", name,
                "' has bad data_offsets");
-    const uint64_t want = numel * c10::elementSize(e.dtype);
     LOOM_CHECK(e.end - e.begin == want, path, ": tensor '", name, "' is ", dtype, " of ", numel,
                " elements = ", want, " bytes, but data_offsets [", e.begin, ", ", e.end, ") hold ", e.end - e.begin);
     LOOM_CHECK(e.end <= data_size, path, ": tensor '", name, "' ends at data byte ", e.end, " beyond the ",
