@@ -119,6 +119,8 @@ def main():
     put("fuzz_ini", "config.ini", "# a comment\n[job]\nname = my run\nthreads = 4\nseed=12\n\n[adam]\nlr = 3e-4\nbeta = 0.95\n"
         "[data]\ntotal_steps = 1000\nverify_checksums = false\nfolders = a\nfolders = b\n")
     put("fuzz_ini", "flat.ini", "job.name = x\ndata.verify_checksums = on\n[adam]\nlr=1\n")
+    # A hang this target found: Boost's message for a bad value that holds "%value%" never ended.
+    put("fuzz_ini", "placeholder.ini", "[data]\ntotal_steps = -0499\nverify_checksums = %value%') for op\n")
 
     # safetensors: a file as safetensors::write lays it out (header padded to 8 bytes), and odd ones.
     def st(tensors, meta=None, pad=True):
@@ -138,6 +140,8 @@ def main():
                                                       (("BF16", 2), ("F16", 2), ("I64", 8), ("I32", 4), ("I16", 2),
                                                        ("I8", 1), ("U8", 1), ("BOOL", 1))], pad=False))
     put("fuzz_safetensors", "empty.safetensors", st([("e", "F32", [0, 3], b"")], {}))
+    # A shape whose byte size wraps to 0 in 64 bits (a crash of this target, now refused by the reader).
+    put("fuzz_safetensors", "wrapping_shape.safetensors", st([("w", "U8", [2**32, 2**32], b"")]))
 
     # Checkpoint manifest: the fixed files fuzz_checkpoint_manifest.cpp writes, listed truly.
     def xxh(b):
@@ -156,6 +160,11 @@ def main():
         '  "inf_nan_skips": 1,\n  "skipped_batches": 0,\n  "spike_skips": 0,\n  "spike": {"mean": 2.5, "n": 3},\n'
         '  "sampler": {"seed": 1024, "epoch": 0, "consumed_samples": 24},\n  "world_size": 2,\n'
         '  "rng": {"cpu": "00ff10"},\n  "loom_version": "0.1.0"\n}\n')
+    # A counter past 2^63-1 (failed the round-trip check; now refused, not read as negative).
+    put("fuzz_train_state", "huge_step.json",
+        '{"version": 1, "step": 18446744073709551615, "updates": 0, "consumed_tokens": 0, "inf_nan_skips": 0,'
+        ' "skipped_batches": 0, "sampler": {"seed": 1, "epoch": 0, "consumed_samples": 0}, "world_size": 1,'
+        ' "rng": {"cpu": "00"}}')
     put("fuzz_train_state", "old.json",
         '{"version": 1, "step": 0, "updates": 0, "consumed_samples": 0, "consumed_tokens": 0, "inf_nan_skips": 0,'
         ' "skipped_batches": 0, "sampler": {"seed": 1, "epoch": 2, "consumed_samples": 0}, "world_size": 1, "rng": {"cpu": ""}}')

@@ -1,5 +1,6 @@
 // The trainer's data-safety rules at unit level: config values that would train into NaN weights,
-// `latest` and --resume auto agreeing, the model keys compared on resume, the run folder's lock.
+// `latest` and --resume auto agreeing, the model keys compared on resume, the run folder's lock,
+// state.json's counters in range.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "loom/sys.h"
 #include "run_dir.h"
 #include "test_util.h"
+#include "train_state.h"
 
 namespace loom {
 
@@ -138,6 +140,30 @@ TEST_CASE("a fresh run refuses a run folder with an earlier run and job.overwrit
   CHECK_FALSE(sys::exists(run + "/metrics.jsonl"));
   CHECK_FALSE(sys::exists(run + "/checkpoints"));
   CHECK(sys::exists(run + "/" + kRunDirLockName));
+}
+
+TEST_CASE("state.json counters past 2^63-1 are refused instead of read as negative", "[safety]") {
+  TrainState t;
+  t.step = 6;
+  t.updates = 5;
+  t.world_size = 2;
+  t.cpu_rng_state_hex = "00ff";
+  const std::string good = t.to_json();
+  const TrainState back = TrainState::from_json(good, "state.json");
+  CHECK(back.step == 6);
+  CHECK(back.to_json() == good);
+  // One case per int64 counter (step: a failure of fuzz/fuzz_train_state.cpp's round-trip check).
+  for (const std::string key : {"step", "updates", "inf_nan_skips", "skipped_batches", "spike_skips", "world_size"}) {
+    INFO(key);
+    const std::string field = "\"" + key + "\": ";
+    std::string bad = good;
+    const size_t at = bad.find(field);
+    REQUIRE(at != std::string::npos);
+    const size_t end = bad.find(',', at);
+    bad.replace(at, end - at, field + "9223372036854775808");
+    CHECK_THROWS_WITH(TrainState::from_json(bad, "state.json"),
+                      Catch::Contains("state.json: key '" + key + "' is 9223372036854775808, more than 2^63-1"));
+  }
 }
 
 }  // namespace loom

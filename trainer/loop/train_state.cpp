@@ -56,17 +56,23 @@ TrainState TrainState::from_json(const std::string& json, const std::string& whe
     LOOM_CHECK(!e[key].get(v), where, ": missing or non-integer key '", key, "'");
     return v;
   };
+  // Counters kept as int64: a value past 2^63-1 would read as negative.
+  auto i64 = [&](simdjson::dom::element e, const char* key) {
+    const uint64_t v = u64(e, key);
+    LOOM_CHECK(v <= static_cast<uint64_t>(INT64_MAX), where, ": key '", key, "' is ", v, ", more than 2^63-1");
+    return static_cast<int64_t>(v);
+  };
   const uint64_t version = u64(root, "version");
   LOOM_CHECK(version == static_cast<uint64_t>(kTrainStateVersion), where, ": state version ", version,
              ", this build reads version ", kTrainStateVersion);
   TrainState s;
-  s.step = static_cast<int64_t>(u64(root, "step"));
-  s.updates = static_cast<int64_t>(u64(root, "updates"));
+  s.step = i64(root, "step");
+  s.updates = i64(root, "updates");
   s.consumed_tokens = u64(root, "consumed_tokens");
-  s.inf_nan_skips = static_cast<int64_t>(u64(root, "inf_nan_skips"));
-  s.skipped_batches = static_cast<int64_t>(u64(root, "skipped_batches"));
+  s.inf_nan_skips = i64(root, "inf_nan_skips");
+  s.skipped_batches = i64(root, "skipped_batches");
   uint64_t spike_skips = 0;
-  if (!root["spike_skips"].get(spike_skips)) s.spike_skips = static_cast<int64_t>(spike_skips);
+  if (!root["spike_skips"].get(spike_skips)) s.spike_skips = i64(root, "spike_skips");
   simdjson::dom::object spike;
   if (!root["spike"].get(spike)) s.spike_json = simdjson::minify(spike);
   simdjson::dom::element sampler;
@@ -74,7 +80,7 @@ TrainState TrainState::from_json(const std::string& json, const std::string& whe
   s.sampler.seed = u64(sampler, "seed");
   s.sampler.epoch = u64(sampler, "epoch");
   s.sampler.consumed_samples = u64(sampler, "consumed_samples");
-  s.world_size = static_cast<int64_t>(u64(root, "world_size"));
+  s.world_size = i64(root, "world_size");
   std::string_view rng;
   LOOM_CHECK(!root["rng"]["cpu"].get(rng), where, ": missing string key 'rng.cpu'");
   s.cpu_rng_state_hex = std::string(rng);
