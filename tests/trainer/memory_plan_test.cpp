@@ -53,17 +53,18 @@ TEST_CASE("memory plan: parameters, gradients and optimizer state are the model'
   CHECK(b.gradients == 2 * P);
   CHECK(b.optimizer_state == 12 * P);  // + the fp32 master copy
   // ZeRO-1 over 4 ranks: a quarter of the fp32 master and moments, the fp32 gradient shard, and the
-  // reduction buffers of three units plus one unit's gather (the largest unit: embedding + head,
-  // the parameters outside the layers, here larger than a layer).
+  // reduction buffers of three units plus one unit's gather (the largest unit: the embedding, here
+  // larger than a layer).
   bf.world_size = 4;
   bf.zero1 = -1;
   const MemoryPlan z = loom::plan_memory(bf);
   const auto L = static_cast<uint64_t>(loom::count_parameters_per_layer(bf.model)), R = P - 4 * L;
-  REQUIRE(R > L);
+  const uint64_t E = static_cast<uint64_t>(bf.model.vocab_size * bf.model.hidden_size);
+  REQUIRE(E > L);
   CHECK(z.zero_shards == 4);
   CHECK(z.optimizer_state == (12 * P + 3) / 4);
   CHECK(z.gradients == 2 * P + (4 * P + 3) / 4);
-  CHECK(z.workspace - b.workspace == 12 * R + 2 * R);
+  CHECK(z.workspace - b.workspace == 12 * E + 2 * E);
   CHECK(z.parameters == b.parameters);
   CHECK(z.total == z.parameters + z.gradients + z.optimizer_state + z.activations + z.logits_and_loss + z.workspace);
   // Stage 2: whole gradients only for the units outside the layers and two layers in flight.

@@ -384,17 +384,23 @@ void ZeroOptimizer::launch_reduce(Unit& u, bool release_grads) {
   torch::NoGradGuard no_grad;
   collect(u);  // its previous micro-batch
   // With S == W a reduce-scatter; with S < W the whole unit is summed and this rank's chunk kept.
-  u.grad_in = torch::zeros({shards_ * u.chunk}, master_.options());
+  u.grad_in = torch::empty({shards_ * u.chunk}, master_.options());
+  u.grad_in.narrow(0, u.numel, shards_ * u.chunk - u.numel).zero_();  // the padding
   int64_t at = 0;
   for (size_t i = u.first; i < u.last; ++i) {
     torch::Tensor& p = named_[i].second;
     const torch::Tensor& g = p.grad();
-    if (g.defined()) u.grad_in.narrow(0, at, p.numel()).copy_(g.reshape({-1}));
+    torch::Tensor dst = u.grad_in.narrow(0, at, p.numel());
+    if (g.defined())
+      dst.copy_(g.reshape({-1}));
+    else
+      dst.zero_();
     if (release_grads) p.mutable_grad() = torch::Tensor();
     at += p.numel();
   }
   if (shards_ == comm_.world()) {
-    u.grad_out = torch::empty({u.chunk}, master_.options());
+    // Stage 1 reduces once per step into a zeroed shard: straight into it, no sum to add.
+    u.grad_out = stage_ == 1 ? grad_.narrow(0, u.shard_pos, u.chunk) : torch::empty({u.chunk}, master_.options());
     u.reducing = comm_.reduce_scatter_async(u.grad_out, u.grad_in);
   } else {
     u.reducing = comm_.all_reduce_async(u.grad_in);
@@ -409,7 +415,8 @@ void ZeroOptimizer::collect(Unit& u) {
   torch::NoGradGuard no_grad;
   comm_.wait(u.reducing);
   torch::Tensor sum = shards_ == comm_.world() ? u.grad_out : u.grad_in.narrow(0, shard_index_ * u.chunk, u.chunk);
-  grad_.narrow(0, u.shard_pos, u.chunk).add_(sum);
+  torch::Tensor dst = grad_.narrow(0, u.shard_pos, u.chunk);
+  if (sum.data_ptr() != dst.data_ptr()) dst.add_(sum);
   u.grad_in = torch::Tensor();
   u.grad_out = torch::Tensor();
   in_flight_.erase(std::remove(in_flight_.begin(), in_flight_.end(), &u), in_flight_.end());
@@ -464,8 +471,14 @@ ZeroStepResult ZeroOptimizer::step(double lr, double grad_scale) {
   torch::Tensor grad = grad_;
   if (grad_scale != 1.0) grad.mul_(grad_scale);
 
-  // One global norm: each distinct shard counted once.
-  const double sq = comm_.rank() < shards_ ? grad.to(torch::kFloat64).pow(2).sum().item<double>() : 0.0;
+  // One global norm: each distinct shard counted once, summed in float64 unit by unit (a float64
+  // copy of the whole shard would be twice its size).
+  double sq = 0;
+  if (comm_.rank() < shards_) {
+    torch::Tensor acc = torch::zeros({}, master_.options().dtype(torch::kFloat64));
+    for (const auto& u : units_) acc += grad.narrow(0, u->shard_pos, u->chunk).to(torch::kFloat64).pow(2).sum();
+    sq = acc.item<double>();
+  }
   ZeroStepResult res;
   res.grad_norm = std::sqrt(comm_.all_reduce_scalar(sq));
   if (!std::isfinite(res.grad_norm)) {

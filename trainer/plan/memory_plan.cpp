@@ -79,7 +79,7 @@ void fill(MemoryPlan& p) {
   const bool sharded = in.zero1 != 1;
   const uint64_t S = static_cast<uint64_t>(p.zero_shards), stage = sharded ? static_cast<uint64_t>(in.zero_stage) : 0;
   const uint64_t L = static_cast<uint64_t>(count_parameters_per_layer(m)), R = P - static_cast<uint64_t>(m.num_layers) * L;
-  const uint64_t unit = std::max(L, R);  // at most: R is one or two units
+  const uint64_t unit = std::max(L, static_cast<uint64_t>(m.vocab_size * m.hidden_size));  // a layer, the embedding or head
   p.parameters = stage == 3 ? (P + S - 1) / S * b + (R + 3 * L) * b : P * b;
   p.gradients = (stage >= 2 ? (R + 2 * L) * b : P * b) + (sharded ? (4 * P + S - 1) / S : 0);
   p.optimizer_state = sharded ? (12 * P + S - 1) / S : 8 * P + (b < 4 ? 4 * P : 0);

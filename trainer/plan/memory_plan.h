@@ -25,9 +25,9 @@
 //   logits_and_loss  the chunked loss: one [chunk, V] fp32 block (chunk = 2^30 / (4 V) tokens),
 //                    the hidden states' gradient (fp32) and the final norm's input and output
 //   workspace        ZeRO's reduction buffers, fp32, of at most three units at once, and the gather
-//                    of one unit (the largest unit, U, each: 12 U + U b), and the runtime: cuBLAS and
-//                    flash workspaces on CUDA (256 MiB), LibTorch and BLAS on the CPU (256 MiB,
-//                    measured with one thread)
+//                    of one unit (U = the largest unit, a layer or the embedding: 12 U + U b), and the
+//                    runtime: cuBLAS and flash workspaces on CUDA (256 MiB), LibTorch and BLAS on
+//                    the CPU (256 MiB, measured with one thread)
 // The figures were checked against the CUDA caching allocator's peak on an H200 (bench/RESULTS.md).
 #pragma once
 
