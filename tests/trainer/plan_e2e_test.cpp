@@ -103,3 +103,19 @@ TEST_CASE("plan: model.checkpoint=auto recomputes nothing when all fits and some
   CHECK(f > 0);
   CHECK(f < 1);
 }
+
+TEST_CASE("plan: its flags take either spelling, and stage 3 over more ranks plans fewer bytes", "[plan][e2e]") {
+  TempDir dir("plan_spelling");
+  const auto args = loom::test::loop_args(dir / "data", dir / "run",
+                                          {"--json", "--parallel.zero1=-1", "--parallel.zero_stage=3",
+                                           "--device-memory-gib=16"});
+  const auto dash = tool("plan", [&] { auto a = args; a.push_back("--world-size=4"); return a; }());
+  const auto underscore = tool("plan", [&] { auto a = args; a.push_back("--world_size=4"); return a; }());
+  const auto one = tool("plan", [&] { auto a = args; a.push_back("--device_memory_gib=16"); return a; }());
+  INFO(dash.output << underscore.output << one.output);
+  REQUIRE(dash.exit_code == 0);
+  CHECK(underscore.output == dash.output);
+  CHECK(json_number(dash.output, "world_size") == 4);
+  CHECK(json_number(dash.output, "zero_stage") == 3);
+  CHECK(json_number(dash.output, "parameters") < json_number(one.output, "parameters"));
+}

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -97,7 +98,12 @@ int run_plan(const std::vector<std::string>& args) {
   double gib = 0;
   bool json = false, folder_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
+    // plan's own flags in either spelling (--world_size = --world-size), as every key of loom.
+    std::string a = args[i];
+    if (a.rfind("--world_size", 0) == 0 || a.rfind("--device_memory_gib", 0) == 0) {
+      const size_t end = std::min(a.find('='), a.size());
+      std::replace(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(end), '_', '-');
+    }
     auto value = [&](const std::string& name) -> std::string {
       if (a.rfind(name + "=", 0) == 0) return a.substr(name.size() + 1);
       if (i + 1 >= args.size()) throw UsageError("loom-train plan: " + name + " needs a value");
