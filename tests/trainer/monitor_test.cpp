@@ -549,6 +549,31 @@ TEST_CASE("async checkpoint writes the same bytes as a synchronous save", "[moni
   CHECK(validate_checkpoint(dir / "async/step_5") == 5);
 }
 
+// Saves after the first copy into the same host buffers (no allocation), and each copy holds the
+// values of its own save: the second sees the updated weights, not the first's.
+TEST_CASE("async checkpoint: host buffers are reused from save to save and hold each save's values", "[monitor]") {
+  HostBuffers buffers;
+  CheckpointContents first_src = sample_contents(1);
+  const CheckpointContents first = copy_to_host(first_src, &buffers);
+  const void* w_first = first.model[0].second.data_ptr();
+  CHECK(torch::equal(first.model[0].second, first_src.model[0].second));
+  CHECK(first.model[0].second.data_ptr() != first_src.model[0].second.data_ptr());  // a copy, not the live tensor
+  const int64_t bytes = buffers.bytes();
+  CHECK(bytes == (64 * 33 * 4) * 2 + 7 * 8 + 8);
+  const float w0 = first.model[0].second[0][0].item<float>();
+  first_src.model[0].second.add_(5);  // the optimizer moves on
+  const CheckpointContents second = copy_to_host(first_src, &buffers);
+  CHECK(second.model[0].second.data_ptr() == w_first);  // the same buffer
+  CHECK(buffers.bytes() == bytes);
+  CHECK(second.model[0].second[0][0].item<float>() == w0 + 5);
+  CHECK(torch::equal(second.optimizer[1].second, first_src.optimizer[1].second));
+  // A tensor that changes shape gets a new buffer under its name.
+  first_src.model[0].second = torch::zeros({3});
+  const CheckpointContents third = copy_to_host(first_src, &buffers);
+  CHECK(third.model[0].second.sizes() == torch::IntArrayRef({3}));
+  CHECK(buffers.bytes() == bytes - 64 * 33 * 4 + 3 * 4);
+}
+
 TEST_CASE("async checkpoint: control returns before the write, later in-place updates are not written",
           "[monitor]") {
   test::TempDir dir("async_ckpt");

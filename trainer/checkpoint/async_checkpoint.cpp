@@ -16,22 +16,25 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in) {
+safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in, HostBuffers* reuse,
+                                       const std::string& prefix) {
   safetensors::NamedTensors out;
   out.reserve(in.size());
   int64_t cuda_device = -1;
   for (const auto& [name, t] : in) {
     torch::Tensor host;
-    if (t.device().is_cpu()) {
-      // Cloned: its storage would otherwise be shared with the live parameter.
-      host = t.detach().clone(torch::MemoryFormat::Contiguous);
-    } else if (t.is_cuda()) {
+    if (t.is_cuda()) {
       // Into pinned memory, asynchronously: the copies overlap each other; one synchronisation below.
-      host = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+      host = reuse ? reuse->take(prefix + name, t, /*pinned=*/true)
+                   : torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
       host.copy_(t.detach(), /*non_blocking=*/true);
       cuda_device = t.device().index();
+    } else if (reuse) {
+      host = reuse->take(prefix + name, t, /*pinned=*/false);
+      host.copy_(t.detach());
     } else {
-      host = t.detach().to(torch::kCPU, /*non_blocking=*/false).contiguous();
+      // Cloned: its storage would otherwise be shared with the live parameter.
+      host = t.detach().to(torch::kCPU).clone(torch::MemoryFormat::Contiguous);
     }
     out.emplace_back(name, std::move(host));
   }
@@ -41,10 +44,23 @@ safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in) {
 
 }  // namespace
 
-CheckpointContents copy_to_host(const CheckpointContents& c) {
+torch::Tensor HostBuffers::take(const std::string& key, const torch::Tensor& like, bool pinned) {
+  torch::Tensor& b = by_key_[key];
+  if (!b.defined() || b.sizes() != like.sizes() || b.scalar_type() != like.scalar_type())
+    b = torch::empty(like.sizes(), torch::TensorOptions().dtype(like.scalar_type()).pinned_memory(pinned));
+  return b;
+}
+
+int64_t HostBuffers::bytes() const {
+  int64_t n = 0;
+  for (const auto& kv : by_key_) n += kv.second.numel() * static_cast<int64_t>(kv.second.element_size());
+  return n;
+}
+
+CheckpointContents copy_to_host(const CheckpointContents& c, HostBuffers* reuse) {
   CheckpointContents out;
-  out.model = copy_tensors(c.model);
-  out.optimizer = copy_tensors(c.optimizer);
+  out.model = copy_tensors(c.model, reuse, "model/");
+  out.optimizer = copy_tensors(c.optimizer, reuse, "optimizer/");
   out.state_json = c.state_json;
   out.config_ini = c.config_ini;
   return out;
@@ -79,7 +95,7 @@ double AsyncCheckpointer::save(int64_t step, CheckpointContents&& c) {
     if (was_busy) log::info("checkpoint step ", step, ": waited ", seconds_since(t0), " s for the previous write");
   }
   const auto t_copy = std::chrono::steady_clock::now();
-  CheckpointContents host = copy_to_host(c);
+  CheckpointContents host = copy_to_host(c, &buffers_);
   c = CheckpointContents{};  // the caller's references to device state go now
   const double copy_s = seconds_since(t_copy);
   {
@@ -117,7 +133,7 @@ void AsyncCheckpointer::write(int64_t step, CheckpointContents c) {
                "; the previous checkpoint stays the latest");
     if (on_failure_) on_failure_(step, r.error);
   }
-  c = CheckpointContents{};  // free the host copy before reporting done
+  c = CheckpointContents{};  // the buffers stay in buffers_ for the next save
   std::lock_guard<std::mutex> lock(mu_);
   last_ = std::move(r);
   busy_ = false;

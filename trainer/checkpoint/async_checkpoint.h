@@ -4,9 +4,12 @@
 // as they were.
 //
 //   save(step, contents)  waits for the previous write (a second save never overlaps the first),
-//                         copies every tensor (CPU tensors are cloned, so later in-place optimizer
-//                         updates cannot change what is written; CUDA tensors are copied into
-//                         pinned host memory, all at once, one synchronisation), starts the write and returns the seconds training was blocked.
+//                         copies every tensor into host buffers that are reused from save to save
+//                         (HostBuffers: pinned for CUDA tensors, copied all at once with one
+//                         synchronisation; later in-place optimizer updates cannot change what is
+//                         written), starts the write and returns the seconds training was blocked.
+//                         The buffers stay allocated between saves: host memory for one copy of
+//                         the checkpoint, so a save costs copies, not allocations.
 //   wait()                blocks until the write in flight (if any) ends and returns its result.
 //
 // The end of training (and the destructor) must wait(): the process must not exit mid-write. A
@@ -16,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -23,6 +27,16 @@
 #include "checkpoint.h"
 
 namespace loom {
+
+// Host tensors by name, reused while a name keeps its shape and dtype.
+class HostBuffers {
+ public:
+  torch::Tensor take(const std::string& key, const torch::Tensor& like, bool pinned);
+  int64_t bytes() const;
+
+ private:
+  std::map<std::string, torch::Tensor> by_key_;
+};
 
 struct AsyncSaveResult {
   int64_t step = -1;   // -1: nothing was saved yet
@@ -59,9 +73,11 @@ class AsyncCheckpointer {
   bool busy_ = false;
   AsyncSaveResult last_;
   std::function<void(int64_t)> before_write_;
+  HostBuffers buffers_;
 };
 
-// Host copies of every tensor of c (see save()); exposed for tests.
-CheckpointContents copy_to_host(const CheckpointContents& c);
+// Host copies of every tensor of c (see save()), into `reuse`'s buffers when given, else fresh
+// ones; exposed for tests.
+CheckpointContents copy_to_host(const CheckpointContents& c, HostBuffers* reuse = nullptr);
 
 }  // namespace loom
