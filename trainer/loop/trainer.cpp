@@ -2,8 +2,12 @@
 
 #include <malloc.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -87,6 +91,45 @@ cuda::MemoryBreakdown memory_breakdown(InternLM& model, const DataParallelUpdate
 }
 #endif
 
+// Seconds since this process was launched (its start time in /proc); -1 if unknown.
+double seconds_since_launch() {
+  std::ifstream stat("/proc/self/stat"), up("/proc/uptime");
+  std::string line;
+  double uptime = 0;
+  if (!std::getline(stat, line) || !(up >> uptime)) return -1;
+  const size_t paren = line.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) return -1;
+  std::istringstream fields(line.substr(paren + 2));
+  std::string f;
+  for (int i = 3; i < 22 && fields >> f; ++i) {
+  }
+  unsigned long long start_ticks = 0;
+  if (!(fields >> start_ticks)) return -1;
+  return uptime - static_cast<double>(start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The start-up's phases, one log line each as it ends (seconds, host RSS).
+class StartupClock {
+ public:
+  void phase(const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    log::info("start-up: ", what, " ", round2(std::chrono::duration<double>(now - last_).count()), " s, host RSS ",
+              round2(static_cast<double>(current_rss_bytes()) / (1 << 30)), " GiB");
+    last_ = now;
+  }
+  // After the first step: its phase, then launch -> first step and the host's peak RSS so far.
+  void first_step_done() {
+    phase("first step");
+    const double since_launch = seconds_since_launch();
+    log::info("start-up: launch -> first step ", since_launch >= 0 ? str(round2(since_launch), " s") : "unknown",
+              ", host peak RSS ", round2(static_cast<double>(peak_rss_bytes()) / (1 << 30)), " GiB");
+  }
+
+ private:
+  static double round2(double x) { return std::round(x * 100) / 100; }
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 class Loop {
  public:
   Loop(const TrainConfig& c, const WeightInit& init_weights, Communicator& comm, Alerts& alerts, Watchdog* watchdog)
@@ -146,6 +189,7 @@ class Loop {
   Watchdog* watchdog_;  // null: monitor.hang_timeout = 0
   bool lead_ = comm_.rank() == 0;  // writes the logs, TensorBoard and the shared checkpoint files
   torch::Device device_;
+  StartupClock startup_;  // before data_: its first phase is the data index
   TrainData data_;
   Loader loader_;
   std::unique_ptr<ValidationSets> valid_;
@@ -204,6 +248,7 @@ void Loop::start() {
   data_.log_summary(loader_.layout().global_batch(), c_.data.total_steps);
   if (!c_.data.valid_folder.empty())
     valid_ = std::make_unique<ValidationSets>(c_.data, comm_.rank(), comm_.world(), &data_);
+  startup_.phase("data index");
 
   // The memory plan, before any model tensor exists: resolves model.checkpoint=auto and refuses a
   // run that cannot fit.
@@ -215,8 +260,9 @@ void Loop::start() {
   LOOM_CHECK(plan.fits || plan.in.device_bytes == 0, plan.refusal(device_.str()));
 
   torch::manual_seed(c_.job.seed);
-  model_ = InternLM(plan.in.model);
-  model_->to(device_);
+  // CUDA: allocated and initialised on the device from the seed (init.h), no host copy of the
+  // weights. CPU: from torch's default generator, the weights CPU runs always had (docs/TRAIN.md).
+  model_ = device_.is_cpu() ? InternLM(plan.in.model) : InternLM(plan.in.model, ModelInit{device_, c_.job.seed});
   model_->train();
   if (device_.is_cuda()) {
     // TF32 for the matmuls that stay fp32 (an fp32 run, fp32 pieces of a bf16 one).
@@ -227,7 +273,9 @@ void Loop::start() {
 #endif
   }
   select_attention(device_, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.job.attention));
+  startup_.phase("model plan, build and init");
   update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer_options(), c_.parallel);
+  startup_.phase("optimizer");
   flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
   log::info("model: ", format_count(static_cast<int64_t>(model_->num_parameters())), " parameters, ", update_->num_decay(),
             " tensors with weight decay, ", update_->num_no_decay(), " without; ", format_number(flops_per_token_ / 1e9, 3),
@@ -299,6 +347,7 @@ void Loop::start() {
     const auto hi = static_cast<int64_t>(comm_.all_reduce_scalar(bytes, ReduceOp::kMax));
     log::info("parameter bytes resident per rank: min ", lo, " max ", hi);
   }
+  startup_.phase("weights (resume, init-from, broadcast)");
   state_.sampler = loader_.state();
   if (c_.ckpt.async_save && c_.ckpt.enable_save) {
     if (update_->sharded())
@@ -597,6 +646,7 @@ TrainSummary Loop::run() {
     return summary_;
   }
   probe();
+  startup_.phase("probe");
   alert(AlertLevel::kInfo, "training started",
         "run " + c_.job.run_dir + " at step " + std::to_string(state_.step) + " of " +
             std::to_string(c_.data.total_steps) +
@@ -616,6 +666,7 @@ TrainSummary Loop::run() {
     check_spike(s);                 // a spike can still cancel the update
     optimizer_step(s);
     end_step(s);
+    if (state_.step == first_step_ + 1) startup_.first_step_done();
     after_step(s);
   }
   profiler.finish();

@@ -81,8 +81,8 @@ int64_t count_parameters(const ModelOptions& o) {
 
 // ---- blocks ----
 
-RMSNormImpl::RMSNormImpl(const RMSNormOptions& o) : o_(o) {
-  weight = register_parameter("weight", torch::ones({o.dim}));
+RMSNormImpl::RMSNormImpl(const RMSNormOptions& o, const torch::TensorOptions& t) : o_(o) {
+  weight = register_parameter("weight", torch::ones({o.dim}, t));
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
@@ -100,7 +100,7 @@ namespace {
 // CUDA: a biased Linear over [..., C] as one addmm on [N, C] (cuBLAS adds the bias in the GEMM's
 // epilogue); LibTorch's linear of a 3-d input ran the matmul and then a broadcast add_ (4 ms of a
 // 1b step on an H200). Elsewhere the module itself, so CPU results stay bitwise as they were.
-torch::Tensor project(torch::nn::Linear& l, const torch::Tensor& x) {
+torch::Tensor project(Linear& l, const torch::Tensor& x) {
   if (!x.is_cuda() || !l->bias.defined() || x.dim() < 3) return l->forward(x);
   std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
   out.back() = l->weight.size(0);
@@ -109,12 +109,10 @@ torch::Tensor project(torch::nn::Linear& l, const torch::Tensor& x) {
 
 }  // namespace
 
-AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o) {
+AttentionImpl::AttentionImpl(const AttentionOptions& o, const torch::TensorOptions& t) : o_(o) {
   const int64_t D = o.hidden_size / o.num_heads;
-  wqkv = register_module(
-      "wqkv", torch::nn::Linear(torch::nn::LinearOptions(o.hidden_size, (o.num_heads + 2 * o.num_kv_heads) * D)
-                                    .bias(o.qkv_bias)));
-  wo = register_module("wo", torch::nn::Linear(torch::nn::LinearOptions(o.num_heads * D, o.hidden_size).bias(o.out_bias)));
+  wqkv = register_module("wqkv", Linear(o.hidden_size, (o.num_heads + 2 * o.num_kv_heads) * D, o.qkv_bias, t));
+  wo = register_module("wo", Linear(o.num_heads * D, o.hidden_size, o.out_bias, t));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const PackedContext& ctx) {
@@ -135,8 +133,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const PackedContext
   return wo(packed_attention(q, k, v, ctx).reshape({B, T, H * D}));
 }
 
-FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o) {
-  const auto lin = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
+FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::TensorOptions& t) {
+  const auto lin = [&t](int64_t in, int64_t out) { return Linear(in, out, /*bias=*/false, t); };
   w1 = register_module("w1", lin(o.hidden_size, o.ffn_hidden));
   w2 = register_module("w2", lin(o.hidden_size, o.ffn_hidden));
   w3 = register_module("w3", lin(o.ffn_hidden, o.hidden_size));
@@ -148,11 +146,11 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   return w3(torch::silu(w1(x)) * w2(x));
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const DecoderLayerOptions& o) : o_(o) {
-  attention_norm = register_module("attention_norm", RMSNorm(RMSNormOptions{o.attention.hidden_size, o.norm_eps}));
-  attention = register_module("attention", Attention(o.attention));
-  ffn_norm = register_module("ffn_norm", RMSNorm(RMSNormOptions{o.attention.hidden_size, o.norm_eps}));
-  feed_forward = register_module("feed_forward", FeedForward(o.feed_forward));
+DecoderLayerImpl::DecoderLayerImpl(const DecoderLayerOptions& o, const torch::TensorOptions& t) : o_(o) {
+  attention_norm = register_module("attention_norm", RMSNorm(RMSNormOptions{o.attention.hidden_size, o.norm_eps}, t));
+  attention = register_module("attention", Attention(o.attention, t));
+  ffn_norm = register_module("ffn_norm", RMSNorm(RMSNormOptions{o.attention.hidden_size, o.norm_eps}, t));
+  feed_forward = register_module("feed_forward", FeedForward(o.feed_forward, t));
 }
 
 torch::Tensor DecoderLayerImpl::body(const torch::Tensor& x, const PackedContext& ctx) {
@@ -171,34 +169,72 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const PackedCont
 
 // ---- the model ----
 
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
 InternLMImpl::InternLMImpl(const ModelOptions& o) : o_(o) {
   o_.validate();
+  build(torch::TensorOptions().dtype(torch::kFloat32));
+  {
+    // The default generator's draws of torch::nn::Embedding and torch::nn::Linear at construction
+    // (this model was built from them): reset_parameters() overwrites the values, but the draws
+    // it makes next come after these in the stream.
+    torch::NoGradGuard no_grad;
+    int64_t fan_in = 0;
+    for (auto& item : named_parameters()) {
+      const std::string& name = item.key();
+      torch::Tensor& p = item.value();
+      if (name == "tok_embeddings.weight") {
+        torch::nn::init::normal_(p);
+      } else if (ends_with(name, "norm.weight")) {
+        continue;  // torch::ones
+      } else if (ends_with(name, ".bias")) {
+        const auto bound = 1 / std::sqrt(fan_in);  // fan_in of the Linear's weight, just before
+        torch::nn::init::uniform_(p, -bound, bound);
+      } else {
+        torch::nn::init::kaiming_uniform_(p, std::sqrt(5));
+        fan_in = p.size(1);
+      }
+    }
+  }
+  reset_parameters(std::nullopt);
+  to(o.dtype);
+  norm->to(torch::kFloat32);  // the final norm stays fp32 (its output feeds the head at full precision)
+}
+
+InternLMImpl::InternLMImpl(const ModelOptions& o, const ModelInit& init) : o_(o) {
+  o_.validate();
+  build(torch::TensorOptions().dtype(o.dtype).device(init.device));
+  reset_parameters(init.seed);
+}
+
+void InternLMImpl::build(const torch::TensorOptions& t) {
+  const ModelOptions& o = o_;
   const int64_t C = o.hidden_size;
-  tok_embeddings = register_module("tok_embeddings", torch::nn::Embedding(o.vocab_size, C));
+  tok_embeddings = register_module("tok_embeddings", Embedding(o.vocab_size, C, t));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.num_layers; ++i) {
     DecoderLayerOptions lo{AttentionOptions{C, o.num_attention_heads, o.kv_heads(), o.qkv_bias, o.out_bias},
                            FeedForwardOptions{C, o.ffn_hidden()}, o.norm_eps, o.dropout,
                            i < o.checkpointed_layers()};
-    layer_list_.push_back(DecoderLayer(lo));
+    layer_list_.push_back(DecoderLayer(lo, t));
     layers->push_back(layer_list_.back());
   }
-  norm = register_module("norm", RMSNorm(RMSNormOptions{C, o.norm_eps}));
-  if (!o.tie_embeddings) {
-    output = register_module("output", torch::nn::Linear(torch::nn::LinearOptions(C, o.vocab_size).bias(false)));
-  }
-  reset_parameters();
-  to(o.dtype);
-  norm->to(torch::kFloat32);  // the final norm stays fp32 (its output feeds the head at full precision)
+  // The final norm stays fp32: its output feeds the head at full precision.
+  norm = register_module("norm", RMSNorm(RMSNormOptions{C, o.norm_eps}, t.dtype(torch::kFloat32)));
+  if (!o.tie_embeddings) output = register_module("output", Linear(C, o.vocab_size, /*bias=*/false, t));
 }
 
-void InternLMImpl::reset_parameters() {
+void InternLMImpl::reset_parameters(const std::optional<uint64_t>& seed) {
   torch::NoGradGuard no_grad;
   const double scaled_std = o_.scaled_init ? o_.init_std / std::sqrt(2.0 * static_cast<double>(o_.num_layers))
                                            : o_.init_std;
-  const auto ends_with = [](const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
+  uint64_t index = 0;  // the parameter's position in named_parameters(): its stream with a seed
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
@@ -206,11 +242,16 @@ void InternLMImpl::reset_parameters() {
       p.zero_();
     } else if (ends_with(name, "norm.weight")) {
       p.fill_(1.0);
-    } else if (ends_with(name, "attention.wo.weight") || ends_with(name, "feed_forward.w3.weight")) {
-      p.normal_(0.0, scaled_std);  // output projections: their sum over 2N residual branches stays O(1)
     } else {
-      p.normal_(0.0, o_.init_std);
+      // Output projections: their sum over 2N residual branches stays O(1).
+      const bool scaled = ends_with(name, "attention.wo.weight") || ends_with(name, "feed_forward.w3.weight");
+      const double std = scaled ? scaled_std : o_.init_std;
+      if (seed)
+        fill_counter_normal(p, std, init_key(*seed, index));
+      else
+        p.normal_(0.0, std);
     }
+    ++index;
   }
 }
 

@@ -25,13 +25,16 @@
 //     ours; its feed_forward w1, w3, w2 are our w1, w2, w3.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
 
 #include "attention.h"
 #include "batch.h"
+#include "init.h"
 #include "layer_hooks.h"
+#include "linear.h"
 
 namespace loom {
 
@@ -73,6 +76,8 @@ int64_t count_parameters(const ModelOptions& o);
 int64_t count_parameters_per_layer(const ModelOptions& o);
 
 // ---- blocks ----
+// Each block allocates its parameters with the TensorOptions t it is given (device, dtype),
+// uninitialised but for the norms' ones: InternLMImpl fills them.
 
 struct RMSNormOptions {
   int64_t dim;
@@ -81,7 +86,7 @@ struct RMSNormOptions {
 // y = weight * x / sqrt(mean(x^2) + eps), computed in fp32, returned in the weight's dtype.
 class RMSNormImpl : public torch::nn::Module {
  public:
-  explicit RMSNormImpl(const RMSNormOptions& o);
+  explicit RMSNormImpl(const RMSNormOptions& o, const torch::TensorOptions& t = {});
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
 
@@ -96,9 +101,9 @@ struct AttentionOptions {
 };
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const AttentionOptions& o);
+  explicit AttentionImpl(const AttentionOptions& o, const torch::TensorOptions& t = {});
   torch::Tensor forward(const torch::Tensor& x, const PackedContext& ctx);  // [B, T, C] -> [B, T, C]
-  torch::nn::Linear wqkv{nullptr}, wo{nullptr};
+  Linear wqkv{nullptr}, wo{nullptr};
 
  private:
   AttentionOptions o_;
@@ -110,9 +115,9 @@ struct FeedForwardOptions {
 };
 class FeedForwardImpl : public torch::nn::Module {
  public:
-  explicit FeedForwardImpl(const FeedForwardOptions& o);
+  explicit FeedForwardImpl(const FeedForwardOptions& o, const torch::TensorOptions& t = {});
   torch::Tensor forward(const torch::Tensor& x);  // w3(silu(w1 x) * w2 x)
-  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+  Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
 };
 TORCH_MODULE(FeedForward);
 
@@ -124,7 +129,7 @@ struct DecoderLayerOptions {
 };
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit DecoderLayerImpl(const DecoderLayerOptions& o);
+  explicit DecoderLayerImpl(const DecoderLayerOptions& o, const torch::TensorOptions& t = {});
   torch::Tensor forward(const torch::Tensor& x, const PackedContext& ctx);
   RMSNorm attention_norm{nullptr}, ffn_norm{nullptr};
   Attention attention{nullptr};
@@ -140,9 +145,18 @@ TORCH_MODULE(DecoderLayer);
 
 class InternLMImpl : public torch::nn::Module {
  public:
-  // Builds and initialises (InternLM's init: normal(0, init_std), wo and w3 scaled, biases 0,
-  // norms 1) from torch's default generator, then casts to o.dtype.
+  // Both constructors apply InternLM's init: normal(0, init_std), wo and w3 normal(0, init_std /
+  // sqrt(2 N)) with scaled_init, biases 0, norms 1; the final norm is fp32, the rest o.dtype.
+  //
+  // On the CPU from torch's default generator (torch::manual_seed): built in fp32 with the draws
+  // torch::nn::Embedding and torch::nn::Linear made at construction, then normal_ per parameter
+  // in named_parameters() order, then cast to o.dtype. The exact stream this model had before
+  // ModelInit existed: tests and tools that load weights next (generate, HF import) use it.
   explicit InternLMImpl(const ModelOptions& o);
+  // Directly on init.device in the final dtypes, filled by init.h's counter-based generator from
+  // (init.seed, parameter index, element index): no host copy of the weights, the same weights on
+  // every rank and at every world size. What loom-train builds on CUDA (on the CPU: InternLM(o)).
+  InternLMImpl(const ModelOptions& o, const ModelInit& init);
   // logits [B, T, V] fp32. Tokens must lie in [0, V).
   torch::Tensor forward(const Batch& b);
   // forward() without the head: the final norm's output [B, T, C] fp32, for a loss that applies
@@ -155,13 +169,16 @@ class InternLMImpl : public torch::nn::Module {
   // Called around the decoder layers of every forward from now on (nullptr: none); not owned.
   void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
 
-  torch::nn::Embedding tok_embeddings{nullptr};
+  Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers;
   RMSNorm norm{nullptr};
-  torch::nn::Linear output{nullptr};  // null when tie_embeddings
+  Linear output{nullptr};  // null when tie_embeddings
 
  private:
-  void reset_parameters();
+  // Registers the modules, their parameters allocated with t (the final norm in fp32 on t's device).
+  void build(const torch::TensorOptions& t);
+  // InternLM's init of every parameter: from torch's default generator, or from init_key(*seed, i).
+  void reset_parameters(const std::optional<uint64_t>& seed);
   ModelOptions o_;
   std::vector<DecoderLayer> layer_list_;
   LayerHooks* hooks_ = nullptr;
