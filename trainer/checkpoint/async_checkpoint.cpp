@@ -61,8 +61,11 @@ CheckpointContents copy_to_host(const CheckpointContents& c, HostBuffers* reuse)
   CheckpointContents out;
   out.model = copy_tensors(c.model, reuse, "model/");
   out.optimizer = copy_tensors(c.optimizer, reuse, "optimizer/");
+  out.shard = copy_tensors(c.shard, reuse, "shard/");
   out.state_json = c.state_json;
   out.config_ini = c.config_ini;
+  out.shard_name = c.shard_name;
+  out.shard_metadata = c.shard_metadata;
   return out;
 }
 
@@ -87,7 +90,7 @@ AsyncSaveResult AsyncCheckpointer::wait() {
   return last_;
 }
 
-double AsyncCheckpointer::save(int64_t step, CheckpointContents&& c) {
+double AsyncCheckpointer::save(int64_t step, CheckpointContents&& c, Write write_fn) {
   const auto t0 = std::chrono::steady_clock::now();
   if (writer_.joinable()) {
     const bool was_busy = busy();
@@ -102,20 +105,22 @@ double AsyncCheckpointer::save(int64_t step, CheckpointContents&& c) {
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = true;
   }
-  writer_ = std::thread([this, step, h = std::move(host)]() mutable { write(step, std::move(h)); });
+  writer_ = std::thread([this, step, h = std::move(host), w = std::move(write_fn)]() mutable {
+    write(step, std::move(h), w);
+  });
   const double blocked = seconds_since(t0);
   log::info("checkpoint step ", step, ": training blocked ", blocked, " s (copy ", copy_s,
             " s); writing in the background");
   return blocked;
 }
 
-void AsyncCheckpointer::write(int64_t step, CheckpointContents c) {
+void AsyncCheckpointer::write(int64_t step, CheckpointContents c, const Write& write_fn) {
   AsyncSaveResult r;
   r.step = step;
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (before_write_) before_write_(step);
-    r.path = ckpt_.save(step, c);
+    r.path = write_fn ? write_fn(step, c) : ckpt_.save(step, c);
     r.write_seconds = seconds_since(t0);
     log::info("checkpoint ", r.path, " written in the background (step ", step, ", ", r.write_seconds, " s)");
   } catch (const std::exception& e) {

@@ -56,7 +56,10 @@ class AsyncCheckpointer {
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
 
   // Returns the seconds the caller was blocked (waiting for the previous write + copying).
-  double save(int64_t step, CheckpointContents&& c);
+  // write (optional) replaces Checkpointer::save on the writer thread, with the host copy; it
+  // returns the checkpoint's folder (a sharded run's ranks write their shard and rank 0 commits).
+  using Write = std::function<std::string(int64_t step, CheckpointContents& host)>;
+  double save(int64_t step, CheckpointContents&& c, Write write = {});
   AsyncSaveResult wait();
   bool busy() const;  // a write is in flight
 
@@ -64,7 +67,7 @@ class AsyncCheckpointer {
   void set_before_write(std::function<void(int64_t step)> f) { before_write_ = std::move(f); }
 
  private:
-  void write(int64_t step, CheckpointContents c);
+  void write(int64_t step, CheckpointContents c, const Write& write);
 
   Checkpointer& ckpt_;
   FailureHook on_failure_;

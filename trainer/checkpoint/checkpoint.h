@@ -53,6 +53,11 @@ struct CheckpointContents {
   safetensors::NamedTensors optimizer;  // empty: the optimizer's state is in shard files (extra)
   std::string state_json;
   std::string config_ini;
+  // This rank's optimizer shard (shard_name "" = none), for a save that copies it to the host first
+  // and writes it later: commit() leaves it to the rank, which writes it into the folder itself.
+  std::string shard_name;
+  safetensors::NamedTensors shard;
+  safetensors::Metadata shard_metadata;
 };
 
 std::string checkpoint_dir_name(int64_t step);  // "step_N"

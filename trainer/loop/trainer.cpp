@@ -167,6 +167,9 @@ class Loop {
   void log_step(const StepRecord& s);
   void validate();
   std::string save();
+  std::string save_sharded_async(const std::string& key, const std::string& tmp);
+  void publish_shard(const std::string& key, const CheckpointFile& f);      // ranks > 0: tell rank 0
+  void collect_shards(const std::string& key, std::vector<CheckpointFile>& shards);  // rank 0
   void probe();
   void warn_if_global_batch_changed(const std::string& resume_dir);
   CheckpointContents contents();  // what rank 0 writes (everything but the ZeRO-1 shards), from checkpointed_
@@ -199,7 +202,7 @@ class Loop {
   std::vector<std::unique_ptr<Stateful>> checkpointed_;  // what a checkpoint holds, in load order
   LrSchedule schedule_;
   Checkpointer ckpt_;
-  std::unique_ptr<AsyncCheckpointer> async_;  // rank 0, ckpt.async_save with a replicated optimizer
+  std::unique_ptr<AsyncCheckpointer> async_;  // ckpt.async_save: rank 0 (replicated), every rank (sharded)
   SpikeDetector spike_;
   StopFile stop_file_;
   FaultInjector faults_;
@@ -349,13 +352,11 @@ void Loop::start() {
   }
   startup_.phase("weights (resume, init-from, broadcast)");
   state_.sampler = loader_.state();
-  if (c_.ckpt.async_save && c_.ckpt.enable_save) {
-    if (update_->sharded())
-      log::job_warn("ckpt.async_save: the ZeRO-1 shards are written by their ranks, so checkpoints stay synchronous");
-    else if (lead_)
-      async_ = std::make_unique<AsyncCheckpointer>(ckpt_, [this](int64_t step, const std::string& error) {
-        alerts_.send(AlertLevel::kError, "checkpoint write failed", str("step ", step, ": ", error));
-      });
+  // Replicated: rank 0 writes everything. Sharded: every rank writes its shard, rank 0 the rest.
+  if (c_.ckpt.async_save && c_.ckpt.enable_save && (lead_ || update_->sharded())) {
+    async_ = std::make_unique<AsyncCheckpointer>(ckpt_, [this](int64_t step, const std::string& error) {
+      alerts_.send(AlertLevel::kError, "checkpoint write failed", str("step ", step, ": ", error));
+    });
   }
   if (!lead_) return;
   metrics_ = std::make_unique<MetricsFanout>();
@@ -551,37 +552,77 @@ std::string Loop::save() {
   // Every rank takes part: shard ranks write their optimizer shard into step_N.tmp/, rank 0 the
   // rest, then publishes the folder (the checkpoint folder is shared by all ranks, docs/DISTRIBUTED.md).
   const std::string key = "ckpt/" + std::to_string(saves_++) + "/";
+  if (async_) {
+    // The previous save must be done here (on rank 0: published) before a new step_N.tmp begins.
+    const AsyncSaveResult previous = async_->wait();  // a failed one was logged and alerted by the writer
+    if (previous.ok()) log::info("checkpoint ", previous.path, " written (step ", previous.step, ")");
+  }
   std::string tmp;
   if (lead_) tmp = ckpt_.begin(state_.step);
   if (comm_.distributed()) {
     if (lead_) comm_.store_set(key + "tmp", tmp);
     tmp = comm_.store_get(key + "tmp");
   }
+  if (async_) return save_sharded_async(key, tmp);
   std::vector<CheckpointFile> shards;
   if (const auto mine = update_->save_shard(tmp)) {
     shards.push_back(*mine);
-    if (comm_.distributed())
-      comm_.store_set(key + std::to_string(comm_.rank()), mine->name + " " + std::to_string(mine->bytes) + " " +
-                                                             std::to_string(mine->xxh64));
+    publish_shard(key, *mine);
   }
   // Every rank: at ZeRO stage 3 the whole weights are gathered collectively.
   CheckpointContents cc = contents();
   std::string dir;
   if (lead_) {
     faults_.in_save(state_.step, tmp, cc.model);
-    for (int r = 1; r < update_->shards(); ++r) {  // ranks 1..S-1 hold the other distinct shards
-      std::istringstream in(comm_.store_get(key + std::to_string(r)));
-      CheckpointFile f;
-      in >> f.name >> f.bytes >> f.xxh64;
-      LOOM_ASSERT(!in.fail(), "rank ", r, " published a malformed shard entry");
-      shards.push_back(f);
-    }
+    collect_shards(key, shards);
     dir = ckpt_.commit(state_.step, cc, shards);
     log::info("checkpoint ", dir, " written (step ", state_.step, ")");
   }
   comm_.barrier();  // nobody runs ahead into a step (or a next save) before the checkpoint is published
   saved_step_ = state_.step;
   return lead_ ? dir : ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
+}
+
+std::string Loop::save_sharded_async(const std::string& key, const std::string& tmp) {
+  // Training waits for the host copies only: this rank's shard (and on rank 0 the model, gathered
+  // at ZeRO-3 on every rank, and the run state); each rank's writer thread then writes its shard
+  // into step_N.tmp/ and publishes it, and rank 0's commits the folder once every shard is there.
+  const auto t0 = std::chrono::steady_clock::now();
+  CheckpointContents cc = contents();
+  update_->shard_contents(cc);
+  if (!lead_) cc.model.clear();
+  const bool lead = lead_;
+  async_->save(state_.step, std::move(cc), [this, key, tmp, lead](int64_t step, CheckpointContents& host) {
+    std::vector<CheckpointFile> shards;
+    if (!host.shard_name.empty()) {
+      const safetensors::WriteResult w = safetensors::write(tmp + "/" + host.shard_name, host.shard, host.shard_metadata);
+      shards.push_back({host.shard_name, w.bytes, w.xxh64});
+      publish_shard(key, shards.back());
+    }
+    if (!lead) return ckpt_.options().folder + "/" + checkpoint_dir_name(step);
+    collect_shards(key, shards);
+    return ckpt_.commit(step, host, shards);
+  });
+  saved_step_ = state_.step;
+  const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log::info("checkpoint of step ", state_.step, ": training blocked ", format_number(blocked, 3),
+            " s (copies to host); writing ", tmp, " in the background");
+  return ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
+}
+
+void Loop::publish_shard(const std::string& key, const CheckpointFile& f) {
+  if (comm_.distributed() && comm_.rank() != 0)
+    comm_.store_set(key + std::to_string(comm_.rank()), f.name + " " + std::to_string(f.bytes) + " " + std::to_string(f.xxh64));
+}
+
+void Loop::collect_shards(const std::string& key, std::vector<CheckpointFile>& shards) {
+  for (int r = 1; r < update_->shards(); ++r) {  // ranks 1..S-1 hold the other distinct shards
+    std::istringstream in(comm_.store_get(key + std::to_string(r)));
+    CheckpointFile f;
+    in >> f.name >> f.bytes >> f.xxh64;
+    LOOM_ASSERT(!in.fail(), "rank ", r, " published a malformed shard entry");
+    shards.push_back(f);
+  }
 }
 
 void Loop::warn_if_global_batch_changed(const std::string& resume_dir) {

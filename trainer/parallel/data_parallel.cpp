@@ -1,6 +1,7 @@
 #include "data_parallel.h"
 
 #include <map>
+#include <tuple>
 
 #include "grad_sync.h"
 #include "loom/error.h"
@@ -127,6 +128,12 @@ std::optional<CheckpointFile> DataParallelUpdate::save_shard(const std::string& 
   const std::string name = zero1_shard_name(comm_.rank());
   const safetensors::WriteResult w = zero_->save_shard(dir + "/" + name);
   return CheckpointFile{name, w.bytes, w.xxh64};
+}
+
+void DataParallelUpdate::shard_contents(CheckpointContents& c) const {
+  if (!zero_ || !zero_->writes_shard()) return;
+  c.shard_name = zero1_shard_name(comm_.rank());
+  std::tie(c.shard, c.shard_metadata) = zero_->shard_state();
 }
 
 void DataParallelUpdate::load(const std::string& dir) {

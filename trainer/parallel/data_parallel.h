@@ -84,6 +84,8 @@ class DataParallelUpdate {
   // Sharded: writes this rank's shard into dir when it holds a distinct one, and returns its
   // manifest entry; nullopt otherwise.
   std::optional<CheckpointFile> save_shard(const std::string& dir) const;
+  // The same shard into c.shard* (tensors still on the device), for a save that writes it later.
+  void shard_contents(CheckpointContents& c) const;
   // Restores the optimizer state of a checkpoint directory written in either mode at any W. The
   // model's weights must already be loaded (an fp32 model's master weights are its parameters).
   void load(const std::string& dir);

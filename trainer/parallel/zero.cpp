@@ -556,6 +556,11 @@ int64_t ZeroOptimizer::resident_parameter_bytes() const {
 // ---- checkpoints ----
 
 safetensors::WriteResult ZeroOptimizer::save_shard(const std::string& path) const {
+  const auto [tensors, meta] = shard_state();
+  return safetensors::write(path, tensors, meta);
+}
+
+std::pair<safetensors::NamedTensors, safetensors::Metadata> ZeroOptimizer::shard_state() const {
   LOOM_ASSERT(writes_shard(), "rank ", comm_.rank(), " holds a duplicate shard and writes none");
   std::vector<torch::Tensor> parts[3];
   std::string ranges;
@@ -574,7 +579,7 @@ safetensors::WriteResult ZeroOptimizer::save_shard(const std::string& path) cons
                                 {"shard", std::to_string(shard_index_)},
                                 {"stage", std::to_string(stage_)},
                                 {"updates", std::to_string(updates_)}};
-  return safetensors::write(path, ts, meta);
+  return {ts, meta};
 }
 
 ZeroFullState read_zero_shards(const std::vector<std::string>& paths) {

@@ -109,7 +109,9 @@ class ZeroOptimizer : public LayerHooks {
   int64_t updates() const { return updates_; }  // successful AdamW steps (t in the bias correction)
   bool writes_shard() const { return comm_.rank() < shards_; }
 
-  // Writes this rank's shard (call only where writes_shard()).
+  // This rank's shard as save_shard writes it: tensors (on the device) and metadata (call only
+  // where writes_shard()).
+  std::pair<safetensors::NamedTensors, safetensors::Metadata> shard_state() const;
   safetensors::WriteResult save_shard(const std::string& path) const;
   // Loads from the shard files of a checkpoint saved at any W/S/stage (every file, in any order).
   void load_shards(const std::vector<std::string>& paths);
