@@ -1,5 +1,6 @@
 #include "loom/options.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -92,11 +93,15 @@ struct Token {
   std::string where, text;
 };
 void refuse_placeholders(const std::string& program, const std::vector<Token>& tokens) {
-  for (const Token& t : tokens)
+  for (const Token& t : tokens) {
+    // In lower case: Boost's bool validator lower-cases the value it quotes ("%VALUE%" too).
+    std::string lower = t.text;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     for (const char* p : {"%canonical_option%", "%option%", "%original_token%", "%value%", "%prefix%"})
-      if (t.text.find(p) != std::string::npos)
+      if (lower.find(p) != std::string::npos)
         throw UsageError(str(program, ": bad options, and the parser's message cannot be printed: ", t.where, "'",
                              t.text, "' holds ", p, ", a placeholder of its messages"));
+  }
 }
 }  // namespace
 
@@ -153,6 +158,14 @@ bool OptionParser::parse(const std::vector<std::string>& args_in) {
       po::store(parsed, vm_);
     }
     po::notify(vm_);
+    // Boost reads "nan" and "inf" into a double. No loom option means either, and resolved_ini() could
+    // not write one back (json_number prints null), so a run's saved configuration would not repeat it.
+    for (const auto& [name, value] : vm_) {
+      const double* d = boost::any_cast<double>(&value.value());
+      const float* f = boost::any_cast<float>(&value.value());
+      if ((d && !std::isfinite(*d)) || (f && !std::isfinite(*f)))
+        throw UsageError(str("--", name, ": ", d ? *d : *f, " is not a finite number"));
+    }
   } catch (const po::unknown_option& e) {
     refuse_placeholders(program_, tokens);
     std::string name = e.get_option_name();

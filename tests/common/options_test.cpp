@@ -173,8 +173,31 @@ TEST_CASE("an error about a token holding a placeholder of Boost's messages name
   CHECK_THROWS_WITH(r2.parse({"--config", dir / "c.ini"}),
                     "tool: bad options, and the parser's message cannot be printed: " + dir / "c.ini" +
                         ":4: 'x%value%' holds %value%, a placeholder of its messages");
+  // A bool's value is quoted lower-cased, so any case of a placeholder counts.
+  OptionParser b("tool", "tool");
+  bool flag = false;
+  b.options().add_options()("data.check", po::value(&flag), "a flag");
+  CHECK_THROWS_WITH(b.parse({"--data.check=%VaLue%"}),
+                    "tool: bad options, and the parser's message cannot be printed: '--data.check=%VaLue%' holds "
+                    "%value%, a placeholder of its messages");
   // A placeholder in a value that parses is only text.
   OptionParser ok = make_parser();
   REQUIRE(ok.parse({"--job.name=%value%"}));
   CHECK(ok.get<std::string>("job.name") == "%value%");
+}
+
+TEST_CASE("a typed double option refuses nan and inf, which its saved configuration could not repeat") {
+  for (const std::string bad : {"nan", "NaN", "inf", "-inf", "infinity"}) {
+    INFO(bad);
+    OptionParser p = make_parser();
+    CHECK_THROWS_WITH(p.parse({"--adam.lr=" + bad}), Catch::StartsWith("tool: --adam.lr: ") &&
+                                                         Catch::EndsWith(" is not a finite number"));
+  }
+  test::TempDir dir("opts_nan");
+  test::write_all(dir / "c.ini", "[adam]\nlr = Nan\n");  // found by fuzz/fuzz_ini.cpp
+  OptionParser p = make_parser();
+  CHECK_THROWS_WITH(p.parse({"--config", dir / "c.ini"}), "tool: --adam.lr: nan is not a finite number");
+  OptionParser ok = make_parser();
+  REQUIRE(ok.parse({"--adam.lr=1e300"}));
+  CHECK(ok.get<double>("adam.lr") == 1e300);
 }
