@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "loom/error.h"
+#include "loom/hash.h"
 
 namespace loom::fuzz {
 
@@ -61,15 +62,35 @@ inline void put_file(const std::string& path, std::string_view bytes) {
   }
 }
 
-// Two files from one input: a little-endian u32 n, then n bytes of the first file (fewer when the
-// input ends), then the second file. make_corpus.sh writes seeds in this layout.
-inline std::pair<std::string_view, std::string_view> split2(const uint8_t* data, size_t size) {
-  if (size < 4) return {{}, {}};
+// Two files from one input: a little-endian u32 n, then n & 0x7fffffff bytes of the first file
+// (fewer when the input ends), then the second file. make_corpus.py writes seeds in this layout.
+// Bit 31 of n asks the target to recompute the checksums its format records (fix_checksum), so
+// that mutations get past them to the checks behind.
+struct TwoFiles {
+  std::string first, second;
+  bool fix_checksums = false;
+};
+inline TwoFiles split2(const uint8_t* data, size_t size) {
+  TwoFiles out;
+  if (size < 4) return out;
   uint32_t n = 0;
   std::memcpy(&n, data, 4);
+  out.fix_checksums = (n >> 31) != 0;
+  n &= 0x7fffffffu;
   const size_t first = n < size - 4 ? n : size - 4;
   const char* p = reinterpret_cast<const char*>(data) + 4;
-  return {{p, first}, {p + first, size - 4 - first}};
+  out.first.assign(p, first);
+  out.second.assign(p + first, size - 4 - first);
+  return out;
+}
+
+// Writes XXH64 of bytes [begin, begin + n) of `of` (clipped to its size) into meta at field_off,
+// when both fit: how a .meta records the checksum of its index or of its .bin.
+inline void fix_checksum(std::string& meta, size_t field_off, const std::string& of, size_t begin, uint64_t n) {
+  if (meta.size() < field_off + 8 || begin > of.size()) return;
+  const uint64_t len = n < of.size() - begin ? n : of.size() - begin;
+  const uint64_t h = loom::xxh64(of.data() + begin, len);
+  std::memcpy(&meta[field_off], &h, 8);
 }
 
 // Runs body; swallows loom::Error (the reader refused the input, as it should). Anything else

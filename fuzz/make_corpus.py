@@ -6,11 +6,11 @@ Usage, from the repository root after building loom-tokenize and loom-pack (any 
 
 Seeds come from data_samples/ (heads of the real inputs, spm_2k.model, shards tokenized from them)
 plus handmade cases per reader. Layouts: fuzz/document_fuzz.h (an option byte, then the file) for
-the document readers, fuzz_util.h's split2 (u32 length of the .meta, the .meta, the .bin) for the
-shard formats, the file itself for the rest. Deterministic: a rerun writes the same bytes.
+the document readers, fuzz_util.h's split2 (u32 length of the .meta with bit 31 asking for the
+checksums to be recomputed, the .meta, the .bin) for the shard formats, the file itself for the
+rest. Deterministic: a rerun writes the same bytes.
 """
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -33,8 +33,8 @@ def put(target, name, data):
         f.write(data)
 
 
-def split2(meta, bin_):
-    return struct.pack("<I", len(meta)) + meta + bin_
+def split2(meta, bin_, fix_checksums=False):
+    return struct.pack("<I", len(meta) | (0x80000000 if fix_checksums else 0)) + meta + bin_
 
 
 def main():
@@ -96,7 +96,9 @@ def main():
         shards = sorted(f for f in os.listdir(os.path.join(t, "tok")) if f.endswith(".bin"))
         for f in shards:
             p = os.path.join(t, "tok", f)
-            put("fuzz_shard_meta", f[:-4], split2(open(p + ".meta", "rb").read(), open(p, "rb").read()))
+            for fix in (False, True):
+                put("fuzz_shard_meta", f[:-4] + ("_fixsums" if fix else ""),
+                    split2(open(p + ".meta", "rb").read(), open(p, "rb").read(), fix))
         for strategy, seq in (("concat", 64), ("bestfit", 48)):
             out = os.path.join(t, "pack_" + strategy)
             run(pack, "pack", "--seq-len", str(seq), "--strategy", strategy, "--seed", "1", "--output-dir", out,
@@ -104,7 +106,9 @@ def main():
             for f in sorted(os.listdir(out)):
                 if f.endswith(".bin"):
                     p = os.path.join(out, f)
-                    put("fuzz_packed_meta", strategy + "_" + f[:-4], split2(open(p + ".meta", "rb").read(), open(p, "rb").read()))
+                    for fix in (False, True):
+                        put("fuzz_packed_meta", strategy + "_" + f[:-4] + ("_fixsums" if fix else ""),
+                            split2(open(p + ".meta", "rb").read(), open(p, "rb").read(), fix))
         out = os.path.join(t, "internlm")
         run(pack, "convert", "--to", "internlm", "--output-dir", out, *[os.path.join(t, "tok", f) for f in shards])
         for f in sorted(os.listdir(out)):
@@ -121,6 +125,9 @@ def main():
     put("fuzz_ini", "flat.ini", "job.name = x\ndata.verify_checksums = on\n[adam]\nlr=1\n")
     # A hang this target found: Boost's message for a bad value that holds "%value%" never ended.
     put("fuzz_ini", "placeholder.ini", "[data]\ntotal_steps = -0499\nverify_checksums = %value%') for op\n")
+    put("fuzz_ini", "placeholder_case.ini", "[data]\nverify_checksums = %vaLue%') for op\n")
+    # A typed double read as NaN, which resolved_ini wrote as "null" (now refused).
+    put("fuzz_ini", "nan.ini", "job.name =cksun\n[adam]\nlr=Nan\n")
 
     # safetensors: a file as safetensors::write lays it out (header padded to 8 bytes), and odd ones.
     def st(tensors, meta=None, pad=True):
