@@ -147,6 +147,7 @@ struct ZeroOptimizer::Unit {
   torch::Tensor grad_in, grad_out;
   Communicator::Pending reducing;
   size_t ready = 0;
+  bool summed = false;  // its gradient shard holds this step's first sum (later ones are added)
 };
 
 struct ZeroOptimizer::Hook {
@@ -399,8 +400,8 @@ void ZeroOptimizer::launch_reduce(Unit& u, bool release_grads) {
     at += p.numel();
   }
   if (shards_ == comm_.world()) {
-    // Stage 1 reduces once per step into a zeroed shard: straight into it, no sum to add.
-    u.grad_out = stage_ == 1 ? grad_.narrow(0, u.shard_pos, u.chunk) : torch::empty({u.chunk}, master_.options());
+    // The step's first sum goes straight into the gradient shard; later micro-batches' are added.
+    u.grad_out = u.summed ? torch::empty({u.chunk}, master_.options()) : grad_.narrow(0, u.shard_pos, u.chunk);
     u.reducing = comm_.reduce_scatter_async(u.grad_out, u.grad_in);
   } else {
     u.reducing = comm_.all_reduce_async(u.grad_in);
@@ -416,7 +417,12 @@ void ZeroOptimizer::collect(Unit& u) {
   comm_.wait(u.reducing);
   torch::Tensor sum = shards_ == comm_.world() ? u.grad_out : u.grad_in.narrow(0, shard_index_ * u.chunk, u.chunk);
   torch::Tensor dst = grad_.narrow(0, u.shard_pos, u.chunk);
-  if (sum.data_ptr() != dst.data_ptr()) dst.add_(sum);
+  if (!u.summed) {
+    if (sum.data_ptr() != dst.data_ptr()) dst.copy_(sum);
+    u.summed = true;
+  } else {
+    dst.add_(sum);
+  }
   u.grad_in = torch::Tensor();
   u.grad_out = torch::Tensor();
   in_flight_.erase(std::remove(in_flight_.begin(), in_flight_.end(), &u), in_flight_.end());
@@ -460,8 +466,9 @@ ZeroStepResult ZeroOptimizer::step(double lr, double grad_scale) {
       next_reduce_ = 0;
     }
     // Stage 1: every unit now, from the gradients as they are; stages 2-3: the units outside the
-    // layers, added to what the layers' reductions summed.
-    if (stage_ == 1) grad_.zero_();
+    // layers (the layers were reduced during backward).
+    if (stage_ == 1)
+      for (const auto& u : units_) u->summed = false;
     for (size_t k = units_.size(); k-- > 0;) {
       Unit& u = *units_[k];
       if (stage_ == 1 || u.layer < 0) launch_reduce(u, /*release_grads=*/stage_ >= 2);
@@ -510,7 +517,10 @@ void ZeroOptimizer::zero_grad() {
   // A step that was not taken (a loss spike) leaves reductions in flight: finish them first.
   while (!in_flight_.empty()) collect(*in_flight_.front());
   next_reduce_ = 0;
-  for (const auto& u : units_) u->ready = 0;
+  for (const auto& u : units_) {
+    u->ready = 0;
+    u->summed = false;  // the next step's first sum overwrites the shard
+  }
   std::fill(seen_.begin(), seen_.end(), false);
   for (auto& [name, p] : named_) {
     if (!p.grad().defined()) continue;
@@ -519,7 +529,6 @@ void ZeroOptimizer::zero_grad() {
     else
       p.mutable_grad().zero_();
   }
-  grad_.zero_();
 }
 
 // ---- whole parameters ----
