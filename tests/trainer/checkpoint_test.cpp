@@ -165,6 +165,15 @@ TEST_CASE("each checkpoint corruption is refused with its reason and resume walk
     test::write_all(d + "/manifest.json", man);
     CHECK_THROWS_WITH(validate_checkpoint(d), Catch::Contains("checkpoint version 2, this build reads version 1"));
   }
+  SECTION("a manifest naming a file outside the folder") {
+    // The listed bytes and checksum are those of a real file one level up: still refused.
+    test::write_all(dir / "ck/outside.ini", test::read_all(d + "/config.ini"));
+    std::string man = test::read_all(d + "/manifest.json");
+    man.replace(man.find("\"config.ini\""), 12, "\"../outside.ini\"");
+    test::write_all(d + "/manifest.json", man);
+    CHECK_THROWS_WITH(validate_checkpoint(d),
+                      Catch::Contains("file name '../outside.ini' is not a plain name inside the checkpoint folder"));
+  }
   SECTION("a manifest that is not JSON") {
     test::write_all(d + "/manifest.json", "{\"format\": ");
     CHECK_THROWS_WITH(validate_checkpoint(d), Catch::Contains("manifest.json: not valid JSON"));

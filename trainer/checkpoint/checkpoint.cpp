@@ -90,6 +90,10 @@ int64_t validate_checkpoint(const std::string& dir) {
     uint64_t bytes = 0;
     LOOM_CHECK(!f["name"].get(name) && !f["bytes"].get(bytes) && !f["xxh64"].get(hex), manifest_path,
                ": a files entry lacks name, bytes or xxh64");
+    // A plain file name: a listed "../x" or "a/b" would be read (and trusted) outside the folder.
+    LOOM_CHECK(!name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+                   name.find('\0') == std::string_view::npos,
+               manifest_path, ": file name '", std::string(name), "' is not a plain name inside the checkpoint folder");
     const std::string path = dir + "/" + std::string(name);
     LOOM_CHECK(sys::exists(path), path, ": listed in the manifest but missing");
     const uint64_t size = sys::file_size(path);
