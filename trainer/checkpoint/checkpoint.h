@@ -9,7 +9,7 @@
 //                               and "master.NAME" (fp32 master weights) when the model is not fp32
 //       optimizer_zero1_K.safetensors   instead of optimizer.safetensors when the run shards the
 //                               optimizer (parallel.zero1 != 1): shard K of S, written by its rank
-//                               (zero1.h has the layout); either kind resumes into either mode
+//                               at any ZeRO stage (zero.h has the layout); either kind resumes into either mode
 //       state.json              TrainState: step, updates, consumed samples/tokens, sampler, RNG, counters
 //       config.ini              the resolved configuration of the run that wrote it
 //       manifest.json           {"format": "loom-checkpoint", "version": 1, "step": N,

@@ -1,6 +1,6 @@
 // The one AdamW of loom (torch.optim.AdamW's update: decoupled weight decay, bias-corrected
 // moments, eps added after the square root) over a group of tensors, in as few kernel launches as
-// possible. The replicated optimizer (optimizer.h) calls it per parameter group; ZeRO-1 (zero1.h)
+// possible. The replicated optimizer (optimizer.h) calls it per parameter group; ZeRO (zero.h)
 // on views of its flat fp32 shard. Both clip with clip_coefficient.
 //
 // On CUDA with LibTorch >= 2 this is ATen's fused multi-tensor kernel (at::_fused_adamw_): a few
