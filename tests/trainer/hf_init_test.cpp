@@ -5,6 +5,8 @@
 
 #include <sstream>
 
+#include "checkpoint.h"
+#include "loom/hash.h"
 #include "loop_fixture.h"
 #include "test_util.h"
 
@@ -68,4 +70,41 @@ TEST_CASE("hf init: --init-from-hf of an export equals --init-from of its checkp
   auto both = train(dir / "data", dir / "both", {"--init-from-hf=" + dir / "hf", "--init-from=" + ckpt});
   REQUIRE(both.exit_code == 1);
   REQUIRE(both.output.find("exclude each other") != std::string::npos);
+}
+
+// data.tokenizer: checked against the shards' fingerprint at start, copied into each checkpoint
+// (in its manifest), and then what export-hf and generate use when --tokenizer is left out; a
+// --tokenizer of other bytes is refused for that checkpoint.
+TEST_CASE("hf init: data.tokenizer is checked, recorded in checkpoints, and used by export-hf and generate", "[hf]") {
+  loom::test::TempDir dir("hf_tokenizer");
+  const std::string spm = loom::test::source_dir() + "/data_samples/spm_2k.model";
+  const std::string other = loom::test::test_data_dir() + "/spm_test_unigram_1k.model";
+  loom::test::write_loop_data(dir / "data", loom::xxh64_file(spm));
+  auto wrong = train(dir / "data", dir / "wrong", {"--data.tokenizer=" + other});
+  INFO(wrong.output);
+  CHECK(wrong.exit_code == 1);
+  CHECK(wrong.output.find("is not the model the data in") != std::string::npos);
+
+  auto a = train(dir / "data", dir / "a", {"--data.tokenizer=" + spm, "--data.total_steps=2"});
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  const std::string ckpt = dir / "a/checkpoints/step_2";
+  CHECK(read_all(ckpt + "/tokenizer.model") == read_all(spm));
+  CHECK(read_all(ckpt + "/manifest.json").find("\"tokenizer.model\"") != std::string::npos);
+  CHECK(loom::validate_checkpoint(ckpt) == 2);
+
+  auto e = loom::test::run(quote(LOOM_TRAIN_BIN) + " export-hf --checkpoint " + quote(ckpt) + " --output " +
+                           quote(dir / "hf") + " 2>&1");
+  INFO(e.output);
+  REQUIRE(e.exit_code == 0);
+  CHECK(read_all(dir / "hf/tokenizer.model") == read_all(spm));
+  auto g = loom::test::run(quote(LOOM_TRAIN_BIN) + " generate --checkpoint " + quote(ckpt) +
+                           " --prompt hello --max-new-tokens 2 2>&1");
+  INFO(g.output);
+  CHECK(g.exit_code == 0);
+  auto bad = loom::test::run(quote(LOOM_TRAIN_BIN) + " export-hf --checkpoint " + quote(ckpt) + " --output " +
+                             quote(dir / "hf2") + " --tokenizer " + quote(other) + " 2>&1");
+  INFO(bad.output);
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("not the tokenizer " + ckpt + " was trained with") != std::string::npos);
 }

@@ -21,9 +21,10 @@ constexpr uint32_t kLoopSeqLen = 16;
 
 // Each pack holds two documents whose tokens follow t[i+1] = (5 t[i] + 3) % V (learnable), the
 // second cut short so the pack has padding.
-inline void write_loop_dataset(const std::string& dir, uint64_t seed, int packs) {
+inline void write_loop_dataset(const std::string& dir, uint64_t seed, int packs, uint64_t fingerprint = 0) {
   sys::make_dirs(dir);
   TokenizerInfo info;
+  info.model_fingerprint = fingerprint;
   info.vocab_size = kLoopVocab;
   info.bos_id = 1;
   info.eos_id = 2;
@@ -44,10 +45,11 @@ inline void write_loop_dataset(const std::string& dir, uint64_t seed, int packs)
 }
 
 // train/{alpha,beta} and valid/{alpha} under root.
-inline void write_loop_data(const std::string& root) {
-  write_loop_dataset(root + "/train/alpha", 1, 24);
-  write_loop_dataset(root + "/train/beta", 2, 16);
-  write_loop_dataset(root + "/valid/alpha", 3, 4);
+// fingerprint: the shards' tokenizer fingerprint (XXH64 of a .model file; 0 = none recorded).
+inline void write_loop_data(const std::string& root, uint64_t fingerprint = 0) {
+  write_loop_dataset(root + "/train/alpha", 1, 24, fingerprint);
+  write_loop_dataset(root + "/train/beta", 2, 16, fingerprint);
+  write_loop_dataset(root + "/valid/alpha", 3, 4, fingerprint);
 }
 
 // A tiny model on that data; extra args override.

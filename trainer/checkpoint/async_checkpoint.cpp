@@ -66,6 +66,7 @@ CheckpointContents copy_to_host(const CheckpointContents& c, HostBuffers* reuse)
   out.config_ini = c.config_ini;
   out.shard_name = c.shard_name;
   out.shard_metadata = c.shard_metadata;
+  out.tokenizer_model = c.tokenizer_model;
   return out;
 }
 

@@ -39,6 +39,16 @@ int64_t parse_step_name(const std::string& name) {
 
 }  // namespace
 
+std::string checkpoint_tokenizer(const std::string& dir, const std::string& given) {
+  const std::string own = dir + "/" + kCheckpointTokenizer;
+  if (!sys::exists(own)) return given;
+  if (given.empty()) return own;
+  const uint64_t a = xxh64_file(given), b = xxh64_file(own);
+  LOOM_CHECK(a == b, given, ": not the tokenizer ", dir, " was trained with (XXH64 ", hex64(a), ", its ",
+             kCheckpointTokenizer, " has ", hex64(b), "); leave --tokenizer out to use the checkpoint's");
+  return given;
+}
+
 std::string checkpoint_dir_name(int64_t step) { return "step_" + std::to_string(step); }
 
 std::string zero1_shard_name(int shard) { return "optimizer_zero1_" + std::to_string(shard) + ".safetensors"; }
@@ -153,6 +163,7 @@ std::string Checkpointer::commit(int64_t step, const CheckpointContents& c, cons
   files.insert(files.end(), extra.begin(), extra.end());
   write_text(tmp + "/state.json", c.state_json, files);
   write_text(tmp + "/config.ini", c.config_ini, files);
+  if (!c.tokenizer_model.empty()) write_text(tmp + "/" + kCheckpointTokenizer, c.tokenizer_model, files);
 
   std::ostringstream man;
   man << "{\"format\": \"" << kCheckpointFormat << "\", \"version\": " << kCheckpointVersion << ", \"step\": " << step

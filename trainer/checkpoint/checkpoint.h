@@ -12,6 +12,7 @@
 //                               at any ZeRO stage (zero.h has the layout); either kind resumes into either mode
 //       state.json              TrainState: step, updates, consumed samples/tokens, sampler, RNG, counters
 //       config.ini              the resolved configuration of the run that wrote it
+//       tokenizer.model         the SentencePiece model of the data, when data.tokenizer names it
 //       manifest.json           {"format": "loom-checkpoint", "version": 1, "step": N,
 //                                "files": [{"name", "bytes", "xxh64" (16 hex digits)}]}, written last
 //
@@ -58,7 +59,15 @@ struct CheckpointContents {
   std::string shard_name;
   safetensors::NamedTensors shard;
   safetensors::Metadata shard_metadata;
+  // The SentencePiece model's bytes (data.tokenizer), written as tokenizer.model ("" = none).
+  std::string tokenizer_model;
 };
+
+inline constexpr const char* kCheckpointTokenizer = "tokenizer.model";
+// The SentencePiece model that goes with checkpoint `dir`: `given` when set (refused when the
+// checkpoint holds a tokenizer.model of other bytes: another XXH64), else the checkpoint's copy,
+// else "".
+std::string checkpoint_tokenizer(const std::string& dir, const std::string& given);
 
 std::string checkpoint_dir_name(int64_t step);  // "step_N"
 

@@ -77,6 +77,9 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("data.seed", po::value(&c.data.seed)->default_value(1024), "sampler seed")
     ("data.prefetch", po::value(&c.data.prefetch)->default_value(4), "micro-batches built ahead by the loader thread")
     ("data.dataset_weights", po::value(&c.data.dataset_weights)->default_value(""), "\"name:weight,...\" (unlisted = 1)")
+    ("data.tokenizer", po::value(&c.data.tokenizer)->default_value(""), "the SentencePiece .model the data was "
+        "tokenized with: checked against the shards' fingerprint and copied into every checkpoint (export-hf and "
+        "generate then need no --tokenizer)")
     ("data.verify_checksums", po::value(&c.data.verify_checksums)->default_value(true), "read every shard fully at start: ids and xxh64 against its .meta")
     ("model.hidden_size", po::value(&c.model.hidden_size)->default_value(512), "C")
     ("model.num_layers", po::value(&c.model.num_layers)->default_value(4), "layers")

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <numeric>
 
+#include "checkpoint.h"
 #include "hf_import.h"
 #include "hf_tokenizer.h"
 #include "kv_cache.h"
@@ -140,8 +141,8 @@ int run_generate(const std::vector<std::string>& args) {
       ("hf", po::value(&hf_dir), "or an HF model folder (export-hf's output, or a LLaMA/Qwen2 model)")
       ("prompt", po::value(&prompt), "the prompt as text, encoded with the tokenizer, bos first (as InternLM)")
       ("prompt-ids", po::value(&prompt_ids), "or the prompt as token ids, bos included (loom-tokenize's ids)")
-      ("tokenizer", po::value(&tokenizer), "SentencePiece model to encode and decode with (default with --hf: the "
-                                            "folder's tokenizer.model; a loom checkpoint does not record one)")
+      ("tokenizer", po::value(&tokenizer), "SentencePiece model to encode and decode with (default: the folder's "
+                                            "tokenizer.model; a loom checkpoint has one when its run had data.tokenizer)")
       ("max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens), "tokens to generate at most")
       ("temperature", po::value(&o.temperature)->default_value(o.temperature), "0 = greedy; else sample from softmax(logits / T)")
       ("top-p", po::value(&o.top_p)->default_value(o.top_p), "nucleus sampling: smallest set of tokens with this much probability")
@@ -158,6 +159,7 @@ int run_generate(const std::vector<std::string>& args) {
   if (p.has("prompt-ids")) ids = parse_ids(prompt_ids);
 
   const hf::LoadedWeights w = hf_dir.empty() ? hf::load_loom_checkpoint(checkpoint) : hf::load_hf(hf_dir);
+  if (hf_dir.empty()) tokenizer = checkpoint_tokenizer(w.dir, tokenizer);  // checked against the recorded one
   if (tokenizer.empty()) tokenizer = w.tokenizer;
   spm::SpmModel sp;
   if (!tokenizer.empty()) {
@@ -168,8 +170,8 @@ int run_generate(const std::vector<std::string>& args) {
   }
   if (p.has("prompt")) {
     LOOM_CHECK(!tokenizer.empty(), "generate: --prompt needs a SentencePiece model to encode with; pass --tokenizer "
-               "FILE.model (a loom checkpoint does not record its tokenizer; an HF folder's tokenizer.model is used "
-               "when present)");
+               "FILE.model (a loom checkpoint records one when its run had data.tokenizer; an HF folder's "
+               "tokenizer.model is used when present)");
     const spm::SpmEncoder enc(sp);
     if (sp.bos_id >= 0) ids.push_back(sp.bos_id);
     const std::vector<int64_t> text_ids = enc.encode(prompt);

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint.h"
 #include "hf_import.h"
 #include "hf_tokenizer.h"
 #include "loom/error.h"
@@ -162,7 +163,8 @@ int run_export_hf(const std::vector<std::string>& args) {
   p.options().add_options()
       ("checkpoint", po::value(&checkpoint)->required(), "loom checkpoint: a step_N folder, or a folder with a `latest` pointer")
       ("output", po::value(&o.output_dir)->required(), "the HF model folder to write")
-      ("tokenizer", po::value(&o.tokenizer), "the SentencePiece model the data was tokenized with, copied as tokenizer.model (required)")
+      ("tokenizer", po::value(&o.tokenizer), "the SentencePiece model the data was tokenized with, copied as "
+                                             "tokenizer.model (default: the checkpoint's, recorded with data.tokenizer)")
       ("max-shard-size", po::value(&o.max_shard_bytes)->default_value(o.max_shard_bytes), "bytes of tensors per safetensors file")
       ("dtype", po::value(&o.dtype)->default_value(o.dtype), "keep the checkpoint's dtype, or cast to float32/bfloat16/float16")
       ("max-positions", po::value(&o.max_positions)->default_value(o.max_positions), "max_position_embeddings in config.json");
@@ -170,9 +172,11 @@ int run_export_hf(const std::vector<std::string>& args) {
   log::info("export-hf: options that differ from the defaults\n", p.changed_ini());
 
   const LoadedWeights ck = load_loom_checkpoint(checkpoint);
-  // A loom checkpoint does not record the tokenizer (the packed shards hold only its fingerprint).
+  // The checkpoint's copy (a run with data.tokenizer records one), or the given one checked against it.
+  o.tokenizer = checkpoint_tokenizer(ck.dir, o.tokenizer);
   LOOM_CHECK(!o.tokenizer.empty(), "export-hf: pass --tokenizer FILE.model (the SentencePiece model the data of ",
-             ck.dir, " was tokenized with); the HF folder needs it");
+             ck.dir, " was tokenized with; a run given data.tokenizer records it in its checkpoints); the HF folder "
+             "needs it");
   const ExportSummary s = export_hf(ck.tensors, ck.model, o);
   log::info("export-hf: wrote ", o.output_dir, ": ", s.arch.name, ", ", s.num_tensors, " tensors, ",
             format_bytes(static_cast<double>(s.tensor_bytes)), " in ", s.files.size(), " files");

@@ -25,6 +25,7 @@
 #include "loader.h"
 #include "loom/log.h"
 #include "loom/progress.h"
+#include "loom/hash.h"
 #include "loom/sys.h"
 #include "loss.h"
 #include "metrics.h"
@@ -219,6 +220,7 @@ class Loop {
   bool quit_by_file_ = false;   // ckpt.stop_file's +N
   int64_t saved_step_ = -1;
   int64_t saves_ = 0;  // names this process's saves in the store
+  std::string tokenizer_model_;  // data.tokenizer's bytes, copied into every checkpoint
   TrainSummary summary_;
 #ifdef LOOM_CUDA_KERNELS
   std::unique_ptr<cuda::BatchTransfer> transfer_;
@@ -249,6 +251,16 @@ void Loop::start() {
   LOOM_CHECK(static_cast<int64_t>(data_.vocab_size()) <= c_.model.vocab_size, "model.vocab_size ",
              c_.model.vocab_size, " is smaller than the data's vocabulary ", data_.vocab_size());
   data_.log_summary(loader_.layout().global_batch(), c_.data.total_steps);
+  if (!c_.data.tokenizer.empty()) {
+    // The model the data was tokenized with goes into every checkpoint: checked here, not trusted.
+    tokenizer_model_ = sys::read_file(c_.data.tokenizer);
+    const uint64_t have = xxh64(tokenizer_model_.data(), tokenizer_model_.size());
+    const uint64_t want = data_.tokenizer().model_fingerprint;
+    LOOM_CHECK(want == 0 || have == want, "data.tokenizer ", c_.data.tokenizer, " (XXH64 ", hex64(have),
+               ") is not the model the data in ", c_.data.train_folder, " was tokenized with (XXH64 ", hex64(want), ")");
+    if (want == 0)
+      log::job_warn("data.tokenizer ", c_.data.tokenizer, ": the data records no tokenizer fingerprint to check it against");
+  }
   if (!c_.data.valid_folder.empty())
     valid_ = std::make_unique<ValidationSets>(c_.data, comm_.rank(), comm_.world(), &data_);
   startup_.phase("data index");
@@ -656,6 +668,7 @@ CheckpointContents Loop::contents() {
   CheckpointContents cc;
   for (const auto& part : checkpointed_) part->save_state(cc);
   cc.config_ini = c_.resolved_ini;  // written for the record, never restored: the run's own config wins
+  cc.tokenizer_model = tokenizer_model_;
   return cc;
 }
 
