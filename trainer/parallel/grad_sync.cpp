@@ -1,15 +1,8 @@
 #include "grad_sync.h"
 
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-
 #include "loom/error.h"
 
 namespace loom {
-
-struct GradSync::Hook {
-  std::shared_ptr<torch::autograd::Node> accumulator;  // kept alive: the tensor holds it weakly
-  uintptr_t key = 0;
-};
 
 void broadcast_parameters(Communicator& comm, const std::vector<torch::Tensor>& params) {
   if (!comm.distributed()) return;
@@ -60,21 +53,11 @@ GradSync::GradSync(Communicator& comm, std::vector<torch::Tensor> params, GradSy
     b.flat = torch::zeros({b.offsets.back() + last.numel()}, last.options().requires_grad(false));
   }
 
-  hooks_.resize(n);
-  for (size_t k = 0; k < n; ++k) {
-    hooks_[k].accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
-    LOOM_ASSERT(hooks_[k].accumulator != nullptr, "parameter ", k, " has no gradient accumulator");
-    hooks_[k].key = hooks_[k].accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          on_grad_ready(k);
-          return outputs;
-        }));
-  }
+  hooks_ = std::make_unique<GradReadyHooks>(params_, std::vector<bool>{}, [this](size_t k) { on_grad_ready(k); });
 }
 
 GradSync::~GradSync() {
-  for (Hook& h : hooks_)
-    if (h.accumulator) h.accumulator->del_post_hook(h.key);
+  hooks_.reset();
   // Pending collectives still reference the buckets: let them finish (errors are moot now).
   for (Bucket& b : buckets_) {
     try {

@@ -26,6 +26,7 @@
 #include <torch/torch.h>
 
 #include "communicator.h"
+#include "grad_ready_hooks.h"
 
 namespace loom {
 
@@ -74,8 +75,7 @@ class GradSync {
   bool armed_ = false;
   size_t launched_in_hooks_ = 0;
   std::mutex mu_;  // hooks run on autograd's device threads on GPU
-  struct Hook;
-  std::vector<Hook> hooks_;
+  std::unique_ptr<GradReadyHooks> hooks_;
 };
 
 }  // namespace loom

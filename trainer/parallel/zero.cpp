@@ -5,8 +5,6 @@
 #include <cstdlib>
 #include <set>
 
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-
 #include "loom/error.h"
 
 namespace loom {
@@ -150,11 +148,6 @@ struct ZeroOptimizer::Unit {
   bool summed = false;  // its gradient shard holds this step's first sum (later ones are added)
 };
 
-struct ZeroOptimizer::Hook {
-  std::shared_ptr<torch::autograd::Node> accumulator;
-  uintptr_t key = 0;
-};
-
 ZeroOptimizer::ZeroOptimizer(Communicator& comm, const std::vector<std::pair<std::string, torch::Tensor>>& named,
                              const std::vector<bool>& decay, const OptimizerOptions& opts, int shards, int stage)
     : comm_(comm), named_(named), opts_(opts), stage_(stage) {
@@ -228,23 +221,18 @@ ZeroOptimizer::ZeroOptimizer(Communicator& comm, const std::vector<std::pair<std
     for (size_t k = units_.size(); k-- > 0;)
       if (units_[k]->layer >= 0) reduce_order_.push_back(k);
     seen_.assign(named_.size(), false);
-    hooks_.resize(named_.size());
+    std::vector<torch::Tensor> params;
+    std::vector<bool> in_layers;
     for (size_t i = 0; i < named_.size(); ++i) {
-      if (units_[unit_of_[i]]->layer < 0) continue;
-      hooks_[i].accumulator = torch::autograd::impl::grad_accumulator(named_[i].second);
-      LOOM_ASSERT(hooks_[i].accumulator != nullptr, "parameter ", named_[i].first, " has no gradient accumulator");
-      hooks_[i].key = hooks_[i].accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-            on_grad_ready(i);
-            return outputs;
-          }));
+      params.push_back(named_[i].second);
+      in_layers.push_back(units_[unit_of_[i]]->layer >= 0);
     }
+    hooks_ = std::make_unique<GradReadyHooks>(params, in_layers, [this](size_t i) { on_grad_ready(i); });
   }
 }
 
 ZeroOptimizer::~ZeroOptimizer() {
-  for (Hook& h : hooks_)
-    if (h.accumulator) h.accumulator->del_post_hook(h.key);
+  hooks_.reset();
   // Collectives in flight still reference the units' buffers: let them finish (errors are moot now).
   for (auto& u : units_) {
     for (Communicator::Pending* p : {&u->reducing, &u->gathering}) {

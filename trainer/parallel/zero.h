@@ -52,6 +52,7 @@
 
 #include "communicator.h"
 #include "fused_adamw.h"
+#include "grad_ready_hooks.h"
 #include "layer_hooks.h"
 #include "safetensors.h"
 
@@ -163,8 +164,7 @@ class ZeroOptimizer : public LayerHooks {
   std::vector<size_t> reduce_order_;  // layer units, last layer first
   size_t next_reduce_ = 0;
   std::deque<Unit*> in_flight_;
-  struct Hook;
-  std::vector<Hook> hooks_;
+  std::unique_ptr<GradReadyHooks> hooks_;  // stages 2-3: the layers' parameters
 };
 
 }  // namespace loom
