@@ -1,6 +1,7 @@
 #include "loom/internlm_format.h"
 
 #include <cctype>
+#include <charconv>
 #include <cstring>
 
 #include "loom/error.h"
@@ -30,23 +31,37 @@ std::string npy_int32_pairs(const std::vector<int32_t>& data) {
 
 InternlmWriter::InternlmWriter(const std::string& bin_path) : bin_path_(bin_path), bin_(bin_path) {}
 
-void InternlmWriter::add_doc(const uint32_t* ids, size_t n) {
-  const uint64_t offset = bin_.bytes_written();
-  LOOM_CHECK(offset <= kInternlmMaxOffset && n <= kInternlmMaxOffset, bin_path_, ": document ", num_docs(),
-             " would start at byte ", offset, ", past InternLM's int32 offsets (2^31-1);",
-             " write this input as several shards or use --format loom");
-  line_.assign("{\"tokens\": [");
+void InternlmWriter::format_doc(const uint32_t* ids, size_t n, std::string& out) {
+  out.append("{\"tokens\": [");
   char buf[16];
   for (size_t i = 0; i < n; ++i) {
-    if (i) line_.append(", ");
-    int len = std::snprintf(buf, sizeof(buf), "%u", ids[i]);
-    line_.append(buf, static_cast<size_t>(len));
+    if (i) out.append(", ");
+    const auto r = std::to_chars(buf, buf + sizeof(buf), ids[i]);
+    out.append(buf, static_cast<size_t>(r.ptr - buf));
   }
-  line_.append("]}\n");
-  bin_.write(line_);
-  meta_.push_back(static_cast<int32_t>(offset));
-  meta_.push_back(static_cast<int32_t>(n));
-  num_tokens_ += n;
+  out.append("]}\n");
+}
+
+void InternlmWriter::add_formatted(const char* bytes, const uint64_t* tokens, const uint64_t* lengths, size_t ndocs) {
+  uint64_t offset = bin_.bytes_written(), total = 0;
+  for (size_t i = 0; i < ndocs; ++i) {
+    LOOM_CHECK(offset <= kInternlmMaxOffset && tokens[i] <= kInternlmMaxOffset, bin_path_, ": document ", num_docs(),
+               " would start at byte ", offset, ", past InternLM's int32 offsets (2^31-1);",
+               " write this input as several shards or use --format loom");
+    meta_.push_back(static_cast<int32_t>(offset));
+    meta_.push_back(static_cast<int32_t>(tokens[i]));
+    num_tokens_ += tokens[i];
+    offset += lengths[i];
+    total += lengths[i];
+  }
+  bin_.write(bytes, total);
+}
+
+void InternlmWriter::add_doc(const uint32_t* ids, size_t n) {
+  line_.clear();
+  format_doc(ids, n, line_);
+  const uint64_t len = line_.size(), tokens = n;
+  add_formatted(line_.data(), &tokens, &len, 1);
 }
 
 void InternlmWriter::commit() {

@@ -170,6 +170,15 @@ void ShardWriter::add_doc(const uint32_t* ids, size_t n) {
   offsets_.push_back(offsets_.back() + n);
 }
 
+void ShardWriter::add_docs_raw(const uint8_t* bytes, const uint64_t* tokens, size_t ndocs) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < ndocs; ++i) {
+    total += tokens[i];
+    offsets_.push_back(offsets_.back() + tokens[i]);
+  }
+  bin_.write_raw(bytes, total);
+}
+
 void ShardWriter::commit() {
   LOOM_CHECK(num_docs() > 0, bin_path_, ": no documents to write (an empty shard is not written)");
   ShardHeader h{};

@@ -65,3 +65,35 @@ TEST_CASE("LineReader keeps a line longer than its buffer whole", "[tokenize][li
   CHECK(g.offset[2] == 5 + big.size() + 2);
   CHECK(g.text[2] == "tail");
 }
+
+TEST_CASE("LineReader::next_block cuts whole lines that for_each_line splits as next() does", "[tokenize][lines]") {
+  // Every line ending at every block and buffer edge: LF, CRLF, lone CR, CR at the end, long lines.
+  const std::string data = "a\r\nb\rc\n\nd\r\r\n\rxyz\r" + std::string(300, 'L') + "\n\r\n" + std::string(70, 'M') + "\r";
+  for (const std::string& d : {data, data + "tail", std::string("\r"), std::string("\n"), std::string("")}) {
+    const Got want = read_all_lines(d, 1 << 20);
+    for (size_t chunk : {1, 2, 3, 7, 1 << 20}) {
+      for (size_t min_bytes : {1, 2, 5, 64, 1 << 20}) {
+        LineReader r(std::make_unique<DribbleSource>(d, chunk));
+        Got g;
+        std::string block;
+        uint64_t offset = 0, expect_offset = 0;
+        while (r.next_block(block, offset, min_bytes)) {
+          CHECK(offset == expect_offset);
+          CHECK(!block.empty());
+          for_each_line(block, [&](std::string_view text, size_t at, bool newline) {
+            g.text.emplace_back(text);
+            g.number.push_back(g.number.size() + 1);
+            g.offset.push_back(offset + at);
+            g.newline.push_back(newline);
+          });
+          expect_offset += block.size();
+        }
+        CHECK(expect_offset == d.size());
+        CHECK(g.text == want.text);
+        CHECK(g.number == want.number);
+        CHECK(g.offset == want.offset);
+        CHECK(g.newline == want.newline);
+      }
+    }
+  }
+}

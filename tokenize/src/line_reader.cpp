@@ -64,4 +64,36 @@ bool LineReader::next(Line& line) {
   return true;
 }
 
+bool LineReader::next_block(std::string& block, uint64_t& offset, size_t min_bytes) {
+  block.assign(buf_.data() + begin_, end_ - begin_);  // what the last call read past its cut
+  begin_ = end_ = 0;
+  size_t scanned = 0;  // block[0, scanned) holds no cut point
+  for (;;) {
+    if (block.size() >= min_bytes || eof_) {
+      size_t cut = eof_ ? block.size() : 0;
+      for (size_t i = block.size(); cut == 0 && i > scanned; --i) {
+        const char c = block[i - 1];
+        if (c == '\n' || (c == '\r' && i < block.size())) cut = i;
+      }
+      if (cut > 0) {
+        const size_t rest = block.size() - cut;
+        if (buf_.size() < rest) buf_.resize(rest);
+        std::memcpy(buf_.data(), block.data() + cut, rest);
+        end_ = rest;
+        block.resize(cut);
+        offset = offset_;
+        offset_ += cut;
+        return true;
+      }
+      if (eof_) return false;
+      scanned = block.size() > 0 ? block.size() - 1 : 0;  // a final "\r" may become a cut point
+    }
+    const size_t have = block.size(), want = have + (64 << 10) < min_bytes ? min_bytes - have : 64 << 10;
+    block.resize(have + want);
+    const size_t got = source_->read(block.data() + have, want);
+    block.resize(have + got);
+    if (got == 0) eof_ = true;
+  }
+}
+
 }  // namespace loom::tokenize

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "loom/error.h"
+#include "loom/tokenize/line_reader.h"
 #include "loom/tokenize/text.h"
 
 namespace loom::tokenize {
@@ -22,20 +23,36 @@ struct Piece {
   bool first, last;  // first/last piece of its document (bos/eos go around the whole document)
 };
 
+// A bad record of a line block: its line (1-based, within the block) and what was wrong.
+struct BadLine {
+  uint64_t line;
+  std::string error;
+};
+
+// Work for an encoder: pieces of documents the reading thread cut (text, pieces), or a block of whole
+// lines (lines_block) that the encoder itself turns into documents and serializes (out).
 struct Batch {
   uint64_t seq = 0;
+  uint64_t file_bytes = 0;      // input consumed when the batch was cut
+  // Pieces:
   std::string text;
   std::vector<Piece> pieces;
-  uint64_t file_bytes = 0;      // input consumed when the batch was cut
   std::vector<uint32_t> ids;    // filled by an encoder: every piece's ids back to back
   std::vector<size_t> piece_ids_end;
+  // A line block:
+  bool is_block = false;
+  LineBlock block;
+  SerializedDocs out;           // its documents, as the shard stores them
+  uint64_t lines = 0;           // lines in the block
+  FileStats stats;              // docs, tokens, text_bytes, empty, bad of the block
+  std::vector<BadLine> bad;     // the first max_listed_errors bad records (the first only, --on-error fail)
 };
 
 class Pipeline {
  public:
   Pipeline(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink, const PipelineOptions& options)
       : reader_(reader), encoder_(encoder), sink_(sink), opt_(options),
-        max_in_flight_(4 * static_cast<size_t>(options.threads)) {}
+        max_in_flight_(4 * static_cast<size_t>(options.threads)), blocks_(reader.make_line_parser() != nullptr) {}
 
   FileStats run(const std::function<void(uint64_t, uint64_t)>& on_progress) {
     std::vector<std::thread> threads;
@@ -77,8 +94,9 @@ class Pipeline {
     }
   }
 
-  // Reader thread: documents -> pieces -> batches, in order.
+  // Reader thread: documents -> pieces -> batches, in order; for line readers, blocks of whole lines.
   void produce() {
+    if (blocks_) return produce_blocks();
     auto batch = std::make_unique<Batch>();
     Document doc;
     while (reader_.next(doc)) {
@@ -114,6 +132,75 @@ class Pipeline {
     cv_.notify_all();
   }
 
+  void produce_blocks() {
+    for (;;) {
+      auto batch = std::make_unique<Batch>();
+      batch->is_block = true;
+      if (!reader_.next_block(batch->block, opt_.batch_bytes)) break;
+      batch->file_bytes = reader_.file_bytes_read();
+      if (!push(std::move(batch))) return;
+    }
+    std::lock_guard<std::mutex> lock(m_);
+    produced_all_ = true;
+    cv_.notify_all();
+  }
+
+  // Encoder thread, a line block: lines -> documents -> ids -> the shard's bytes.
+  void encode_block(Batch& b, LineParser& parser, Document& doc, std::vector<uint32_t>& ids) {
+    bool failed = false;
+    for_each_line(b.block.bytes, [&](std::string_view line, size_t at, bool had_newline) {
+      ++b.lines;
+      if (failed || !parser.parse(line, had_newline, b.block.offset + at, doc)) return;
+      if (!doc.error.empty()) {
+        ++b.stats.bad;
+        if (b.bad.size() < (opt_.on_error == OnError::kFail ? 1 : opt_.max_listed_errors)) {
+          b.bad.push_back({b.lines, doc.error});
+        }
+        failed = opt_.on_error == OnError::kFail;
+        return;
+      }
+      if (doc.text.empty()) {
+        ++b.stats.empty;
+        return;
+      }
+      b.stats.text_bytes += doc.text.size();
+      ids.clear();
+      if (opt_.bos) ids.push_back(static_cast<uint32_t>(encoder_.bos_id()));
+      if (doc.text.size() <= opt_.max_doc_bytes) {
+        encoder_.encode(doc.text, ids);
+      } else {
+        const auto pieces = split_on_whitespace(doc.text, opt_.max_doc_bytes);
+        for (size_t i = 0; i < pieces.size(); ++i) {
+          if (i == 0) encoder_.encode(pieces[i], ids);
+          else encoder_.encode_continuation(pieces[i], ids);
+        }
+      }
+      if (opt_.eos) ids.push_back(static_cast<uint32_t>(encoder_.eos_id()));
+      sink_.serialize(ids.data(), ids.size(), b.out);
+      ++b.stats.docs;
+      b.stats.tokens += ids.size();
+    });
+    std::string().swap(b.block.bytes);  // the text is no longer needed while the batch waits
+  }
+
+  // Writing thread, a line block: its bad records in input order, then its bytes.
+  void write_block(const Batch& b) {
+    for (const BadLine& bad : b.bad) {
+      const std::string msg = str(reader_.path(), ":", lines_before_ + bad.line, ": ", bad.error);
+      if (opt_.on_error == OnError::kFail) {
+        LOOM_FAIL(msg, " (--on-error fail stops here; --on-error skip would skip this record)");
+      }
+      if (stats_.bad_examples.size() < opt_.max_listed_errors) stats_.bad_examples.push_back(msg);
+    }
+    if (!b.out.tokens.empty()) sink_.add_serialized(b.out);
+    lines_before_ += b.lines;
+    stats_.docs += b.stats.docs;
+    stats_.tokens += b.stats.tokens;
+    stats_.text_bytes += b.stats.text_bytes;
+    stats_.bad += b.stats.bad;
+    stats_.empty += b.stats.empty;
+  }
+
   // Waits for room; false when the pipeline is stopping.
   bool push(std::unique_ptr<Batch> batch) {
     std::unique_lock<std::mutex> lock(m_);
@@ -127,6 +214,9 @@ class Pipeline {
   }
 
   void encode_loop() {
+    std::unique_ptr<LineParser> parser = blocks_ ? reader_.make_line_parser() : nullptr;
+    Document doc;
+    std::vector<uint32_t> ids;
     for (;;) {
       std::unique_ptr<Batch> batch;
       {
@@ -136,6 +226,7 @@ class Pipeline {
         batch = std::move(todo_.front());
         todo_.pop_front();
       }
+      if (batch->is_block) encode_block(*batch, *parser, doc, ids);
       for (const Piece& p : batch->pieces) {
         const std::string_view text = std::string_view(batch->text).substr(p.begin, p.len);
         if (p.first) encoder_.encode(text, batch->ids);
@@ -161,6 +252,7 @@ class Pipeline {
         batch = std::move(done_[seq]);
         done_.erase(seq);
       }
+      if (batch->is_block) write_block(*batch);
       size_t id_begin = 0;
       for (size_t i = 0; i < batch->pieces.size(); ++i) {
         const Piece& p = batch->pieces[i];
@@ -192,6 +284,8 @@ class Pipeline {
   ShardSink& sink_;
   PipelineOptions opt_;
   const size_t max_in_flight_;
+  const bool blocks_;           // the reader hands out line blocks
+  uint64_t lines_before_ = 0;   // lines of the blocks written so far (writing thread)
 
   std::mutex m_;
   std::condition_variable cv_;
@@ -203,7 +297,7 @@ class Pipeline {
   bool stop_ = false;
   std::exception_ptr error_;
   // Written by the reader thread (bad, empty, text_bytes, bad_examples) and the writer (docs,
-  // tokens): disjoint fields, read after join.
+  // tokens): disjoint fields, read after join. With line blocks the writer writes them all.
   FileStats stats_;
 };
 

@@ -1,5 +1,7 @@
 #include "loom/tokenize/shard_sink.h"
 
+#include <cstring>
+
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
@@ -9,18 +11,39 @@ namespace loom::tokenize {
 
 namespace {
 
-// A format's writer behind the ShardSink interface.
-template <typename Writer>
-class WriterSink : public ShardSink {
+// A loom shard: ids as the dtype of the vocabulary (uint16 up to 65536 pieces, else uint32).
+class LoomSink : public ShardSink {
  public:
-  template <typename... Args>
-  explicit WriterSink(const Args&... args) : w_(args...) {}
+  LoomSink(const std::string& bin_path, const TokenizerInfo& info, uint32_t encoder, uint64_t settings_xxh64)
+      : bin_path_(bin_path), info_(info), w_(bin_path, info, encoder, settings_xxh64) {}
   void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
+  void serialize(const uint32_t* ids, size_t n, SerializedDocs& out) const override {
+    const uint32_t dtype = dtype_bytes_for_vocab(info_.vocab_size);
+    const size_t at = out.bytes.size();
+    out.bytes.resize(at + n * dtype);
+    char* p = out.bytes.data() + at;
+    for (size_t i = 0; i < n; ++i) {
+      LOOM_CHECK(ids[i] < info_.vocab_size, bin_path_, ": token id ", ids[i], " >= vocab size ", info_.vocab_size);
+      if (dtype == 2) {
+        const auto v = static_cast<uint16_t>(ids[i]);
+        std::memcpy(p + 2 * i, &v, 2);
+      } else {
+        std::memcpy(p + 4 * i, &ids[i], 4);
+      }
+    }
+    out.tokens.push_back(n);
+    out.lengths.push_back(n * dtype);
+  }
+  void add_serialized(const SerializedDocs& d) override {
+    w_.add_docs_raw(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.tokens.data(), d.tokens.size());
+  }
   uint64_t num_docs() const override { return w_.num_docs(); }
   void commit() override { w_.commit(); }
 
  private:
-  Writer w_;
+  std::string bin_path_;
+  TokenizerInfo info_;
+  ShardWriter w_;
 };
 
 constexpr const char* kInternlmRecordMagic = "loom-tokenize internlm record 1";
@@ -37,6 +60,15 @@ class InternlmSink : public ShardSink {
   InternlmSink(const std::string& bin_path, uint64_t settings_xxh64)
       : bin_path_(bin_path), settings_xxh64_(settings_xxh64), w_(bin_path) {}
   void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
+  void serialize(const uint32_t* ids, size_t n, SerializedDocs& out) const override {
+    const size_t at = out.bytes.size();
+    InternlmWriter::format_doc(ids, n, out.bytes);
+    out.tokens.push_back(n);
+    out.lengths.push_back(out.bytes.size() - at);
+  }
+  void add_serialized(const SerializedDocs& d) override {
+    w_.add_formatted(d.bytes.data(), d.tokens.data(), d.lengths.data(), d.tokens.size());
+  }
   uint64_t num_docs() const override { return w_.num_docs(); }
   void commit() override {
     w_.commit();
@@ -60,7 +92,7 @@ const char* shard_format_name(ShardFormat f) { return f == ShardFormat::kLoom ? 
 std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info,
                                            uint32_t encoder, uint64_t settings_xxh64) {
   if (format == ShardFormat::kLoom)
-    return std::make_unique<WriterSink<ShardWriter>>(bin_path, info, encoder, settings_xxh64);
+    return std::make_unique<LoomSink>(bin_path, info, encoder, settings_xxh64);
   return std::make_unique<InternlmSink>(bin_path, settings_xxh64);
 }
 

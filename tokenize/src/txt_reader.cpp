@@ -9,6 +9,29 @@ namespace loom::tokenize {
 
 namespace {
 
+// Sets doc.error when the line is not UTF-8 (Python would raise UnicodeDecodeError).
+bool check_utf8(std::string_view text, uint64_t offset, Document& doc) {
+  const size_t bad = find_invalid_utf8(text);
+  if (bad == std::string_view::npos) return true;
+  doc.text.clear();
+  doc.error = str("invalid UTF-8 at byte offset ", offset + bad);
+  return false;
+}
+
+// --txt-doc line: a line is a document, stripped; a blank one is none.
+class TxtLineParser : public LineParser {
+ public:
+  bool parse(std::string_view line, bool /*had_newline*/, uint64_t offset, Document& doc) override {
+    doc.error.clear();
+    doc.offset = offset;
+    if (!check_utf8(line, offset, doc)) return true;
+    const std::string_view s = python_strip(line);
+    if (s.empty()) return false;
+    doc.text.assign(s);
+    return true;
+  }
+};
+
 class TxtReader : public DocumentReader {
  public:
   TxtReader(std::unique_ptr<ByteSource> src, const ReaderOptions& o) : lines_(std::move(src)), mode_(o.txt_doc) {}
@@ -16,32 +39,22 @@ class TxtReader : public DocumentReader {
   bool next(Document& doc) override {
     return mode_ == TxtDoc::kLine ? next_line(doc) : next_block(doc);
   }
+  std::unique_ptr<LineParser> make_line_parser() const override {
+    if (mode_ != TxtDoc::kLine) return nullptr;
+    return std::make_unique<TxtLineParser>();
+  }
+  bool next_block(LineBlock& block, size_t min_bytes) override {
+    return mode_ == TxtDoc::kLine && lines_.next_block(block.bytes, block.offset, min_bytes);
+  }
   uint64_t file_bytes_read() const override { return lines_.source().file_bytes_read(); }
   const std::string& path() const override { return lines_.source().path(); }
 
  private:
-  // Sets doc.error when the line is not UTF-8 (Python would raise UnicodeDecodeError).
-  static bool check_utf8(std::string_view text, uint64_t offset, Document& doc) {
-    const size_t bad = find_invalid_utf8(text);
-    if (bad == std::string_view::npos) return true;
-    doc.text.clear();
-    doc.error = str("invalid UTF-8 at byte offset ", offset + bad);
-    return false;
-  }
-
   bool next_line(Document& doc) {
     Line line;
     while (lines_.next(line)) {
-      doc.error.clear();
       doc.line = line.number;
-      doc.offset = line.offset;
-      if (!check_utf8(line.text, line.offset, doc)) {
-        doc.record = count_++;
-        return true;
-      }
-      const std::string_view s = python_strip(line.text);
-      if (s.empty()) continue;
-      doc.text.assign(s);
+      if (!line_parser_.parse(line.text, line.had_newline, line.offset, doc)) continue;
       doc.record = count_++;
       return true;
     }
@@ -85,6 +98,7 @@ class TxtReader : public DocumentReader {
   }
 
   LineReader lines_;
+  TxtLineParser line_parser_;
   TxtDoc mode_;
   uint64_t count_ = 0;
 };

@@ -33,6 +33,10 @@ class InternlmWriter {
   bool fits() const { return bin_.bytes_written() <= kInternlmMaxOffset; }
   void add_doc(const uint32_t* ids, size_t n);
   void add_doc(const std::vector<uint32_t>& ids) { add_doc(ids.data(), ids.size()); }
+  // The line add_doc writes for these ids ({"tokens": [1, 2]} and a newline), appended to out; any thread.
+  static void format_doc(const uint32_t* ids, size_t n, std::string& out);
+  // Lines made by format_doc, back to back in bytes: tokens[i] ids and lengths[i] bytes each.
+  void add_formatted(const char* bytes, const uint64_t* tokens, const uint64_t* lengths, size_t ndocs);
   uint64_t num_docs() const { return meta_.size() / 2; }
   uint64_t num_tokens() const { return num_tokens_; }
   uint64_t bytes_written() const { return bin_.bytes_written(); }

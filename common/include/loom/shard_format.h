@@ -209,6 +209,9 @@ class ShardWriter {
   // ids as uint32; stored as the shard's dtype.
   void add_doc(const uint32_t* ids, size_t n);
   void add_doc(const std::vector<uint32_t>& ids) { add_doc(ids.data(), ids.size()); }
+  // Documents already stored as the shard's dtype (little-endian ids the caller checked < vocab),
+  // back to back in bytes, tokens[i] ids each: the bytes add_doc would write, made on another thread.
+  void add_docs_raw(const uint8_t* bytes, const uint64_t* tokens, size_t ndocs);
   uint64_t num_docs() const { return offsets_.size() - 1; }
   uint64_t num_tokens() const { return offsets_.back(); }
   // Writes the .meta and renames both files into place. Zero documents is an error.

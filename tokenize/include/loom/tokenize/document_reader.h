@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace loom::tokenize {
@@ -36,9 +37,32 @@ struct Document {
 // one line may hold many records).
 std::string location(const std::string& path, const Document& doc);
 
+// Readers whose every document is one line (txt --txt-doc line, jsonl) also hand out blocks of whole
+// lines (DocumentReader::next_block, on the reading thread), which worker threads turn into documents,
+// each with a LineParser of its own: splitting lines, checking UTF-8, stripping and parsing JSON then
+// run in parallel and the reading thread only reads.
+class LineParser {
+ public:
+  virtual ~LineParser() = default;
+  // One line (without its ending; had_newline: it had one) that starts at byte `offset` of the
+  // decompressed input. False: the line is no document (blank); else doc.text or doc.error is set.
+  virtual bool parse(std::string_view line, bool had_newline, uint64_t offset, Document& doc) = 0;
+};
+
+// Whole lines of the input, from byte `offset` of the decompressed stream.
+struct LineBlock {
+  std::string bytes;
+  uint64_t offset = 0;
+};
+
 class DocumentReader {
  public:
   virtual ~DocumentReader() = default;
+  // Line readers: a parser for one worker thread (any thread may call this); nullptr for the others.
+  virtual std::unique_ptr<LineParser> make_line_parser() const { return nullptr; }
+  // Line readers: the next whole lines, at least min_bytes of them unless the input ends first (a
+  // longer line is taken whole); false at the end. Not mixed with next().
+  virtual bool next_block(LineBlock& /*block*/, size_t /*min_bytes*/) { return false; }
   // Next document or bad record; false at the end. Errors that make the rest of the file unreadable
   // (corrupt compression, a broken json array) throw loom::Error instead.
   virtual bool next(Document& doc) = 0;

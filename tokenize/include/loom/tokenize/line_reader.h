@@ -24,6 +24,10 @@ class LineReader {
   explicit LineReader(std::unique_ptr<ByteSource> source);
   // False at the end of the stream.
   bool next(Line& line);
+  // Instead of next(): the next whole lines, at least min_bytes unless the stream ends (a block is
+  // cut after a "\n", or after a "\r" whose next byte is known and is not "\n", so no line ending
+  // is split); block.offset is the offset of its first byte. False at the end.
+  bool next_block(std::string& block, uint64_t& offset, size_t min_bytes);
   const ByteSource& source() const { return *source_; }
 
  private:
@@ -35,5 +39,22 @@ class LineReader {
   bool skip_lf_ = false;  // the previous line ended with '\r': a '\n' right after belongs to it
   uint64_t number_ = 0, offset_ = 0;
 };
+
+// The lines of a block from LineReader::next_block, the way next() yields them:
+// f(text, offset of text in the block, had_newline) for each, in order.
+template <typename F>
+void for_each_line(std::string_view block, F&& f) {
+  const char* const base = block.data();
+  const char* p = base;
+  const char* const end = base + block.size();
+  while (p < end) {
+    const char* e = p;
+    while (e < end && *e != '\n' && *e != '\r') ++e;
+    f(std::string_view(p, static_cast<size_t>(e - p)), static_cast<size_t>(p - base), e < end);
+    if (e == end) break;
+    p = e + 1;
+    if (*e == '\r' && p < end && *p == '\n') ++p;
+  }
+}
 
 }  // namespace loom::tokenize

@@ -2,6 +2,11 @@
 // on whitespace under max_doc_bytes) and packs them into batches of about batch_bytes; N encoder
 // threads encode batches; the calling thread writes them in input order, so the output is the same
 // for any thread count. At most 4*N batches are in flight: memory stays flat however large the input.
+// Line readers (txt --txt-doc line, jsonl) leave more to the encoder threads: the reader thread only
+// cuts the decompressed input into blocks of about batch_bytes of whole lines; each encoder thread
+// splits its block into lines, parses them (UTF-8 check and strip, or JSON), encodes the documents
+// and serializes them as the shard stores them (ShardSink::serialize); the calling thread appends
+// the bytes and reports bad records, numbered by the lines of the blocks before.
 #pragma once
 
 #include <cstdint>

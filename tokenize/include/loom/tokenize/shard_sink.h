@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loom/shard_format.h"
 
@@ -13,10 +14,23 @@ namespace loom::tokenize {
 enum class ShardFormat { kLoom, kInternlm };
 const char* shard_format_name(ShardFormat f);
 
+// Documents in a shard format's own bytes, made by ShardSink::serialize on any thread.
+struct SerializedDocs {
+  std::string bytes;            // the documents back to back, as the .bin stores them
+  std::vector<uint64_t> tokens;   // per document: its ids
+  std::vector<uint64_t> lengths;  // per document: its bytes
+  void clear() { bytes.clear(), tokens.clear(), lengths.clear(); }
+};
+
 class ShardSink {
  public:
   virtual ~ShardSink() = default;
   virtual void add_doc(const uint32_t* ids, size_t n) = 0;
+  // add_doc in two steps, so that the writing thread only copies bytes: serialize() (const, any
+  // thread; throws for an id outside the vocabulary) appends a document's bytes to out, and
+  // add_serialized() appends them to the shard, in order. The shard is the same as add_doc's.
+  virtual void serialize(const uint32_t* ids, size_t n, SerializedDocs& out) const = 0;
+  virtual void add_serialized(const SerializedDocs& docs) = 0;
   virtual uint64_t num_docs() const = 0;
   virtual void commit() = 0;
 };
