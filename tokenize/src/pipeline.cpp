@@ -1,5 +1,7 @@
 #include "loom/tokenize/pipeline.h"
 
+#include <time.h>
+
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -16,6 +18,12 @@
 namespace loom::tokenize {
 
 namespace {
+
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 // A piece of a document: text[begin, begin+len) of its batch.
 struct Piece {
@@ -57,8 +65,18 @@ class Pipeline {
   FileStats run(const std::function<void(uint64_t, uint64_t)>& on_progress) {
     std::vector<std::thread> threads;
     try {
-      threads.emplace_back([this] { guarded([this] { produce(); }); });
-      for (unsigned i = 0; i < opt_.threads; ++i) threads.emplace_back([this] { guarded([this] { encode_loop(); }); });
+      threads.emplace_back([this] {
+        guarded([this] { produce(); });
+        stats_.read_cpu_s = thread_cpu_s();
+      });
+      for (unsigned i = 0; i < opt_.threads; ++i) {
+        threads.emplace_back([this] {
+          guarded([this] { encode_loop(); });
+          const double cpu = thread_cpu_s();
+          std::lock_guard<std::mutex> lock(m_);
+          stats_.encode_cpu_s += cpu;
+        });
+      }
     } catch (const std::system_error& e) {
       // The system refused a thread (limits, memory): stop and join the ones already running.
       {
@@ -70,7 +88,9 @@ class Pipeline {
       LOOM_FAIL("cannot start ", opt_.threads + 1, " threads (", e.what(), "; started ", threads.size(),
                 "); try a smaller --threads");
     }
+    const double cpu0 = thread_cpu_s();
     guarded([&] { write_loop(on_progress); });
+    stats_.write_cpu_s = thread_cpu_s() - cpu0;
     {
       std::lock_guard<std::mutex> lock(m_);
       stop_ = true;

@@ -1,5 +1,6 @@
 #include "loom/tokenize/tokenize_job.h"
 
+#include <cstdio>
 #include <map>
 
 #include "loom/error.h"
@@ -11,6 +12,14 @@
 #include "loom/tokenize/byte_source.h"
 
 namespace loom::tokenize {
+
+namespace {
+std::string seconds3(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", s);
+  return buf;
+}
+}  // namespace
 
 std::string output_bin_path(const std::string& output_dir, const std::string& input) {
   input_format_for(input);  // rejects unknown extensions
@@ -90,6 +99,8 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     log::info(in, " -> ", bins[i], ": ", st.docs, " docs, ", st.tokens, " tokens",
               st.bad ? str(", ", st.bad, " bad records skipped") : std::string(),
               st.empty ? str(", ", st.empty, " empty texts skipped") : std::string());
+    log::info(in, ": CPU seconds of the threads: reading ", seconds3(st.read_cpu_s), ", writing ", seconds3(st.write_cpu_s),
+              ", encoding ", seconds3(st.encode_cpu_s), " (", opt.pipeline.threads, " threads)");
     ++sum.files;
     sum.docs += st.docs;
     sum.tokens += st.tokens;
