@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Thread scaling of loom-tokenize on this machine, against the machine's own limit, in one call:
+#   inputs   tests/data/botchan.txt (English) and wagahaiwa_nekodearu.txt (Japanese) repeated to
+#            about SIZE_MB each, in $SCRATCH (default /dev/shm, memory, so the disk is not measured)
+#   runs     loom-tokenize --threads 1 and --threads N on each (best of REPEAT by wall time), and
+#            --threads N --batch-bytes 1048576 (fewer, larger work items)
+#   limits   (a) a trivially parallel CPU loop: one Python process alone, then N at once (the
+#            machine's limit for independent CPU work: turbo, SMT, shared caches);
+#            (b) N independent loom-tokenize --threads 1 processes at once, each on a quarter of the
+#            input (the limit for this workload, memory traffic included)
+# Figures: speed-up = wall(1 thread) / wall(N threads); a limit = N * wall(one alone) / wall(N at once);
+# "of limit" = speed-up / limit. Also CPU seconds of the reading and writing threads (loom-tokenize's
+# log) and peak RSS. The .bin of N threads must equal the one of 1 thread (else exit 1).
+# Writes OUT_DIR/tokenize_scaling.md (and the logs beside it). Usage:
+#   bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]          N defaults to nproc
+# Environment: SIZE_MB (300), REPEAT (2), MODEL (tests/data/internlm_v7.model), SCRATCH (/dev/shm).
+# On 16 cores it runs in about 2 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:?usage: bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]}
+OUT=${2:?usage: bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]}
+N=${3:-$(nproc)}
+SIZE_MB=${SIZE_MB:-300}
+REPEAT=${REPEAT:-2}
+MODEL=${MODEL:-tests/data/internlm_v7.model}
+SCRATCH=${SCRATCH:-/dev/shm}
+PY=${PY:-python3}
+TOK=$BUILD/tokenize/loom-tokenize
+[ -x "$TOK" ] || { echo "build loom-tokenize first ($TOK)" >&2; exit 1; }
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$(mktemp -d "$SCRATCH/loom-scaling-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+REPORT=$OUT/tokenize_scaling.md
+T0=$(date +%s)
+
+# Inputs: whole copies of the corpus up to SIZE_MB, and a quarter of that for the limit runs.
+$PY - "$WORK" "$SIZE_MB" <<'PYEOF'
+import sys
+work, mb = sys.argv[1], float(sys.argv[2])
+for name, src in (("en", "tests/data/botchan.txt"), ("ja", "tests/data/wagahaiwa_nekodearu.txt")):
+    d = open(src, "rb").read()
+    if not d.endswith(b"\n"):
+        d += b"\n"
+    n = max(1, int(mb * 1e6 / len(d)))
+    open(f"{work}/{name}.txt", "wb").write(d * n)
+    open(f"{work}/{name}q.txt", "wb").write(d * max(1, n // 4))
+PYEOF
+
+# timed CMD: "wall cpu maxrss_mib" of a bash command (its stderr goes to $WORK/last.log).
+timed() {
+  $PY - "$1" "$WORK/last.log" <<'PYEOF'
+import resource, subprocess, sys, time
+t0 = time.monotonic()
+with open(sys.argv[2], "w") as log:
+    subprocess.run(["bash", "-c", sys.argv[1]], check=True, stdout=log, stderr=log)
+wall = time.monotonic() - t0
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{wall:.3f} {r.ru_utime + r.ru_stime:.3f} {r.ru_maxrss / 1024:.0f}")
+PYEOF
+}
+# best LABEL CMD: best of REPEAT by wall; keeps the log of the best run as $OUT/LABEL.log.
+best() {
+  local b="" line
+  for _ in $(seq "$REPEAT"); do
+    line=$(timed "$2")
+    if [ -z "$b" ] || [ "$($PY -c "print(int(${line%% *} < ${b%% *}))")" = 1 ]; then
+      b=$line
+      cp "$WORK/last.log" "$OUT/$1.log"
+    fi
+  done
+  echo "$b"
+}
+threads_cpu() { sed -n 's/.*CPU seconds of the threads: reading \([0-9.]*\), writing \([0-9.]*\),.*/\1 \2/p' "$OUT/$1.log" | tail -1; }
+f() { $PY -c "print(f'{$1:.2f}')"; }
+
+# (a) the machine: a CPU-bound Python loop, one process alone, then N at once.
+cpu_limit=$($PY - "$N" <<'PYEOF'
+import multiprocessing as mp, sys, time
+def work(_):
+    s = 0
+    for i in range(6_000_000):
+        s += i * i
+    return s
+n = int(sys.argv[1])
+with mp.Pool(n) as pool:
+    pool.map(work, range(n))                  # warm the workers
+    t0 = time.monotonic(); pool.map(work, [0]); one = time.monotonic() - t0
+    t0 = time.monotonic(); pool.map(work, range(n), chunksize=1); many = time.monotonic() - t0
+print(f"{n * one / many:.2f} {one:.3f} {many:.3f}")
+PYEOF
+)
+
+rows=()
+for lang in en ja; do
+  in=$WORK/$lang.txt
+  mb=$($PY -c "import os; print(f'{os.path.getsize(\"$in\") / 1e6:.1f}')")
+  r1=$(best "${lang}_t1" "$TOK --model $MODEL --output-dir $WORK/o1 --threads 1 $in")
+  rn=$(best "${lang}_t$N" "$TOK --model $MODEL --output-dir $WORK/on --threads $N $in")
+  rb=$(best "${lang}_t${N}_b1m" "$TOK --model $MODEL --output-dir $WORK/ob --threads $N --batch-bytes 1048576 $in")
+  for o in on ob; do
+    cmp -s "$WORK/o1/$lang.bin" "$WORK/$o/$lang.bin" || { echo "$lang: the .bin of $N threads ($o) differs from 1 thread" >&2; exit 1; }
+  done
+  # (b) N independent single-thread runs at once, each on a quarter input, against one alone.
+  q=$WORK/${lang}q.txt
+  one=$(timed "$TOK --model $MODEL --output-dir $WORK/q0 --threads 1 $q")
+  many=$(timed "for i in \$(seq $N); do $TOK --model $MODEL --output-dir $WORK/q\$i --threads 1 $q & done; wait")
+  rm -rf "$WORK"/q[0-9]*
+  wl=$($PY -c "print(f'{$N * ${one%% *} / ${many%% *}:.2f}')")
+  s=$($PY -c "print(${r1%% *} / ${rn%% *})")
+  sb=$($PY -c "print(${r1%% *} / ${rb%% *})")
+  read -r rd1 wr1 <<< "$(threads_cpu "${lang}_t1")"
+  read -r rdn wrn <<< "$(threads_cpu "${lang}_t$N")"
+  rss1=$(echo "$r1" | cut -d' ' -f3); rssn=$(echo "$rn" | cut -d' ' -f3)
+  rows+=("| $lang, $mb MB | $(f "${r1%% *}") s | $(f "${rn%% *}") s | $(f "$s")x | $(f "$sb")x | $wl | $(f "$s / $wl") / $(f "$s / ${cpu_limit%% *}") | $rd1 + $wr1 / $rdn + $wrn | $rss1 / $rssn MiB |")
+done
+
+{
+  echo
+  echo "## loom-tokenize thread scaling, $(date -u '+%Y-%m-%d %H:%M') UTC, $N threads"
+  echo
+  echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "- commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- tokenize common 2>/dev/null || echo ' (tokenize/ or common/ modified)'), model $MODEL, inputs in $SCRATCH"
+  echo "- command: \`bench/tokenize_scaling.sh $BUILD OUT $N\` (SIZE_MB=$SIZE_MB REPEAT=$REPEAT), $(( $(date +%s) - T0 )) s"
+  echo "- machine limit (a), a CPU-bound Python loop: $(echo "$cpu_limit" | cut -d' ' -f1)x (one task $(echo "$cpu_limit" | cut -d' ' -f2) s alone, $N at once $(echo "$cpu_limit" | cut -d' ' -f3) s)"
+  echo
+  echo "| input | 1 thread | $N threads | speed-up | speed-up, --batch-bytes 1 MiB | limit (b): $N loom-tokenize -t 1 | speed-up / limit (b) / (a) | CPU s reading + writing thread, 1 / $N threads | peak RSS 1 / $N threads |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "- the .bin of $N threads equals the one of 1 thread for both inputs"
+} > "$REPORT"
+cat "$REPORT"
