@@ -176,6 +176,14 @@ def main():
         '{"version": 1, "step": 0, "updates": 0, "consumed_samples": 0, "consumed_tokens": 0, "inf_nan_skips": 0,'
         ' "skipped_batches": 0, "sampler": {"seed": 1, "epoch": 2, "consumed_samples": 0}, "world_size": 1, "rng": {"cpu": ""}}')
 
+    # Texts for the differential encoder target (loom's encoder against libsentencepiece).
+    put("fuzz_spm_diff", "english.txt", "Hello  world, it's 3.14 o'clock.\tTabs\nand newlines  ")
+    put("fuzz_spm_diff", "japanese.txt", "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。")
+    put("fuzz_spm_diff", "nfkc_emoji.txt", "ＡＢＣ１２３ ½ café naïve 😀👍🏽 e\u0301 \u200b\u3000x")
+    put("fuzz_spm_diff", "digits.txt", "1234567890 00 3.14159 1,000,000 ٣٤٥")
+    put("fuzz_spm_diff", "bad_utf8.txt", b"ab\xff\xfe c\xc3 d\xe3\x81 \xed\xa0\x80 end")
+    put("fuzz_spm_diff", "controls.txt", "\x00\x01\x7f\u0085\ue000\U0010fffd\u2581\u2581 \u2581x")
+
 
 if __name__ == "__main__":
     main()
