@@ -207,7 +207,7 @@ TEST_CASE("threads the system refuses end the job cleanly with exit 1", "[tokeni
                q(dir / "o") + " --threads 1000 " + q(sample("botchan_head.txt")));
   INFO(r.output);
   CHECK(r.exit_code == 1);
-  CHECK(r.output.find("ERROR cannot start 1001 threads (") != std::string::npos);
+  CHECK(r.output.find("ERROR cannot start 1000 encoder threads (") != std::string::npos);
   CHECK(r.output.find("try a smaller --threads") != std::string::npos);
   CHECK(list_dir(dir / "o").empty());
 }

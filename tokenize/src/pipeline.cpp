@@ -58,8 +58,9 @@ struct Batch {
 
 class Pipeline {
  public:
-  Pipeline(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink, const PipelineOptions& options)
-      : reader_(reader), encoder_(encoder), sink_(sink), opt_(options),
+  Pipeline(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink, const PipelineOptions& options,
+           WorkerPool* pool)
+      : reader_(reader), encoder_(encoder), sink_(sink), opt_(options), pool_(pool),
         max_in_flight_(4 * static_cast<size_t>(options.threads)), blocks_(reader.make_line_parser() != nullptr) {}
 
   FileStats run(const std::function<void(uint64_t, uint64_t)>& on_progress) {
@@ -69,14 +70,15 @@ class Pipeline {
         guarded([this] { produce(); });
         stats_.read_cpu_s = thread_cpu_s();
       });
-      for (unsigned i = 0; i < opt_.threads; ++i) {
-        threads.emplace_back([this] {
-          guarded([this] { encode_loop(); });
-          const double cpu = thread_cpu_s();
-          std::lock_guard<std::mutex> lock(m_);
-          stats_.encode_cpu_s += cpu;
-        });
-      }
+      auto encoder = [this] {
+        const double cpu0 = thread_cpu_s();
+        guarded([this] { encode_loop(); });
+        const double cpu = thread_cpu_s() - cpu0;
+        std::lock_guard<std::mutex> lock(m_);
+        stats_.encode_cpu_s += cpu;
+      };
+      if (pool_) pool_->start(encoder);
+      for (unsigned i = 0; !pool_ && i < opt_.threads; ++i) threads.emplace_back(encoder);
     } catch (const std::system_error& e) {
       // The system refused a thread (limits, memory): stop and join the ones already running.
       {
@@ -97,6 +99,7 @@ class Pipeline {
     }
     cv_.notify_all();
     for (auto& t : threads) t.join();
+    if (pool_) pool_->wait();
     if (error_) std::rethrow_exception(error_);
     return stats_;
   }
@@ -303,6 +306,7 @@ class Pipeline {
   const SentencePieceModel& encoder_;
   ShardSink& sink_;
   PipelineOptions opt_;
+  WorkerPool* pool_;  // runs the encoders when set
   const size_t max_in_flight_;
   const bool blocks_;           // the reader hands out line blocks
   uint64_t lines_before_ = 0;   // lines of the blocks written so far (writing thread)
@@ -323,12 +327,70 @@ class Pipeline {
 
 }  // namespace
 
+WorkerPool::WorkerPool(unsigned threads) {
+  LOOM_CHECK(threads >= 1, "--threads must be at least 1");
+  try {
+    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+  } catch (const std::system_error& e) {
+    const size_t started = threads_.size();
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    LOOM_FAIL("cannot start ", threads, " encoder threads (", e.what(), "; started ", started,
+              "); try a smaller --threads");
+  }
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void WorkerPool::start(std::function<void()> task) {
+  std::lock_guard<std::mutex> lock(m_);
+  LOOM_ASSERT(running_ == 0, "WorkerPool::start while a task runs");
+  task_ = std::move(task);
+  running_ = size();
+  ++generation_;
+  cv_.notify_all();
+}
+
+void WorkerPool::wait() {
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [&] { return running_ == 0; });
+}
+
+void WorkerPool::loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
+      if (quit_) return;
+      seen = generation_;
+      task = task_;
+    }
+    task();
+    std::lock_guard<std::mutex> lock(m_);
+    if (--running_ == 0) cv_.notify_all();
+  }
+}
+
 FileStats tokenize_documents(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink,
                              const PipelineOptions& options,
-                             const std::function<void(uint64_t, uint64_t)>& on_progress) {
+                             const std::function<void(uint64_t, uint64_t)>& on_progress, WorkerPool* pool) {
   LOOM_CHECK(options.threads >= 1, "--threads must be at least 1");
   LOOM_CHECK(options.max_doc_bytes >= 64, "--max-doc-bytes must be at least 64, got ", options.max_doc_bytes);
-  Pipeline p(reader, encoder, sink, options);
+  LOOM_ASSERT(!pool || pool->size() == options.threads, "a pool of ", pool->size(), " threads for ", options.threads);
+  Pipeline p(reader, encoder, sink, options, pool);
   return p.run(on_progress);
 }
 

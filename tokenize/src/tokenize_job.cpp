@@ -69,6 +69,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
 
   TokenizeSummary sum;
   sum.input_bytes = total_bytes;
+  WorkerPool pool(opt.pipeline.threads);  // one set of encoder threads (and chunk caches) for every input
   Progress progress("tokenize", total_bytes, "B", 30.0);
   uint64_t bytes_before = 0;
   for (size_t i = 0; i < opt.inputs.size(); ++i) {
@@ -90,7 +91,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     const FileStats st = tokenize_documents(*reader, encoder, *sink, opt.pipeline, [&](uint64_t bytes, uint64_t tokens) {
       progress.set(bytes_before + bytes);
       progress.set_extra("tokens", sum.tokens + tokens);
-    });
+    }, &pool);
     for (const std::string& e : st.bad_examples) log::warn("skipped ", e);
     if (st.bad > st.bad_examples.size()) log::warn("... and ", st.bad - st.bad_examples.size(), " more bad records in ", in);
     LOOM_CHECK(st.docs > 0, in, ": no documents to write (", st.bad, " bad, ", st.empty,

@@ -6,12 +6,16 @@
 // cuts the decompressed input into blocks of about batch_bytes of whole lines; each encoder thread
 // splits its block into lines, parses them (UTF-8 check and strip, or JSON), encodes the documents
 // and serializes them as the shard stores them (ShardSink::serialize); the calling thread appends
-// the bytes and reports bad records, numbered by the lines of the blocks before.
+// the bytes and reports bad records, numbered by the lines of the blocks before. loom-tokenize runs
+// the encoders of every input on one WorkerPool (below).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loom/spm/sentencepiece_model.h"
@@ -47,9 +51,36 @@ struct FileStats {
   double read_cpu_s = 0, write_cpu_s = 0, encode_cpu_s = 0;
 };
 
-// on_progress(file bytes consumed, tokens written so far) is called from the calling thread.
+// Encoder threads that outlive one input: loom's encoder keeps its chunk cache per thread, so inputs
+// after the first start with warm caches and no thread start-up (many small inputs).
+class WorkerPool {
+ public:
+  // Throws loom::Error when the system refuses a thread.
+  explicit WorkerPool(unsigned threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+  unsigned size() const { return static_cast<unsigned>(threads_.size()); }
+  // Runs task once on every thread of the pool, in the background; wait() returns when all have
+  // returned. task must not throw. One task at a time.
+  void start(std::function<void()> task);
+  void wait();
+
+ private:
+  void loop();
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;
+  std::function<void()> task_;
+  uint64_t generation_ = 0;
+  unsigned running_ = 0;
+  bool quit_ = false;
+};
+
+// on_progress(file bytes consumed, tokens written so far) is called from the calling thread. With a
+// pool (of options.threads threads) the encoders run on it; else the pipeline starts its own.
 FileStats tokenize_documents(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink,
                              const PipelineOptions& options,
-                             const std::function<void(uint64_t, uint64_t)>& on_progress);
+                             const std::function<void(uint64_t, uint64_t)>& on_progress, WorkerPool* pool = nullptr);
 
 }  // namespace loom::tokenize
