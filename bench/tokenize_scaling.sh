@@ -14,6 +14,7 @@
 # Writes OUT_DIR/tokenize_scaling.md (and the logs beside it). Usage:
 #   bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]          N defaults to nproc
 # Environment: SIZE_MB (300), REPEAT (2), MODEL (tests/data/internlm_v7.model), SCRATCH (/dev/shm).
+# Also the English text as 64 inputs of one call (many small inputs), 1 and N threads.
 # On 16 cores it runs in about 2 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,11 @@ for name, src in (("en", "tests/data/botchan.txt"), ("ja", "tests/data/wagahaiwa
     n = max(1, int(mb * 1e6 / len(d)))
     open(f"{work}/{name}.txt", "wb").write(d * n)
     open(f"{work}/{name}q.txt", "wb").write(d * max(1, n // 4))
+    if name == "en":  # the same text as 64 inputs of whole copies (many small inputs)
+        import os
+        os.makedirs(f"{work}/many", exist_ok=True)
+        for i in range(64):
+            open(f"{work}/many/part-{i:02d}.txt", "wb").write(d * max(1, n // 64))
 PYEOF
 
 # timed CMD: "wall cpu maxrss_mib" of a bash command (its stderr goes to $WORK/last.log).
@@ -115,6 +121,13 @@ for lang in en ja; do
   rows+=("| $lang, $mb MB | $(f "${r1%% *}") s | $(f "${rn%% *}") s | $(f "$s")x | $(f "$sb")x | $wl | $(f "$s / $wl") / $(f "$s / ${cpu_limit%% *}") | $rd1 + $wr1 / $rdn + $wrn | $rss1 / $rssn MiB |")
 done
 
+# Many small inputs: the English text as 64 files in one call.
+m1=$(best many_t1 "$TOK --model $MODEL --output-dir $WORK/m1 --threads 1 $WORK/many")
+mn=$(best "many_t$N" "$TOK --model $MODEL --output-dir $WORK/mn --threads $N $WORK/many")
+many_mb=$($PY -c "import glob, os; print(f'{sum(os.path.getsize(p) for p in glob.glob(\"$WORK/many/*\")) / 1e6:.1f}')")
+for b in "$WORK"/m1/*.bin; do cmp -s "$b" "$WORK/mn/$(basename "$b")" || { echo "many: $(basename "$b") differs at $N threads" >&2; exit 1; }; done
+rows+=("| en as 64 inputs, $many_mb MB | $(f "${m1%% *}") s | $(f "${mn%% *}") s | $($PY -c "print(f'{${m1%% *} / ${mn%% *}:.2f}')")x | - | - | - | - | $(echo "$m1" | cut -d' ' -f3) / $(echo "$mn" | cut -d' ' -f3) MiB |")
+
 {
   echo
   echo "## loom-tokenize thread scaling, $(date -u '+%Y-%m-%d %H:%M') UTC, $N threads"
@@ -128,6 +141,6 @@ done
   echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
   printf '%s\n' "${rows[@]}"
   echo
-  echo "- the .bin of $N threads equals the one of 1 thread for both inputs"
+  echo "- the .bin of $N threads equals the one of 1 thread for every input"
 } > "$REPORT"
 cat "$REPORT"
