@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <sstream>
 
 #include "checkpoint.h"
@@ -127,6 +128,23 @@ TEST_CASE("resume auto falls back past a damaged newest checkpoint") {
   test::write_all(dir / "r/checkpoints/step_2/state.json", "{}");
   CHECK_THROWS_WITH(train(test::loop_config(dir / "data", dir / "r", {"--resume=" + dir / "r/checkpoints/step_2"})),
                     Catch::Contains("state.json: 2 bytes, the manifest says"));
+}
+
+TEST_CASE("model.precision: fp8 is refused on the CPU before the model is built, bad values by name") {
+  log::set_level(log::Level::kError);
+  test::TempDir dir("loop_fp8");
+  test::write_loop_data(dir / "data");
+  CHECK_THROWS_WITH(train(test::loop_config(dir / "data", dir / "r", {"--model.precision=fp8", "--model.dtype=bfloat16"})),
+                    Catch::Contains("model.precision=fp8: ") && Catch::Contains("(model.precision=bf16 runs here)"));
+  CHECK_FALSE(std::filesystem::exists(dir / "r/checkpoints"));
+  CHECK_THROWS_WITH(parse_train_config({"--job.run_dir=x", "--data.train_folder=y", "--model.precision=fp16"}),
+                    Catch::Contains("model.precision='fp16': expected bf16 or fp8"));
+  CHECK_THROWS_WITH(parse_train_config({"--job.run_dir=x", "--data.train_folder=y", "--model.precision=fp8"}),
+                    Catch::Contains("model.precision=fp8 needs model.dtype=bfloat16, got float32"));
+  const auto c = parse_train_config({"--job.run_dir=x", "--data.train_folder=y", "--model.precision=fp8",
+                                     "--model.dtype=bf16"});
+  REQUIRE(c);
+  CHECK(c->model.fp8);
 }
 
 TEST_CASE("train config rejects unknown keys and names bad values") {

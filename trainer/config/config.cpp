@@ -37,6 +37,7 @@ LrScheduleOptions TrainConfig::lr_schedule_options() const {
 std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args) {
   TrainConfig c;
   std::string dtype = "float32";
+  std::string precision = "bf16";
   std::string checkpoint = "0";
 
   OptionParser p("loom-train", "loom-train --config FILE.ini [--section.key=value ...]   (a training run)\n"
@@ -100,6 +101,8 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
         "fraction of the device's memory the plan leaves free")
     ("model.rope_base", value_with_default(&c.model.rope_base, 10000.0), "rotary base")
     ("model.dtype", po::value(&dtype)->default_value("float32"), "float32, bfloat16 or float16")
+    ("model.precision", po::value(&precision)->default_value("bf16"), "bf16: matmuls in model.dtype; fp8: the "
+        "layers' linears (wqkv, wo, w1, w2, w3) in FP8 on GPUs with FP8 tensor cores (model.dtype=bfloat16)")
     ("adam.lr", value_with_default(&c.adam.lr, 1e-4), "peak learning rate")
     ("adam.adam_beta1", value_with_default(&c.adam.beta1, 0.9), "beta1")
     ("adam.adam_beta2", value_with_default(&c.adam.beta2, 0.95), "beta2")
@@ -161,6 +164,9 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   if (!p.parse(args)) return std::nullopt;
 
   c.model.dtype = parse_dtype(dtype);
+  if (precision != "bf16" && precision != "fp8")
+    throw UsageError(str("loom-train: model.precision='", precision, "': expected bf16 or fp8"));
+  c.model.fp8 = precision == "fp8";
   c.model.checkpoint_auto = checkpoint == "auto";
   if (!c.model.checkpoint_auto) {
     size_t used = 0;

@@ -20,6 +20,7 @@
 #include "evaluator.h"
 #include "fault_injector.h"
 #include "flops.h"
+#include "fp8_linear.h"
 #include "health_check.h"
 #include "launch.h"
 #include "loader.h"
@@ -274,6 +275,10 @@ void Loop::start() {
               plan.in.model.checkpoint, ")");
   LOOM_CHECK(plan.fits || plan.in.device_bytes == 0, plan.refusal(device_.str()));
 
+  if (c_.model.fp8) {
+    std::string why;
+    LOOM_CHECK(fp8_supported(device_, &why), "model.precision=fp8: ", why, " (model.precision=bf16 runs here)");
+  }
   torch::manual_seed(c_.job.seed);
   // CUDA: allocated and initialised on the device from the seed (init.h), no host copy of the
   // weights. CPU: from torch's default generator, the weights CPU runs always had (docs/TRAIN.md).

@@ -2,19 +2,25 @@
 // options (device, dtype) and left uninitialised, for the model to fill (model.h, init.h).
 // torch::nn::Linear and torch::nn::Embedding allocate fp32 on the CPU and draw their own default
 // init, which the model would overwrite: for a 7B model that is 28 GB of host memory and a minute.
-// Parameter names ("weight", "bias") and forward() are torch::nn's.
+// Parameter names ("weight", "bias") and forward() are torch::nn's; a Linear marked fp8 runs its
+// matmuls in FP8 where fp8_linear applies (fp8_linear.h), else as torch::linear.
 #pragma once
 
 #include <torch/torch.h>
+
+#include "fp8_linear.h"
 
 namespace loom {
 
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias, const torch::TensorOptions& t = {});
-  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight, bias); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return fp8 && fp8_linear_applies(x, weight) ? fp8_linear(x, weight, bias) : torch::linear(x, weight, bias);
+  }
   torch::Tensor weight;  // [out_features, in_features]
   torch::Tensor bias;    // [out_features], undefined without bias
+  bool fp8 = false;
 };
 TORCH_MODULE(Linear);
 

@@ -43,6 +43,8 @@ void ModelOptions::validate() const {
   LOOM_CHECK(checkpoint_margin >= 0 && checkpoint_margin < 1, "model.checkpoint_margin must be in [0, 1), got ",
              checkpoint_margin);
   LOOM_CHECK(rope_base > 0, "model.rope_base must be positive, got ", rope_base);
+  LOOM_CHECK(!fp8 || dtype == torch::kBFloat16, "model.precision=fp8 needs model.dtype=bfloat16, got ",
+             dtype_name(dtype));
 }
 
 torch::Dtype parse_dtype(const std::string& name) {
@@ -99,9 +101,10 @@ namespace {
 
 // CUDA: a biased Linear over [..., C] as one addmm on [N, C] (cuBLAS adds the bias in the GEMM's
 // epilogue); LibTorch's linear of a 3-d input ran the matmul and then a broadcast add_ (4 ms of a
-// 1b step on an H200). Elsewhere the module itself, so CPU results stay bitwise as they were.
+// 1b step on an H200). Elsewhere, and for FP8, the module itself, so CPU results stay bitwise as
+// they were.
 torch::Tensor project(Linear& l, const torch::Tensor& x) {
-  if (!x.is_cuda() || !l->bias.defined() || x.dim() < 3) return l->forward(x);
+  if (!x.is_cuda() || !l->bias.defined() || x.dim() < 3 || l->fp8) return l->forward(x);
   std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
   out.back() = l->weight.size(0);
   return torch::addmm(l->bias, x.reshape({-1, x.size(-1)}), l->weight.t()).view(out);
@@ -223,6 +226,12 @@ void InternLMImpl::build(const torch::TensorOptions& t) {
                            FeedForwardOptions{C, o.ffn_hidden()}, o.norm_eps, o.dropout,
                            i < o.checkpointed_layers()};
     layer_list_.push_back(DecoderLayer(lo, t));
+    if (o.fp8) {
+      DecoderLayer& l = layer_list_.back();
+      for (Linear* lin : {&l->attention->wqkv, &l->attention->wo, &l->feed_forward->w1, &l->feed_forward->w2,
+                          &l->feed_forward->w3})
+        (*lin)->fp8 = true;
+    }
     layers->push_back(layer_list_.back());
   }
   // The final norm stays fp32: its output feeds the head at full precision.

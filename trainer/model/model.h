@@ -57,6 +57,7 @@ struct ModelOptions {
   torch::Dtype dtype = torch::kFloat32;  // parameters and activations (norm and logits stay fp32)
   bool checkpoint_auto = false;          // model.checkpoint=auto: the loop sets checkpoint from the memory plan
   double checkpoint_margin = 0.08;       // model.checkpoint_margin: device memory auto leaves free
+  bool fp8 = false;                      // model.precision=fp8: the layers' linears run FP8 matmuls (fp8_linear.h)
 
   int64_t kv_heads() const { return num_kv_attention_heads > 0 ? num_kv_attention_heads : num_attention_heads; }
   int64_t head_dim() const { return hidden_size / num_attention_heads; }

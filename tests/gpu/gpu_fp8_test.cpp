@@ -1,0 +1,153 @@
+// The FP8 linear (trainer/kernels/fp8_linear.h) against references: its forward and gradients
+// equal fp32 matmuls of the FP8-rounded operands up to accumulation order (tight), and the bf16
+// linear within FP8's rounding (loose); quantization round trips; scales stay finite on planted
+// large and all-zero inputs. Label gpu; needs a GPU with FP8 tensor cores.
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "fp8_linear.h"
+#include "gpu_util.h"
+#include "model.h"
+
+namespace {
+
+using loom::test::cuda;
+
+// ||a - b|| / ||b|| over all elements, in float64.
+double rel_norm_err(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor ad = a.detach().to(torch::kFloat64).cpu(), bd = b.detach().to(torch::kFloat64).cpu();
+  return ((ad - bd).norm() / (bd.norm() + 1e-30)).item<double>();
+}
+
+struct Grads {
+  torch::Tensor y, dx, dw, db;
+};
+
+// y = f(x, w, b) and the gradients of sum(y * up).
+template <typename F>
+Grads run(F f, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const torch::Tensor& up) {
+  const torch::Tensor xg = x.detach().clone().requires_grad_(true), wg = w.detach().clone().requires_grad_(true);
+  const torch::Tensor bg = b.defined() ? b.detach().clone().requires_grad_(true) : torch::Tensor();
+  const torch::Tensor y = f(xg, wg, bg);
+  (y.to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+  return {y.detach(), xg.grad(), wg.grad(), bg.defined() ? bg.grad() : torch::Tensor()};
+}
+
+void require_fp8() {
+  std::string why;
+  if (!loom::fp8_supported(cuda(), &why)) FAIL("FP8 not supported here: " << why);
+}
+
+}  // namespace
+
+TEST_CASE("FP8 round trips keep e4m3 and e5m2 relative precision and the tensor's scale") {
+  require_fp8();
+  torch::manual_seed(81);
+  const torch::Tensor x = (torch::randn({64, 256}, torch::TensorOptions().device(cuda())) * 5).to(torch::kBFloat16);
+  const torch::Tensor xf = x.to(torch::kFloat32);
+  for (bool e5m2 : {false, true}) {
+    INFO("e5m2 " << e5m2);
+    const torch::Tensor r = loom::fp8_round_trip(x, e5m2);
+    // Round to nearest with 3 (e4m3) or 2 (e5m2) mantissa bits: relative error <= 2^-4 or 2^-3 for
+    // normal numbers; the largest element maps to the format's max and back exactly.
+    const double bound = e5m2 ? 0.125 : 0.0625;
+    const torch::Tensor big = xf.abs() > xf.abs().max() * (e5m2 ? 1e-4 : 1e-2);
+    const torch::Tensor rel = ((r - xf).abs() / xf.abs().clamp_min(1e-30)).masked_select(big);
+    CHECK(rel.max().item<double>() <= bound + 1e-6);
+    CHECK(r.abs().max().item<double>() == Approx(xf.abs().max().item<double>()).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("FP8 linear equals fp32 matmuls of its rounded operands, forward and backward") {
+  require_fp8();
+  for (bool bias : {true, false}) {
+    INFO("bias " << bias);
+    torch::manual_seed(82);
+    const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+    const torch::Tensor x = torch::randn({4, 48, 256}, bf);
+    const torch::Tensor w = torch::randn({384, 256}, bf) * 0.05;
+    const torch::Tensor b = bias ? torch::randn({384}, bf) : torch::Tensor();
+    const torch::Tensor up = torch::randn({4, 48, 384}, bf);
+    const Grads got = run([](auto& a, auto& c, auto& d) { return loom::fp8_linear(a, c, d); }, x, w, b, up);
+    CHECK(got.y.scalar_type() == torch::kBFloat16);
+    CHECK(got.dx.sizes() == x.sizes());
+    CHECK(got.dw.sizes() == w.sizes());
+
+    // The reference multiplies exactly what the GEMMs see, in fp32: only the summation order and
+    // the final bf16 rounding differ.
+    const torch::Tensor x2 = x.reshape({-1, 256});
+    const torch::Tensor qx = loom::fp8_round_trip(x2, false), qw = loom::fp8_round_trip(w, false);
+    torch::Tensor y_ref = torch::matmul(qx, qw.t());
+    if (bias) y_ref = y_ref + b.to(torch::kFloat32);
+    CHECK(rel_norm_err(got.y.reshape({-1, 384}), y_ref) < 6e-3);
+    const torch::Tensor dy = up.reshape({-1, 384});  // d sum(y * up) / dy
+    const torch::Tensor qdy = loom::fp8_round_trip(dy, true);
+    CHECK(rel_norm_err(got.dx.reshape({-1, 256}), torch::matmul(qdy, qw)) < 6e-3);
+    CHECK(rel_norm_err(got.dw, torch::matmul(qdy.t(), qx)) < 6e-3);
+    if (bias) CHECK(rel_norm_err(got.db, dy.to(torch::kFloat32).sum(0)) < 6e-3);
+
+    // Against the bf16 linear: FP8's own rounding (e4m3 ~3%, e5m2 ~6% per element, averaging
+    // down over the sums).
+    const Grads want = run([](auto& a, auto& c, auto& d) { return torch::linear(a, c, d); }, x, w, b, up);
+    CHECK(rel_norm_err(got.y, want.y) < 0.05);
+    CHECK(rel_norm_err(got.dx, want.dx) < 0.08);
+    CHECK(rel_norm_err(got.dw, want.dw) < 0.08);
+  }
+}
+
+TEST_CASE("FP8 linear scales stay finite on a planted large activation and on zeros") {
+  require_fp8();
+  torch::manual_seed(83);
+  const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+  const torch::Tensor w = torch::randn({128, 64}, bf) * 0.05;
+  const torch::Tensor up = torch::randn({32, 128}, bf);
+  for (double planted : {3e4, 1e30, 0.0}) {
+    INFO("planted " << planted);
+    torch::Tensor x = planted == 0 ? torch::zeros({32, 64}, bf) : torch::randn({32, 64}, bf);
+    if (planted != 0) x[5][7] = planted;
+    const Grads g = run([](auto& a, auto& c, auto& d) { return loom::fp8_linear(a, c, d); }, x, w, torch::Tensor(), up);
+    CHECK(torch::isfinite(g.y).all().item<bool>());
+    CHECK(torch::isfinite(g.dx).all().item<bool>());
+    CHECK(torch::isfinite(g.dw).all().item<bool>());
+    // Row 5 carries the planted value: its output is that value times column 7 of w, to FP8's precision.
+    if (planted != 0) {
+      const torch::Tensor want = w.select(1, 7).to(torch::kFloat32) * planted;
+      CHECK(rel_norm_err(g.y[5], want) < 0.08);
+    } else {
+      CHECK(g.y.abs().max().item<double>() == 0.0);
+    }
+  }
+}
+
+TEST_CASE("model.precision=fp8 trains a small model on the GPU like bf16 does") {
+  require_fp8();
+  loom::ModelOptions o;
+  o.hidden_size = 256;
+  o.num_layers = 2;
+  o.num_attention_heads = 4;
+  o.vocab_size = 512;
+  o.dtype = torch::kBFloat16;
+  const loom::Batch b = loom::test::make_packed_batch({{40, 24}, {64}}, 64, 512, 84).to(cuda());
+  std::vector<double> losses[2];
+  for (int fp8 = 0; fp8 < 2; ++fp8) {
+    o.fp8 = fp8 == 1;
+    loom::InternLM model(o, loom::ModelInit{cuda(), 85});
+    torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-2));
+    for (int step = 0; step < 8; ++step) {
+      opt.zero_grad();
+      const torch::Tensor logits = model->forward(b);
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(
+          logits.view({-1, 512}), b.labels.view({-1}),
+          torch::nn::functional::CrossEntropyFuncOptions().ignore_index(loom::kIgnoreIndex));
+      loss.backward();
+      opt.step();
+      losses[fp8].push_back(loss.item<double>());
+    }
+  }
+  INFO("bf16 " << losses[0].front() << " -> " << losses[0].back() << ", fp8 " << losses[1].front() << " -> "
+               << losses[1].back());
+  CHECK(losses[1].back() < losses[1].front() - 0.5);  // it learns
+  for (size_t i = 0; i < losses[0].size(); ++i) CHECK(std::abs(losses[1][i] - losses[0][i]) < 0.03 * losses[0][i]);
+}

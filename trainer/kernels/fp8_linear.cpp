@@ -1,0 +1,153 @@
+#include "fp8_linear.h"
+
+#include "loom/error.h"
+#include "torch_compat.h"
+
+#if defined(LOOM_CUDA_KERNELS) && LOOM_TORCH2
+#define LOOM_FP8 1
+#include <ATen/cuda/CUDAContext.h>
+
+#include "cuda/kernels.h"
+#else
+#define LOOM_FP8 0
+#endif
+
+namespace loom {
+
+bool fp8_supported(const torch::Device& device, std::string* why) {
+  const auto fail = [why](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+#if LOOM_FP8
+  if (!device.is_cuda()) return fail("FP8 matmuls need a CUDA device; this run is on " + device.str());
+  const int index = device.has_index() ? device.index() : at::cuda::current_device();
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
+  if (p->major * 10 + p->minor < 89)
+    return fail(std::string("the GPU (") + p->name + ", compute capability " + std::to_string(p->major) + "." +
+                std::to_string(p->minor) + ") has no FP8 tensor cores: they need 8.9 or higher (Ada, Hopper)");
+  return true;
+#else
+  (void)device;
+  return fail("this build of loom-train has no FP8 path: it needs a CUDA build against LibTorch 2.x");
+#endif
+}
+
+bool fp8_linear_applies(const torch::Tensor& x, const torch::Tensor& weight) {
+#if LOOM_FP8
+  if (!x.is_cuda() || x.scalar_type() != torch::kBFloat16 || weight.scalar_type() != torch::kBFloat16) return false;
+  const int64_t K = x.size(-1), N = weight.size(0);
+  if (K == 0 || K % 16 != 0 || N % 16 != 0 || weight.dim() != 2 || weight.size(1) != K) return false;
+  const int64_t rows = x.numel() / K;
+  return rows > 0 && rows % 16 == 0;
+#else
+  (void)x;
+  (void)weight;
+  return false;
+#endif
+}
+
+#if LOOM_FP8
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+void* stream() { return at::cuda::getCurrentCUDAStream().stream(); }
+void check_launch(const char* error, const char* kernel) {
+  LOOM_CHECK(error == nullptr, "CUDA kernel ", kernel, " failed to launch: ", error);
+}
+
+struct Quantized {
+  torch::Tensor q;      // [rows, cols], when asked for
+  torch::Tensor q_t;    // [cols, rows], when asked for
+  torch::Tensor scale;  // fp32 scalar on the device: x ~ q * scale
+};
+
+// x [rows, cols] contiguous bf16 on CUDA.
+Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_major, bool transposed) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const auto f32 = x.options().dtype(torch::kFloat32);
+  const auto fp8 = x.options().dtype(format == cuda::Fp8Format::kE4M3 ? at::ScalarType::Float8_e4m3fn
+                                                                      : at::ScalarType::Float8_e5m2);
+  Quantized r;
+  r.scale = torch::empty({}, f32);
+  if (row_major) r.q = torch::empty({rows, cols}, fp8);
+  if (transposed) r.q_t = torch::empty({cols, rows}, fp8);
+  const torch::Tensor amax = torch::empty({1}, f32);
+  check_launch(cuda::fp8_amax_bf16(x.data_ptr(), x.numel(), amax.data_ptr<float>(), stream()), "fp8_amax_bf16");
+  check_launch(cuda::fp8_quantize_bf16(x.data_ptr(), rows, cols, amax.data_ptr<float>(), format,
+                                       row_major ? r.q.data_ptr() : nullptr, transposed ? r.q_t.data_ptr() : nullptr,
+                                       r.scale.data_ptr<float>(), stream()),
+               "fp8_quantize_bf16");
+  return r;
+}
+
+// a [M, K] row-major times b [K, N] column-major (the .t() of a contiguous [N, K]), bf16 out.
+torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& scale_a,
+                        const torch::Tensor& scale_b, const torch::Tensor& bias, bool fast_accum) {
+  std::optional<torch::Tensor> bias_opt;
+  if (bias.defined()) bias_opt = bias;
+  return at::_scaled_mm(a, b, scale_a, scale_b, bias_opt, std::nullopt, at::kBFloat16, fast_accum);
+}
+
+class Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+    const int64_t K = x.size(-1), N = weight.size(0);
+    const torch::Tensor x2 = x.reshape({-1, K}).contiguous();
+    const torch::Tensor w = weight.contiguous();
+    const Quantized qx = quantize(x2, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true);
+    const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
+    const torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
+    ctx->save_for_backward({qx.q_t, qx.scale, w});
+    ctx->saved_data["has_bias"] = bias.defined();
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    std::vector<int64_t> out = x.sizes().vec();
+    out.back() = N;
+    return y.view(out);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &w = saved[2];
+    const int64_t N = w.size(0);
+    const torch::Tensor dy = grads[0].reshape({-1, N}).contiguous();
+    const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
+    const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true);
+    const torch::Tensor dx = scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false);
+    const torch::Tensor dw = scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false);
+    torch::Tensor db;
+    if (ctx->saved_data["has_bias"].toBool()) db = dy.sum(0, /*keepdim=*/false, torch::kFloat32).to(dy.scalar_type());
+    return {dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw, db};
+  }
+};
+
+}  // namespace
+#endif  // LOOM_FP8
+
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  LOOM_ASSERT(fp8_linear_applies(x, weight), "fp8_linear called on tensors it does not take: x ", x.sizes(), " ",
+              x.scalar_type(), ", weight ", weight.sizes(), " ", weight.scalar_type());
+#if LOOM_FP8
+  return Fp8LinearFn::apply(x, weight, bias);
+#else
+  (void)bias;
+  return {};
+#endif
+}
+
+torch::Tensor fp8_round_trip(const torch::Tensor& x, bool e5m2) {
+  LOOM_ASSERT(x.dim() == 2 && fp8_linear_applies(x, x.new_empty({16, x.size(1)})),
+              "fp8_round_trip: x must be [rows, cols] bf16 on CUDA with both sizes multiples of 16");
+#if LOOM_FP8
+  const Quantized q = quantize(x.contiguous(), e5m2 ? cuda::Fp8Format::kE5M2 : cuda::Fp8Format::kE4M3, true, false);
+  return q.q.to(torch::kFloat32) * q.scale;
+#else
+  (void)e5m2;
+  return {};
+#endif
+}
+
+}  // namespace loom

@@ -1,0 +1,37 @@
+// A linear layer y = x W^T + b whose three matmuls run in FP8 on the tensor cores (Hopper, Ada):
+//   forward   y  = q4(x) q4(W)^T          e4m3 x e4m3, fast accumulation
+//   backward  dx = q5(dy) q4(W)           e5m2 x e4m3
+//             dW = q5(dy)^T q4(x)         e5m2 x e4m3, fp32 accumulation
+//             db = sum over rows of dy    (bf16 dy, fp32 sum)
+// q4/q5 quantize a bf16 tensor to e4m3 / e5m2 with one scale per tensor, computed on the device
+// from the tensor's own absolute maximum at every call (dynamic scaling: no amax history, no host
+// sync): scale = amax / format max, q = round_satfinite(x / scale). The GEMM (ATen's _scaled_mm,
+// cuBLASLt) multiplies the scales back and returns bf16. Weights, their gradients and everything
+// outside these matmuls stay bf16/fp32, so checkpoints do not depend on the precision.
+//
+// The forward saves the e4m3 copy of x (transposed, as dW's GEMM reads it: half the bytes of the
+// bf16 x a plain linear saves) and W itself; W is quantized again in the backward.
+#pragma once
+
+#include <string>
+
+#include <torch/torch.h>
+
+namespace loom {
+
+// Whether this build and `device` run FP8 linears: a CUDA build against LibTorch 2.x and a GPU of
+// compute capability 8.9 or higher. When not, *why says which is missing.
+bool fp8_supported(const torch::Device& device, std::string* why = nullptr);
+
+// Whether fp8_linear takes x [..., K] and weight [N, K]: an FP8 build, CUDA, both bf16, and K, N
+// and the row count of x multiples of 16 (the FP8 GEMM's alignment).
+bool fp8_linear_applies(const torch::Tensor& x, const torch::Tensor& weight);
+
+// The layer above; bias [N] bf16 or undefined. Differentiable in x, weight and bias.
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+// x [rows, cols] bf16 quantized as fp8_linear does (e4m3, or e5m2 for gradients) and multiplied
+// back, in fp32: what the GEMM sees of x. For tests.
+torch::Tensor fp8_round_trip(const torch::Tensor& x, bool e5m2);
+
+}  // namespace loom
