@@ -24,6 +24,7 @@
 #include "async_checkpoint.h"
 #include "checkpoint.h"
 #include "health_check.h"
+#include "host_block.h"
 #include "loom/log.h"
 #include "loom/sys.h"
 #include "safetensors.h"
@@ -572,6 +573,67 @@ TEST_CASE("async checkpoint: host buffers are reused from save to save and hold 
   const CheckpointContents third = copy_to_host(first_src, &buffers);
   CHECK(third.model[0].second.sizes() == torch::IntArrayRef({3}));
   CHECK(buffers.bytes() == bytes - 64 * 33 * 4 + 3 * 4);
+}
+
+// Page-locking goes piece by piece, each piece whole buffers: a piece ends at the first buffer
+// start at least piece_bytes in, one larger buffer is a piece of its own, the last piece takes the rest.
+TEST_CASE("async checkpoint: the host block is registered in pieces that hold whole buffers", "[monitor]") {
+  using P = std::vector<std::pair<int64_t, int64_t>>;
+  CHECK(HostBlock::pieces(100, {0, 10, 20, 30, 90}, 25) == P{{0, 30}, {30, 90}, {90, 100}});
+  CHECK(HostBlock::pieces(100, {0, 60}, 25) == P{{0, 60}, {60, 100}});
+  CHECK(HostBlock::pieces(100, {0}, 25) == P{{0, 100}});
+  CHECK(HostBlock::pieces(100, {0, 10, 20}, 1000) == P{{0, 100}});
+  CHECK(HostBlock::pieces(8192, {0, 4096}, HostBlock::kRegisterPieceBytes) == P{{0, 8192}});
+}
+
+// reserve() lays the buffers out in one block made before the first save (on CUDA page-locked on a
+// background thread); the first save copies into exactly those buffers and writes the synchronous bytes.
+TEST_CASE("async checkpoint: buffers reserved at start-up take the first save, bytes as a synchronous save",
+          "[monitor]") {
+  HostBuffers buffers;
+  const CheckpointContents like = sample_contents(0);
+  safetensors::NamedTensors keyed;
+  for (const auto& [name, t] : like.model) keyed.emplace_back("model/" + name, t);
+  for (const auto& [name, t] : like.optimizer) keyed.emplace_back("optimizer/" + name, t);
+  // Shapes only are needed: a meta tensor stands for a shard that a save would cut later.
+  keyed.emplace_back("shard/exp_avg", torch::empty({5000}, torch::TensorOptions().device(torch::kMeta)));
+  buffers.reserve(keyed, /*cuda_device=*/-1);
+  CHECK(buffers.wait_reserved() >= 0);
+  const int64_t reserved = buffers.bytes();
+  CHECK(reserved == (64 * 33 * 4) * 2 + 7 * 8 + 8 + 5000 * 4);
+  CheckpointContents src = sample_contents(1);
+  const CheckpointContents host = copy_to_host(src, &buffers);
+  CHECK(buffers.bytes() == reserved);  // no new buffer
+  // One block, page-aligned pieces in the order given.
+  const auto at = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); };
+  CHECK(at(host.model[0].second) % 4096 == 0);
+  CHECK(at(host.model[1].second) == at(host.model[0].second) + 4096 * 3);  // 8448 bytes -> 3 pages
+  CHECK(at(host.optimizer[0].second) == at(host.model[1].second) + 4096);
+  CHECK(torch::equal(host.model[0].second, src.model[0].second));
+  CHECK(torch::equal(host.optimizer[1].second, src.optimizer[1].second));
+  // A key it did not foresee gets its own buffer.
+  src.model.emplace_back("extra", torch::ones({3}));
+  const CheckpointContents more = copy_to_host(src, &buffers);
+  CHECK(buffers.bytes() == reserved + 3 * 4);
+  CHECK(torch::equal(more.model[2].second, torch::ones({3})));
+
+  test::TempDir dir("async_ckpt");
+  Checkpointer sync_ck({dir / "sync", 2});
+  Checkpointer async_ck({dir / "async", 2});
+  sync_ck.save(5, sample_contents(1));
+  AsyncCheckpointer ac(async_ck);
+  ac.reserve(sample_contents(0), -1);
+  // A caller may fill a model buffer itself (ZeRO-3's gather): save() keeps what it holds.
+  CheckpointContents c = sample_contents(1);
+  torch::Tensor w = ac.model_buffer("w", c.model[0].second);
+  w.copy_(c.model[0].second);
+  c.model[0].second = w;
+  ac.save(5, std::move(c));
+  REQUIRE(ac.wait().ok());
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json", "config.ini", "manifest.json"}) {
+    INFO(f);
+    CHECK(test::read_all(dir / "async/step_5/" + f) == test::read_all(dir / "sync/step_5/" + f));
+  }
 }
 
 TEST_CASE("async checkpoint: control returns before the write, later in-place updates are not written",

@@ -1,8 +1,15 @@
 #include "async_checkpoint.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <memory>
 
 #include <torch/cuda.h>
+
+#include "host_block.h"
 
 #include "loom/error.h"
 #include "loom/log.h"
@@ -15,6 +22,11 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// The names under which save() keeps each part's buffers.
+constexpr const char* kModelPrefix = "model/";
+constexpr const char* kOptimizerPrefix = "optimizer/";
+constexpr const char* kShardPrefix = "shard/";
 
 safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in, HostBuffers* reuse,
                                        const std::string& prefix) {
@@ -31,7 +43,7 @@ safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in, Host
       cuda_device = t.device().index();
     } else if (reuse) {
       host = reuse->take(prefix + name, t, /*pinned=*/false);
-      host.copy_(t.detach());
+      if (!host.is_same(t)) host.copy_(t.detach());  // else the caller filled the buffer (model_buffer)
     } else {
       // Cloned: its storage would otherwise be shared with the live parameter.
       host = t.detach().to(torch::kCPU).clone(torch::MemoryFormat::Contiguous);
@@ -44,7 +56,49 @@ safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in, Host
 
 }  // namespace
 
+HostBuffers::~HostBuffers() { wait_reserved(); }
+
+void HostBuffers::reserve(const safetensors::NamedTensors& like, int cuda_device) {
+  LOOM_ASSERT(by_key_.empty() && !preparing_.joinable(), "HostBuffers::reserve after the buffers exist");
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const auto& [key, t] : like) {
+    offsets.push_back(total);
+    const int64_t n = t.numel() * static_cast<int64_t>(t.element_size());
+    total += (std::max<int64_t>(n, 1) + HostBlock::kAlignment - 1) / HostBlock::kAlignment * HostBlock::kAlignment;
+  }
+  if (total == 0) return;
+  // Shared by every tensor cut from it: the block lives as long as the last of them (a write in
+  // flight holds its tensors).
+  auto block = std::make_shared<HostBlock>(total, cuda_device);
+  for (size_t i = 0; i < like.size(); ++i) {
+    const torch::Tensor& t = like[i].second;
+    by_key_[like[i].first] = torch::from_blob(block->data() + offsets[i], t.sizes(), [block](void*) {},
+                                              torch::TensorOptions().dtype(t.scalar_type()));
+  }
+  preparing_ = std::thread([block, offsets] {
+    // Below the training thread and the data loader: this is background work.
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+    try {
+      log::info("checkpoint host buffers ready: ", block->prepare(offsets));
+    } catch (const std::exception& e) {
+      // Copies into memory that is not page-locked are still correct, only slower.
+      log::warn("checkpoint host buffers: ", e.what(), "; saves copy into pageable memory (slower)");
+    }
+  });
+}
+
+double HostBuffers::wait_reserved() {
+  if (!preparing_.joinable()) return 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  preparing_.join();
+  const double waited = seconds_since(t0);
+  if (waited > 0.01) log::info("checkpoint: waited ", waited, " s for the host buffers to be ready");
+  return waited;
+}
+
 torch::Tensor HostBuffers::take(const std::string& key, const torch::Tensor& like, bool pinned) {
+  wait_reserved();
   torch::Tensor& b = by_key_[key];
   if (!b.defined() || b.sizes() != like.sizes() || b.scalar_type() != like.scalar_type())
     b = torch::empty(like.sizes(), torch::TensorOptions().dtype(like.scalar_type()).pinned_memory(pinned));
@@ -59,9 +113,9 @@ int64_t HostBuffers::bytes() const {
 
 CheckpointContents copy_to_host(const CheckpointContents& c, HostBuffers* reuse) {
   CheckpointContents out;
-  out.model = copy_tensors(c.model, reuse, "model/");
-  out.optimizer = copy_tensors(c.optimizer, reuse, "optimizer/");
-  out.shard = copy_tensors(c.shard, reuse, "shard/");
+  out.model = copy_tensors(c.model, reuse, kModelPrefix);
+  out.optimizer = copy_tensors(c.optimizer, reuse, kOptimizerPrefix);
+  out.shard = copy_tensors(c.shard, reuse, kShardPrefix);
   out.state_json = c.state_json;
   out.config_ini = c.config_ini;
   out.shard_name = c.shard_name;
@@ -72,6 +126,19 @@ CheckpointContents copy_to_host(const CheckpointContents& c, HostBuffers* reuse)
 
 AsyncCheckpointer::AsyncCheckpointer(Checkpointer& ckpt, FailureHook on_failure)
     : ckpt_(ckpt), on_failure_(std::move(on_failure)) {}
+
+void AsyncCheckpointer::reserve(const CheckpointContents& like, int cuda_device) {
+  safetensors::NamedTensors all;
+  for (const auto& [prefix, part] : {std::make_pair(kModelPrefix, &like.model), std::make_pair(kOptimizerPrefix, &like.optimizer),
+                                     std::make_pair(kShardPrefix, &like.shard)})
+    for (const auto& [name, t] : *part) all.emplace_back(prefix + name, t);
+  buffers_.reserve(all, cuda_device);
+}
+
+torch::Tensor AsyncCheckpointer::model_buffer(const std::string& name, const torch::Tensor& like) {
+  LOOM_ASSERT(!busy(), "AsyncCheckpointer::model_buffer while a write is in flight");
+  return buffers_.take(kModelPrefix + name, like, like.is_cuda());
+}
 
 AsyncCheckpointer::~AsyncCheckpointer() {
   if (writer_.joinable()) {

@@ -10,6 +10,11 @@
 //                         written), starts the write and returns the seconds training was blocked.
 //                         The buffers stay allocated between saves: host memory for one copy of
 //                         the checkpoint, so a save costs copies, not allocations.
+//   reserve(like, device) lays those buffers out at start-up, from tensors shaped like what the
+//                         saves will copy, in one HostBlock (host_block.h: page-locked for a CUDA
+//                         device) that a background thread faults in and registers while training
+//                         runs, so that even the first save only copies; a save that comes before
+//                         that thread is done waits for it (logged, and counted as blocked time).
 //   wait()                blocks until the write in flight (if any) ends and returns its result.
 //
 // The end of training (and the destructor) must wait(): the process must not exit mid-write. A
@@ -28,14 +33,30 @@
 
 namespace loom {
 
-// Host tensors by name, reused while a name keeps its shape and dtype.
+class HostBlock;
+
+// Host tensors by name, reused while a name keeps its shape and dtype. reserve() makes them in
+// advance, in one block prepared on a background thread; a key it did not foresee (or whose shape
+// changed) gets its own allocation at take(), as without reserve().
 class HostBuffers {
  public:
+  HostBuffers() = default;
+  ~HostBuffers();  // waits for reserve()'s thread
+  HostBuffers(const HostBuffers&) = delete;
+  HostBuffers& operator=(const HostBuffers&) = delete;
+
+  // One buffer per (key, like) in a HostBlock (page-locked when cuda_device >= 0), prepared on a
+  // background thread started here. Call at most once, before any take().
+  void reserve(const safetensors::NamedTensors& like, int cuda_device);
+  // Blocks until reserve()'s thread is done (at once without one); returns the seconds waited.
+  double wait_reserved();
+  // Waits for reserve()'s thread first.
   torch::Tensor take(const std::string& key, const torch::Tensor& like, bool pinned);
   int64_t bytes() const;
 
  private:
   std::map<std::string, torch::Tensor> by_key_;
+  std::thread preparing_;
 };
 
 struct AsyncSaveResult {
@@ -62,6 +83,14 @@ class AsyncCheckpointer {
   double save(int64_t step, CheckpointContents&& c, Write write = {});
   AsyncSaveResult wait();
   bool busy() const;  // a write is in flight
+
+  // HostBuffers::reserve for the tensors of `like` (shapes and dtypes only; model, optimizer and
+  // shard by the names save() gives their copies): call once at start-up.
+  void reserve(const CheckpointContents& like, int cuda_device);
+  // The host buffer save() copies model tensor `name` into, for a caller that fills it itself
+  // before save() (ZeRO-3 gathers the weights unit by unit straight into it); save() then skips
+  // the copy of a tensor that already is its buffer. Only while no write is in flight (after wait()).
+  torch::Tensor model_buffer(const std::string& name, const torch::Tensor& like);
 
   // For tests: runs on the writer thread before Checkpointer::save (e.g. to hold the write back).
   void set_before_write(std::function<void(int64_t step)> f) { before_write_ = std::move(f); }

@@ -51,6 +51,12 @@ std::string checkpoint_tokenizer(const std::string& dir, const std::string& give
 
 std::string checkpoint_dir_name(int64_t step) { return "step_" + std::to_string(step); }
 
+std::optional<CheckpointFile> write_shard(const std::string& dir, const CheckpointContents& c) {
+  if (c.shard_name.empty()) return std::nullopt;
+  const safetensors::WriteResult w = safetensors::write(dir + "/" + c.shard_name, c.shard, c.shard_metadata);
+  return CheckpointFile{c.shard_name, w.bytes, w.xxh64};
+}
+
 std::string zero1_shard_name(int shard) { return "optimizer_zero1_" + std::to_string(shard) + ".safetensors"; }
 
 std::vector<std::string> zero1_shard_files(const std::string& dir) {

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,10 @@ struct CheckpointFile {
   uint64_t bytes = 0;
   uint64_t xxh64 = 0;
 };
+
+// Writes c's shard (shard_name, shard, shard_metadata) as dir/shard_name and returns its manifest
+// entry; nullopt when c holds none (shard_name "").
+std::optional<CheckpointFile> write_shard(const std::string& dir, const CheckpointContents& c);
 
 // The ZeRO-1 optimizer shard files of a checkpoint directory, sorted ("" prefix: none).
 std::vector<std::string> zero1_shard_files(const std::string& dir);

@@ -170,6 +170,10 @@ class Loop {
   void validate();
   std::string save();
   std::string save_sharded_async(const std::string& key, const std::string& tmp);
+  // The save's one "training blocked" line: from t0 (save() began) to now.
+  void log_blocked(std::chrono::steady_clock::time_point t0, const std::string& dir);
+  // What an asynchronous save copies, as shapes: its host buffers are made from it at start-up.
+  CheckpointContents save_layout();
   void publish_shard(const std::string& key, const CheckpointFile& f);      // ranks > 0: tell rank 0
   void collect_shards(const std::string& key, std::vector<CheckpointFile>& shards);  // rank 0
   void probe();
@@ -221,6 +225,7 @@ class Loop {
   bool quit_by_file_ = false;   // ckpt.stop_file's +N
   int64_t saved_step_ = -1;
   int64_t saves_ = 0;  // names this process's saves in the store
+  bool gather_into_async_buffers_ = false;  // an async save's contents(): ZeRO-3 gathers into async_'s buffers
   std::string tokenizer_model_;  // data.tokenizer's bytes, copied into every checkpoint
   TrainSummary summary_;
 #ifdef LOOM_CUDA_KERNELS
@@ -308,8 +313,12 @@ void Loop::start() {
     hooks = fault_hooks_.get();
   }
   model_->set_layer_hooks(hooks);
-  checkpointed_.push_back(std::make_unique<ModuleState>(
-      *model_, [this] { return update_->whole_model_state(named_state(*model_)); }));
+  checkpointed_.push_back(std::make_unique<ModuleState>(*model_, [this] {
+    if (!gather_into_async_buffers_ || !lead_) return update_->whole_model_state(named_state(*model_));
+    return update_->whole_model_state(named_state(*model_), [this](const std::string& name, const torch::Tensor& like) {
+      return async_->model_buffer(name, like);
+    });
+  }));
   checkpointed_.push_back(std::make_unique<OptimizerState>(*update_));  // after the model: master weights
 
   std::string resume_dir;
@@ -374,6 +383,9 @@ void Loop::start() {
     async_ = std::make_unique<AsyncCheckpointer>(ckpt_, [this](int64_t step, const std::string& error) {
       alerts_.send(AlertLevel::kError, "checkpoint write failed", str("step ", step, ": ", error));
     });
+    // The host buffers of every save, made now on a background thread while training starts:
+    // the first save then copies instead of allocating (and page-locking) them.
+    async_->reserve(save_layout(), device_.is_cuda() ? cuda_index() : -1);
   }
   if (!lead_) return;
   metrics_ = std::make_unique<MetricsFanout>();
@@ -552,35 +564,36 @@ void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
 
 std::string Loop::save() {
   Watchdog::LongPhase phase(watchdog_, "checkpoint", std::max(600.0, 10 * c_.monitor.hang_timeout));
+  const auto t0 = std::chrono::steady_clock::now();
+  if (async_) {
+    // The previous write must be done (a sharded one published by rank 0) before this save
+    // reuses the host buffers or begins a new step_N.tmp.
+    const AsyncSaveResult previous = async_->wait();  // a failed one was logged and alerted by the writer
+    if (previous.ok()) log::info("checkpoint ", previous.path, " written (step ", previous.step, ")");
+  }
   if (c_.ckpt.async_save && !update_->sharded()) {
     // Rank 0 copies the state to host memory and a background thread writes it; the others go on.
     saved_step_ = state_.step;
     const std::string dir = ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
     if (!async_) return dir;
-    const auto t0 = std::chrono::steady_clock::now();
-    const AsyncSaveResult previous = async_->wait();  // a failed one was logged and alerted by the writer
-    if (previous.ok()) log::info("checkpoint ", previous.path, " written (step ", previous.step, ")");
     async_->save(state_.step, contents());
-    const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log::info("checkpoint of step ", state_.step, ": training blocked ", format_number(blocked, 3),
-              " s (previous write + copy); writing ", dir, " in the background");
+    log_blocked(t0, dir);
     return dir;
   }
   // Every rank takes part: shard ranks write their optimizer shard into step_N.tmp/, rank 0 the
   // rest, then publishes the folder (the checkpoint folder is shared by all ranks, docs/DISTRIBUTED.md).
   const std::string key = "ckpt/" + std::to_string(saves_++) + "/";
-  if (async_) {
-    // The previous save must be done here (on rank 0: published) before a new step_N.tmp begins.
-    const AsyncSaveResult previous = async_->wait();  // a failed one was logged and alerted by the writer
-    if (previous.ok()) log::info("checkpoint ", previous.path, " written (step ", previous.step, ")");
-  }
   std::string tmp;
   if (lead_) tmp = ckpt_.begin(state_.step);
   if (comm_.distributed()) {
     if (lead_) comm_.store_set(key + "tmp", tmp);
     tmp = comm_.store_get(key + "tmp");
   }
-  if (async_) return save_sharded_async(key, tmp);
+  if (async_) {
+    const std::string dir = save_sharded_async(key, tmp);
+    log_blocked(t0, dir);
+    return dir;
+  }
   std::vector<CheckpointFile> shards;
   if (const auto mine = update_->save_shard(tmp)) {
     shards.push_back(*mine);
@@ -602,29 +615,33 @@ std::string Loop::save() {
 
 std::string Loop::save_sharded_async(const std::string& key, const std::string& tmp) {
   // Training waits for the host copies only: this rank's shard (and on rank 0 the model, gathered
-  // at ZeRO-3 on every rank, and the run state); each rank's writer thread then writes its shard
-  // into step_N.tmp/ and publishes it, and rank 0's commits the folder once every shard is there.
-  const auto t0 = std::chrono::steady_clock::now();
+  // at ZeRO-3 on every rank straight into rank 0's host buffers, and the run state); each rank's
+  // writer thread then writes its shard into step_N.tmp/ and publishes it, and rank 0's commits
+  // the folder once every shard is there.
+  gather_into_async_buffers_ = true;
   CheckpointContents cc = contents();
+  gather_into_async_buffers_ = false;
   update_->shard_contents(cc);
   if (!lead_) cc.model.clear();
   const bool lead = lead_;
   async_->save(state_.step, std::move(cc), [this, key, tmp, lead](int64_t step, CheckpointContents& host) {
     std::vector<CheckpointFile> shards;
-    if (!host.shard_name.empty()) {
-      const safetensors::WriteResult w = safetensors::write(tmp + "/" + host.shard_name, host.shard, host.shard_metadata);
-      shards.push_back({host.shard_name, w.bytes, w.xxh64});
-      publish_shard(key, shards.back());
+    if (const auto mine = write_shard(tmp, host)) {
+      shards.push_back(*mine);
+      publish_shard(key, *mine);
     }
     if (!lead) return ckpt_.options().folder + "/" + checkpoint_dir_name(step);
     collect_shards(key, shards);
     return ckpt_.commit(step, host, shards);
   });
   saved_step_ = state_.step;
-  const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log::info("checkpoint of step ", state_.step, ": training blocked ", format_number(blocked, 3),
-            " s (copies to host); writing ", tmp, " in the background");
   return ckpt_.options().folder + "/" + checkpoint_dir_name(state_.step);
+}
+
+void Loop::log_blocked(std::chrono::steady_clock::time_point t0, const std::string& dir) {
+  const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log::info("checkpoint of step ", state_.step, ": training blocked ", format_number(blocked, 3), " s (previous write, ",
+            update_->zero_stage() == 3 ? "weight gather, " : "", "copies to host); writing ", dir, " in the background");
 }
 
 void Loop::publish_shard(const std::string& key, const CheckpointFile& f) {
@@ -667,6 +684,16 @@ void Loop::warn_if_global_batch_changed(const std::string& resume_dir) {
                 "Keep the global batch with data.micro_num = ",
                 before % (c_.data.micro_bsz * comm_.world()) == 0 ? std::to_string(before / (c_.data.micro_bsz * comm_.world()))
                                                                    : std::string("(none: not divisible)"));
+}
+
+CheckpointContents Loop::save_layout() {
+  CheckpointContents like;  // what save() and save_sharded_async() hand to async_
+  if (lead_) {
+    like.model = named_state(*model_);  // at ZeRO-3 the shapes stay while the storage is sharded
+    like.optimizer = update_->replicated_state();
+  }
+  update_->shard_layout(like);
+  return like;
 }
 
 CheckpointContents Loop::contents() {

@@ -59,9 +59,10 @@ void DataParallelUpdate::broadcast_parameters() {
 
 LayerHooks* DataParallelUpdate::layer_hooks() { return zero_ ? zero_->hooks() : nullptr; }
 
-safetensors::NamedTensors DataParallelUpdate::whole_model_state(const safetensors::NamedTensors& named) {
+safetensors::NamedTensors DataParallelUpdate::whole_model_state(
+    const safetensors::NamedTensors& named, const std::function<torch::Tensor(const std::string&, const torch::Tensor&)>& host_for) {
   if (!zero_ || zero_->stage() < 3) return named;
-  const auto gathered = zero_->gather_named_parameters();
+  const auto gathered = zero_->gather_named_parameters(host_for);
   if (comm_.rank() != 0) return named;
   std::map<std::string, torch::Tensor> by_name(gathered.begin(), gathered.end());
   safetensors::NamedTensors out;
@@ -124,16 +125,21 @@ safetensors::NamedTensors DataParallelUpdate::replicated_state() const {
 }
 
 std::optional<CheckpointFile> DataParallelUpdate::save_shard(const std::string& dir) const {
-  if (!zero_ || !zero_->writes_shard()) return std::nullopt;
-  const std::string name = zero1_shard_name(comm_.rank());
-  const safetensors::WriteResult w = zero_->save_shard(dir + "/" + name);
-  return CheckpointFile{name, w.bytes, w.xxh64};
+  CheckpointContents c;
+  shard_contents(c);
+  return write_shard(dir, c);
 }
 
 void DataParallelUpdate::shard_contents(CheckpointContents& c) const {
   if (!zero_ || !zero_->writes_shard()) return;
   c.shard_name = zero1_shard_name(comm_.rank());
   std::tie(c.shard, c.shard_metadata) = zero_->shard_state();
+}
+
+void DataParallelUpdate::shard_layout(CheckpointContents& c) const {
+  if (!zero_ || !zero_->writes_shard()) return;
+  c.shard_name = zero1_shard_name(comm_.rank());
+  c.shard = zero_->shard_layout();
 }
 
 void DataParallelUpdate::load(const std::string& dir) {

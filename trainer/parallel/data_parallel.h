@@ -20,6 +20,7 @@
 // stage 3 it is gathered unit by unit), so export-hf and generate read any checkpoint.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,8 +62,10 @@ class DataParallelUpdate {
   // What the model must call around its layers (ZeRO stage 3), else nullptr.
   LayerHooks* layer_hooks();
   // The model's state as model.safetensors holds it, from named_state(model): at ZeRO stage 3 the
-  // parameters are gathered (every rank must call it; rank 0 gets them). Elsewhere `named` itself.
-  safetensors::NamedTensors whole_model_state(const safetensors::NamedTensors& named);
+  // parameters are gathered (every rank must call it; rank 0 gets them, as CPU tensors: into
+  // host_for's when given, see ZeroOptimizer::gather_named_parameters). Elsewhere `named` itself.
+  safetensors::NamedTensors whole_model_state(const safetensors::NamedTensors& named,
+                                              const std::function<torch::Tensor(const std::string&, const torch::Tensor&)>& host_for = {});
   // Bytes of parameter storage this rank holds between steps (measured from the storages).
   int64_t resident_parameter_bytes() const;
   // Before each micro-batch's backward; last = the step's final one (only it communicates).
@@ -86,6 +89,8 @@ class DataParallelUpdate {
   std::optional<CheckpointFile> save_shard(const std::string& dir) const;
   // The same shard into c.shard* (tensors still on the device), for a save that writes it later.
   void shard_contents(CheckpointContents& c) const;
+  // shard_contents' name and tensors as shapes only (meta tensors), to make host buffers early.
+  void shard_layout(CheckpointContents& c) const;
   // Restores the optimizer state of a checkpoint directory written in either mode at any W. The
   // model's weights must already be loaded (an fp32 model's master weights are its parameters).
   void load(const std::string& dir);

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <set>
 
+#include <torch/cuda.h>
+
 #include "loom/error.h"
 
 namespace loom {
@@ -521,19 +523,37 @@ void ZeroOptimizer::zero_grad() {
 
 // ---- whole parameters ----
 
-std::vector<std::pair<std::string, torch::Tensor>> ZeroOptimizer::gather_named_parameters() {
+std::vector<std::pair<std::string, torch::Tensor>> ZeroOptimizer::gather_named_parameters(const HostFor& host_for) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   torch::NoGradGuard no_grad;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& up : units_) {
-    Unit& u = *up;
+  int64_t cuda_device = -1;  // set when a copy is asynchronous: waited for at the end
+  for (size_t k = 0; k < units_.size(); ++k) {
+    Unit& u = *units_[k];
     const bool was = u.gathered;
     ensure_gathered(u);
-    if (comm_.rank() == 0)
-      for (size_t i = u.first; i < u.last; ++i)
-        out.emplace_back(named_[i].first, named_[i].second.detach().to(torch::TensorOptions().device(torch::kCPU), /*non_blocking=*/false, /*copy=*/true));
+    if (k + 1 < units_.size()) prefetch(*units_[k + 1]);  // on its own stream, while this one is copied
+    if (comm_.rank() == 0) {
+      for (size_t i = u.first; i < u.last; ++i) {
+        const torch::Tensor p = named_[i].second.detach();
+        if (!host_for) {
+          out.emplace_back(named_[i].first, p.to(torch::TensorOptions().device(torch::kCPU), /*non_blocking=*/false, /*copy=*/true));
+          continue;
+        }
+        torch::Tensor host = host_for(named_[i].first, p);
+        LOOM_ASSERT(host.is_cpu() && host.sizes() == p.sizes() && host.scalar_type() == p.scalar_type(),
+                    "gather_named_parameters: host buffer of '", named_[i].first, "' does not match");
+        // Page-locked: queued on the current stream, before the release below; the allocator hands
+        // the freed memory out again only to work queued after it on that stream.
+        const bool async = p.is_cuda() && host.is_pinned();
+        host.copy_(p, /*non_blocking=*/async);
+        if (async) cuda_device = p.device().index();
+        out.emplace_back(named_[i].first, host);
+      }
+    }
     if (!was) release(u);
   }
+  if (cuda_device >= 0) torch::cuda::synchronize(cuda_device);
   return out;
 }
 
@@ -552,6 +572,15 @@ int64_t ZeroOptimizer::resident_parameter_bytes() const {
 
 // ---- checkpoints ----
 
+safetensors::NamedTensors ZeroOptimizer::shard_layout() const {
+  int64_t n = 0;
+  for (const Piece& p : pieces()) n += p.length;
+  safetensors::NamedTensors ts;
+  for (int k = 0; k < 3; ++k)
+    ts.emplace_back(kStateNames[k], torch::empty({n}, torch::TensorOptions().dtype(master_.scalar_type()).device(torch::kMeta)));
+  return ts;
+}
+
 safetensors::WriteResult ZeroOptimizer::save_shard(const std::string& path) const {
   const auto [tensors, meta] = shard_state();
   return safetensors::write(path, tensors, meta);
@@ -566,9 +595,21 @@ std::pair<safetensors::NamedTensors, safetensors::Metadata> ZeroOptimizer::shard
     for (int k = 0; k < 3; ++k) parts[k].push_back(src[k]->narrow(0, p.shard_pos, p.length));
     ranges += (ranges.empty() ? "" : ",") + std::to_string(p.global) + ":" + std::to_string(p.global + p.length);
   }
+  // Ranges that follow each other in the shard are one view of it: no device copy.
+  const std::vector<Piece> ps = pieces();
+  bool contiguous = true;
+  for (size_t i = 1; i < ps.size(); ++i) contiguous = contiguous && ps[i].shard_pos == ps[i - 1].shard_pos + ps[i - 1].length;
   safetensors::NamedTensors ts;
-  for (int k = 0; k < 3; ++k)
-    ts.emplace_back(kStateNames[k], parts[k].empty() ? torch::empty({0}, master_.options()) : torch::cat(parts[k]));
+  for (int k = 0; k < 3; ++k) {
+    torch::Tensor t;
+    if (parts[k].empty())
+      t = torch::empty({0}, master_.options());
+    else if (contiguous)
+      t = src[k]->narrow(0, ps.front().shard_pos, ps.back().shard_pos + ps.back().length - ps.front().shard_pos);
+    else
+      t = torch::cat(parts[k]);
+    ts.emplace_back(kStateNames[k], t);
+  }
   safetensors::Metadata meta = {{"format", kFormat},
                                 {"ranges", ranges},
                                 {"numel", std::to_string(numel_)},

@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -97,8 +98,12 @@ class ZeroOptimizer : public LayerHooks {
   torch::Tensor after_layer(int64_t layer, const torch::Tensor& out) override;
 
   // The whole parameters, by name, as CPU tensors: every rank must call it (stage 3 gathers each
-  // unit); ranks other than 0 get an empty list.
-  std::vector<std::pair<std::string, torch::Tensor>> gather_named_parameters();
+  // unit, starting the next unit's gather before copying this one's); ranks other than 0 get an
+  // empty list. host_for(name, like) gives the CPU tensor to copy parameter `name` into (a
+  // page-locked one is filled asynchronously, all copies waited for before returning); without it
+  // each is a fresh pageable copy.
+  using HostFor = std::function<torch::Tensor(const std::string& name, const torch::Tensor& like)>;
+  std::vector<std::pair<std::string, torch::Tensor>> gather_named_parameters(const HostFor& host_for = {});
   // Bytes of parameter storage this rank holds now (the model's tensors and the weight chunks),
   // measured from the storages themselves.
   int64_t resident_parameter_bytes() const;
@@ -112,7 +117,11 @@ class ZeroOptimizer : public LayerHooks {
 
   // This rank's shard as save_shard writes it: tensors (on the device) and metadata (call only
   // where writes_shard()).
+  // When the shard's ranges are contiguous in it (always at S = 1) its tensors are views of the
+  // live state, else concatenated copies.
   std::pair<safetensors::NamedTensors, safetensors::Metadata> shard_state() const;
+  // shard_state()'s tensors as shapes only (meta tensors): what a save copies, known before it.
+  safetensors::NamedTensors shard_layout() const;
   safetensors::WriteResult save_shard(const std::string& path) const;
   // Loads from the shard files of a checkpoint saved at any W/S/stage (every file, in any order).
   void load_shards(const std::vector<std::string>& paths);
