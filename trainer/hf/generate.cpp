@@ -188,9 +188,10 @@ int run_generate(const std::vector<std::string>& args) {
   ModelOptions mo = w.model;
   mo.dropout = 0;
   mo.checkpoint = 0;
-  InternLM model(mo);
+  // Built where it runs, in its final dtypes (init.h's device init: no fp32 host copy, no host RNG),
+  // then every parameter is overwritten by load_into.
+  InternLM model(mo, ModelInit{torch::Device(device), 0});
   hf::load_into(*model, w.tensors, w.dir);
-  model->to(torch::Device(device));
 
   const auto t0 = std::chrono::steady_clock::now();
   const Generation g = generate(*model, ids, o);
