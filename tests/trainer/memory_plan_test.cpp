@@ -7,6 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <string>
+
 #include "memory_plan.h"
 #include "model.h"
 
@@ -189,4 +192,35 @@ TEST_CASE("memory plan: a run that does not fit names its largest term and what 
   CHECK_THAT(t.suggestions[0], Catch::StartsWith("none of model.checkpoint"));
   big.device_bytes = uint64_t{141} << 30;  // an H200
   CHECK(loom::plan_memory(big).fits);
+}
+
+TEST_CASE("memory plan: the table for people groups the digits of large counts", "[plan]") {
+  // InternLM-7B in fp32 on one rank: 7,321,948,160 parameters (docs/TRAIN.md), 32,768-token rows;
+  // every term a GiB figure with two decimals, the total past a thousand GiB.
+  PlanInputs in = small(torch::kFloat32);
+  in.model.hidden_size = 4096;
+  in.model.num_layers = 32;
+  in.model.num_attention_heads = 32;
+  in.model.num_kv_attention_heads = 0;
+  in.model.vocab_size = 103168;
+  in.seq_len = 32768;
+  in.micro_bsz = 1;
+  in.attention = loom::AttentionKernel::kCpuSegments;
+  in.device_bytes = uint64_t{2048} << 30;
+  const MemoryPlan p = loom::plan_memory(in);
+  REQUIRE(p.num_parameters == 7321948160);
+  const std::string text = p.to_text();
+  INFO(text);
+  CHECK_THAT(text, Catch::StartsWith("memory plan per rank (7,321,948,160 parameters, float32, 1 x 32,768 tokens "
+                                     "per micro-batch, 0 of 32 layers recomputed, world size 1, "));
+  // parameters: 4 bytes each = 27.2758... GiB; the optimizer's two moments twice that.
+  CHECK_THAT(text, Catch::Contains("\n  parameters            27.28 GiB ") &&
+                       Catch::Contains("\n  optimizer_state       54.55 GiB "));
+  REQUIRE(p.total > uint64_t{1000} << 30);
+  char total[64];
+  std::snprintf(total, sizeof total, "%.2f", static_cast<double>(p.total) / double(uint64_t{1} << 30));
+  std::string grouped = total;
+  grouped.insert(grouped.find('.') - 3, ",");
+  CHECK_THAT(text, Catch::Contains("\n  total " + std::string(21 - grouped.size(), ' ') + grouped + " GiB  100.0%"));
+  CHECK_THAT(text, Catch::Contains("\n  device 2,048.0 GiB, 5% kept free: does not fit"));
 }

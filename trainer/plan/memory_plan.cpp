@@ -1,6 +1,7 @@
 #include "memory_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -8,6 +9,7 @@
 #include "cpu_attention.h"
 #include "loom/error.h"
 #include "loom/json_text.h"
+#include "loom/progress.h"
 
 namespace loom {
 namespace {
@@ -105,11 +107,17 @@ MemoryPlan plan_only(const PlanInputs& in) {
   return p;
 }
 
-std::string gib(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / kGiB);
-  return buf;
+// bytes in GiB with `decimals` decimals and thousands separators: "1,234.5" (decimals 1).
+std::string gib_number(uint64_t bytes, int decimals) {
+  uint64_t scale = 1;
+  for (int i = 0; i < decimals; ++i) scale *= 10;
+  const auto scaled = static_cast<uint64_t>(std::llround(static_cast<double>(bytes) / kGiB * static_cast<double>(scale)));
+  std::string frac = std::to_string(scaled % scale);
+  frac.insert(0, static_cast<size_t>(decimals) - frac.size(), '0');
+  return format_count(scaled / scale) + (decimals > 0 ? "." + frac : "");
 }
+
+std::string gib(uint64_t bytes) { return gib_number(bytes, 1) + " GiB"; }
 
 void suggest(MemoryPlan& p) {
   const PlanInputs& in = p.in;
@@ -162,7 +170,7 @@ void suggest(MemoryPlan& p) {
     t.zero_stage = 3;
     const MemoryPlan q = plan_only(t);
     if (q.fits) {
-      p.suggestions.push_back("a world size of " + std::to_string(w) + " with parallel.zero1=-1 parallel.zero_stage=3 (" +
+      p.suggestions.push_back("a world size of " + format_count(w) + " with parallel.zero1=-1 parallel.zero_stage=3 (" +
                               gib(q.total) + " per rank)");
       break;
     }
@@ -224,14 +232,15 @@ std::string MemoryPlan::to_text() const {
   std::ostringstream o;
   const auto row = [&](const char* name, uint64_t v) {
     char buf[128];
-    std::snprintf(buf, sizeof buf, "  %-16s %10.2f GiB  %5.1f%%\n", name, static_cast<double>(v) / kGiB,
+    std::snprintf(buf, sizeof buf, "  %-16s %10s GiB  %5.1f%%\n", name, gib_number(v, 2).c_str(),
                   total ? 100.0 * static_cast<double>(v) / static_cast<double>(total) : 0.0);
     o << buf;
   };
-  o << "memory plan per rank (" << num_parameters << " parameters, " << dtype_name(in.model.dtype) << ", "
-    << in.micro_bsz << " x " << in.seq_len << " tokens per micro-batch, " << checkpointed_layers << " of "
-    << in.model.num_layers << " layers recomputed, world size " << in.world_size << ", optimizer state in "
-    << zero_shards << (zero_shards == 1 ? " piece" : " shards");
+  o << "memory plan per rank (" << format_count(num_parameters) << " parameters, " << dtype_name(in.model.dtype)
+    << ", " << format_count(in.micro_bsz) << " x " << format_count(in.seq_len) << " tokens per micro-batch, "
+    << checkpointed_layers << " of " << in.model.num_layers << " layers recomputed, world size "
+    << format_count(in.world_size) << ", optimizer state in " << format_count(zero_shards)
+    << (zero_shards == 1 ? " piece" : " shards");
   if (in.zero1 != 1) o << " (ZeRO-" << in.zero_stage << ")";
   o << ", " << attention_kernel_name(in.attention) << "):\n";
   row("parameters", parameters);
