@@ -6,10 +6,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fuzz_util.h"
 #include "loom/tokenize/byte_source.h"
 #include "loom/tokenize/document_reader.h"
+#include "loom/tokenize/line_reader.h"
 
 namespace loom::fuzz {
 
@@ -44,6 +46,8 @@ void drain_documents(const uint8_t* data, size_t size, MakeReader&& make) {
   const unsigned k = opt >> 4;
   const size_t chunk = k == 0 ? size : (size_t{1} << k) - 1;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  std::vector<tokenize::Document> docs;
+  bool complete = false;  // next() read the whole input (else there is nothing to compare with)
   expect_only_loom_errors([&] {
     auto reader = make(std::make_unique<MemorySource>(body, chunk), o);
     tokenize::Document doc;
@@ -54,7 +58,34 @@ void drain_documents(const uint8_t* data, size_t size, MakeReader&& make) {
                   " after ", last_offset, " in ", body.size(), " bytes");
       LOOM_ASSERT(doc.error.empty() || doc.text.empty(), "a bad record with text");
       last_offset = doc.offset;
+      docs.push_back(doc);
     }
+    complete = true;
+  });
+  if (!complete) return;
+  // Line readers: the blocks the pipeline's encoder threads parse give the same documents, lines
+  // and offsets as next() (blocks of at least 2^(k/2) bytes, so lines meet block edges too).
+  expect_only_loom_errors([&] {
+    auto reader = make(std::make_unique<MemorySource>(body, chunk), o);
+    auto parser = reader->make_line_parser();
+    if (!parser) return;
+    tokenize::LineBlock block;
+    tokenize::Document doc;
+    size_t i = 0;
+    uint64_t line_no = 0;
+    while (reader->next_block(block, size_t{1} << (k / 2))) {
+      tokenize::for_each_line(block.bytes, [&](std::string_view line, size_t at, bool had_newline) {
+        ++line_no;
+        if (!parser->parse(line, had_newline, block.offset + at, doc)) return;
+        LOOM_ASSERT(i < docs.size(), "blocks give more documents than next(): ", docs.size());
+        const tokenize::Document& want = docs[i++];
+        LOOM_ASSERT(want.line == line_no && want.offset == doc.offset && want.text == doc.text &&
+                        want.error == doc.error,
+                    "document ", i - 1, ": next() line ", want.line, " offset ", want.offset, ", blocks line ",
+                    line_no, " offset ", doc.offset);
+      });
+    }
+    LOOM_ASSERT(i == docs.size(), "blocks give ", i, " documents, next() ", docs.size());
   });
 }
 
