@@ -78,7 +78,7 @@ void HostBuffers::reserve(const safetensors::NamedTensors& like, int cuda_device
   }
   preparing_ = std::thread([block, offsets] {
     // Below the training thread and the data loader: this is background work.
-    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), HostBlock::kNice);
     try {
       log::info("checkpoint host buffers ready: ", block->prepare(offsets));
     } catch (const std::exception& e) {

@@ -1,10 +1,14 @@
 #include "host_block.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <thread>
 
 #include "loom/error.h"
 #include "loom/log.h"
@@ -68,8 +72,16 @@ std::string HostBlock::prepare(const std::vector<int64_t>& cuts) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto page = static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
   // The kernel zeroes each page on its first write; doing it here keeps that work out of the
-  // driver call below and out of the first save.
-  for (int64_t at = 0; at < bytes_; at += page) base_[at] = 0;
+  // driver call below and out of the first save. A few threads: one zeroes about 1-3 GB/s.
+  const int64_t pages = (bytes_ + page - 1) / page;
+  const int64_t per = (pages + kFaultThreads - 1) / kFaultThreads;
+  std::vector<std::thread> threads;
+  for (int64_t t = 0; t < kFaultThreads; ++t)
+    threads.emplace_back([this, page, lo = t * per, hi = std::min(pages, (t + 1) * per)] {
+      (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), kNice);
+      for (int64_t k = lo; k < hi; ++k) base_[k * page] = 0;
+    });
+  for (auto& th : threads) th.join();
   const double fault_s = seconds_since(t0);
   if (cuda_device_ < 0) return str(bytes_, " bytes of pageable memory, faulted in in ", fault_s, " s");
 #ifdef LOOM_CUDA

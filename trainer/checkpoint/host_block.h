@@ -2,8 +2,8 @@
 // thread, so that no save allocates (async_checkpoint.h).
 //
 //   HostBlock(bytes, cuda_device)   maps the address range (anonymous mmap; no page is touched yet)
-//   prepare(cuts)                   faults every page in (one write per page, madvise(MADV_HUGEPAGE)
-//                                   first), then on a CUDA device page-locks the block with
+//   prepare(cuts)                   faults every page in (one write per page from kFaultThreads
+//                                   threads at nice kNice, madvise(MADV_HUGEPAGE) first), then on a CUDA device page-locks the block with
 //                                   cudaHostRegister in pieces of about kRegisterPieceBytes whose
 //                                   boundaries lie on `cuts` (the buffers' offsets), so no buffer
 //                                   straddles two registrations and every copy into one is a
@@ -33,6 +33,8 @@ class HostBlock {
  public:
   static constexpr int64_t kRegisterPieceBytes = int64_t{256} << 20;
   static constexpr int64_t kAlignment = 4096;  // every buffer starts on a page
+  static constexpr int64_t kFaultThreads = 4;   // threads that fault the pages in
+  static constexpr int kNice = 10;              // their priority: below training and the data loader
 
   // cuda_device -1: pageable memory (CPU runs).
   HostBlock(int64_t bytes, int cuda_device);
