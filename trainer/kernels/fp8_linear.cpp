@@ -91,37 +91,52 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
   return at::_scaled_mm(a, b, scale_a, scale_b, bias_opt, std::nullopt, at::kBFloat16, fast_accum);
 }
 
+torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                          const torch::Tensor& bias) {
+  const int64_t K = x.size(-1), N = weight.size(0);
+  const torch::Tensor x2 = x.reshape({-1, K}).contiguous();
+  const torch::Tensor w = weight.contiguous();
+  const Quantized qx = quantize(x2, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true);
+  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
+  const torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
+  ctx->save_for_backward({qx.q_t, qx.scale, w});
+  ctx->saved_data["x_sizes"] = x.sizes().vec();
+  std::vector<int64_t> out = x.sizes().vec();
+  out.back() = N;
+  return y.view(out);
+}
+
+// {dx, dW, db}; db only when with_bias.
+variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
+  const variable_list saved = ctx->get_saved_variables();
+  const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &w = saved[2];
+  const int64_t N = w.size(0);
+  const torch::Tensor dy = grads[0].reshape({-1, N}).contiguous();
+  const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
+  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true);
+  const torch::Tensor dx = scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false);
+  const torch::Tensor dw = scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false);
+  variable_list out{dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw};
+  if (with_bias) out.push_back(dy.sum(0, /*keepdim=*/false, torch::kFloat32).to(dy.scalar_type()));
+  return out;
+}
+
+// Two functions because a custom autograd function's inputs must all be defined tensors.
 class Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias) {
-    const int64_t K = x.size(-1), N = weight.size(0);
-    const torch::Tensor x2 = x.reshape({-1, K}).contiguous();
-    const torch::Tensor w = weight.contiguous();
-    const Quantized qx = quantize(x2, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true);
-    const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
-    const torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
-    ctx->save_for_backward({qx.q_t, qx.scale, w});
-    ctx->saved_data["has_bias"] = bias.defined();
-    ctx->saved_data["x_sizes"] = x.sizes().vec();
-    std::vector<int64_t> out = x.sizes().vec();
-    out.back() = N;
-    return y.view(out);
+    return fp8_forward(ctx, x, weight, bias);
   }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) { return fp8_backward(ctx, grads, true); }
+};
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &w = saved[2];
-    const int64_t N = w.size(0);
-    const torch::Tensor dy = grads[0].reshape({-1, N}).contiguous();
-    const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
-    const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true);
-    const torch::Tensor dx = scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false);
-    const torch::Tensor dw = scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false);
-    torch::Tensor db;
-    if (ctx->saved_data["has_bias"].toBool()) db = dy.sum(0, /*keepdim=*/false, torch::kFloat32).to(dy.scalar_type());
-    return {dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw, db};
+class Fp8LinearNoBiasFn : public torch::autograd::Function<Fp8LinearNoBiasFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight) {
+    return fp8_forward(ctx, x, weight, {});
   }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) { return fp8_backward(ctx, grads, false); }
 };
 
 }  // namespace
@@ -131,7 +146,7 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, co
   LOOM_ASSERT(fp8_linear_applies(x, weight), "fp8_linear called on tensors it does not take: x ", x.sizes(), " ",
               x.scalar_type(), ", weight ", weight.sizes(), " ", weight.scalar_type());
 #if LOOM_FP8
-  return Fp8LinearFn::apply(x, weight, bias);
+  return bias.defined() ? Fp8LinearFn::apply(x, weight, bias) : Fp8LinearNoBiasFn::apply(x, weight);
 #else
   (void)bias;
   return {};
