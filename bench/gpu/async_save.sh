@@ -5,16 +5,19 @@
 # preparation of the host buffers (faulted in and page-locked on a background thread from start-up,
 # checkpoint/host_block.h), the background write times, and the mean step time before the first
 # save (while the buffers are prepared) and after it.
-#   LOOM_SAVE_EVERY (default 20): steps between saves; 3 saves in all. With 3 the first save comes
-#   about a second after the first step, before the buffers are ready: it waits for them (logged).
+#   LOOM_SAVE_EVERY (default 80, about 28 s of steps: longer than a 23 GB write at ~1 GB/s, so no
+#   save waits for the previous write): steps between saves, 3 saves in all. With 3 the first save
+#   comes about a second after the first step, before the buffers are ready: it waits for them
+#   (logged), and later saves wait for the previous write.
+#   LOOM_SAVE_MODES (default "replicated zero3"): one mode per call keeps a call under 10 minutes.
 # Run on the GPU machine after scripts/device/build.sh. Usage: bench/gpu/async_save.sh OUT_DIR
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: bench/gpu/async_save.sh OUT_DIR}
 mkdir -p "$OUT"
-EVERY=${LOOM_SAVE_EVERY:-20} BSZ=4
+EVERY=${LOOM_SAVE_EVERY:-80} BSZ=4
 STEPS=$((3 * EVERY))
-for mode in replicated zero3; do
+for mode in ${LOOM_SAVE_MODES:-replicated zero3}; do
   if [ "$mode" = replicated ]; then extra="--parallel.zero1=1"
   else extra="--parallel.backend=nccl --parallel.zero1=-1 --parallel.zero_stage=3"; fi
   WORK=$(mktemp -d /tmp/loom-save-XXXX)
