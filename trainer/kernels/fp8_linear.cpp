@@ -62,10 +62,13 @@ struct Quantized {
   torch::Tensor q;      // [rows, cols], when asked for
   torch::Tensor q_t;    // [cols, rows], when asked for
   torch::Tensor scale;  // fp32 scalar on the device: x ~ q * scale
+  torch::Tensor amax;   // fp32 [1] on the device: max |x|
 };
 
-// x [rows, cols] contiguous bf16 on CUDA.
-Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_major, bool transposed) {
+// x [rows, cols] contiguous bf16 on CUDA. `amax`: x's absolute maximum when already known (the
+// backward's weight is the forward's), else measured here.
+Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_major, bool transposed,
+                   const torch::Tensor& amax = {}) {
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto f32 = x.options().dtype(torch::kFloat32);
   const auto fp8 = x.options().dtype(format == cuda::Fp8Format::kE4M3 ? at::ScalarType::Float8_e4m3fn
@@ -74,9 +77,12 @@ Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_majo
   r.scale = torch::empty({}, f32);
   if (row_major) r.q = torch::empty({rows, cols}, fp8);
   if (transposed) r.q_t = torch::empty({cols, rows}, fp8);
-  const torch::Tensor amax = torch::empty({1}, f32);
-  check_launch(cuda::fp8_amax_bf16(x.data_ptr(), x.numel(), amax.data_ptr<float>(), stream()), "fp8_amax_bf16");
-  check_launch(cuda::fp8_quantize_bf16(x.data_ptr(), rows, cols, amax.data_ptr<float>(), format,
+  r.amax = amax;
+  if (!r.amax.defined()) {
+    r.amax = torch::empty({1}, f32);
+    check_launch(cuda::fp8_amax_bf16(x.data_ptr(), x.numel(), r.amax.data_ptr<float>(), stream()), "fp8_amax_bf16");
+  }
+  check_launch(cuda::fp8_quantize_bf16(x.data_ptr(), rows, cols, r.amax.data_ptr<float>(), format,
                                        row_major ? r.q.data_ptr() : nullptr, transposed ? r.q_t.data_ptr() : nullptr,
                                        r.scale.data_ptr<float>(), stream()),
                "fp8_quantize_bf16");
@@ -99,7 +105,7 @@ torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const to
   const Quantized qx = quantize(x2, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true);
   const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
   const torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
-  ctx->save_for_backward({qx.q_t, qx.scale, w});
+  ctx->save_for_backward({qx.q_t, qx.scale, w, qw.amax});
   ctx->saved_data["x_sizes"] = x.sizes().vec();
   std::vector<int64_t> out = x.sizes().vec();
   out.back() = N;
@@ -109,11 +115,11 @@ torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const to
 // {dx, dW, db}; db only when with_bias.
 variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
   const variable_list saved = ctx->get_saved_variables();
-  const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &w = saved[2];
+  const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &w = saved[2], &amax_w = saved[3];
   const int64_t N = w.size(0);
   const torch::Tensor dy = grads[0].reshape({-1, N}).contiguous();
   const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
-  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true);
+  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true, amax_w);
   const torch::Tensor dx = scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false);
   const torch::Tensor dw = scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false);
   variable_list out{dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw};

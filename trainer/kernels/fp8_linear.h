@@ -10,7 +10,8 @@
 // outside these matmuls stay bf16/fp32, so checkpoints do not depend on the precision.
 //
 // The forward saves the e4m3 copy of x (transposed, as dW's GEMM reads it: half the bytes of the
-// bf16 x a plain linear saves) and W itself; W is quantized again in the backward.
+// bf16 x a plain linear saves), W itself and W's absolute maximum; the backward quantizes W again
+// (transposed) with that maximum, so both passes use one scale and the backward skips W's reduction.
 #pragma once
 
 #include <string>
