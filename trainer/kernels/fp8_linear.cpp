@@ -145,6 +145,52 @@ class Fp8LinearNoBiasFn : public torch::autograd::Function<Fp8LinearNoBiasFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return fp8_backward(ctx, grads, false); }
 };
 
+// Two bias-free linears of one input (the MLP's w1 and w2): x is quantized once and its e4m3 copy
+// saved once; the backward sums the two input gradients itself, as autograd would.
+class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w1,
+                               const torch::Tensor& w2) {
+    const int64_t K = x.size(-1);
+    const Quantized qx = quantize(x.reshape({-1, K}).contiguous(), cuda::Fp8Format::kE4M3, true, true);
+    variable_list out, saved{qx.q_t, qx.scale};
+    for (const torch::Tensor& weight : {w1, w2}) {
+      const torch::Tensor w = weight.contiguous();
+      const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
+      std::vector<int64_t> sizes = x.sizes().vec();
+      sizes.back() = w.size(0);
+      out.push_back(scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, {}, /*fast_accum=*/true).view(sizes));
+      saved.push_back(w);
+      saved.push_back(qw.amax);
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &qx_t = saved[0], &scale_x = saved[1];
+    torch::Tensor dx;
+    variable_list dws;
+    for (size_t i = 0; i < 2; ++i) {
+      const torch::Tensor &w = saved[2 + 2 * i], &amax_w = saved[3 + 2 * i];
+      if (!grads[i].defined()) {  // that output took no part in the loss
+        dws.emplace_back();
+        continue;
+      }
+      const torch::Tensor dy = grads[i].reshape({-1, w.size(0)}).contiguous();
+      const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
+      const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true, amax_w);
+      const torch::Tensor dxi = scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false);
+      dx = dx.defined() ? dx.add_(dxi) : dxi;
+      dws.push_back(scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false));
+    }
+    if (dx.defined()) dx = dx.view(ctx->saved_data["x_sizes"].toIntVector());
+    return {dx, dws[0], dws[1]};
+  }
+};
+
 }  // namespace
 #endif  // LOOM_FP8
 
@@ -167,6 +213,15 @@ torch::Tensor fp8_round_trip(const torch::Tensor& x, bool e5m2) {
   return q.q.to(torch::kFloat32) * q.scale;
 #else
   (void)e5m2;
+  return {};
+#endif
+}
+
+std::vector<torch::Tensor> fp8_linear_pair(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2) {
+  LOOM_ASSERT(fp8_linear_applies(x, w1) && fp8_linear_applies(x, w2), "fp8_linear_pair called on tensors it does not take");
+#if LOOM_FP8
+  return Fp8SharedInputFn::apply(x, w1, w2);
+#else
   return {};
 #endif
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -30,6 +31,10 @@ bool fp8_linear_applies(const torch::Tensor& x, const torch::Tensor& weight);
 
 // The layer above; bias [N] bf16 or undefined. Differentiable in x, weight and bias.
 torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+// {x W1^T, x W2^T}: two bias-free FP8 linears of one input, equal to two fp8_linear calls, with
+// x quantized and saved once (the MLP's w1 and w2). Both weights must satisfy fp8_linear_applies.
+std::vector<torch::Tensor> fp8_linear_pair(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);
 
 // x [rows, cols] bf16 quantized as fp8_linear does (e4m3, or e5m2 for gradients) and multiplied
 // back, in fp32: what the GEMM sees of x. For tests.

@@ -144,6 +144,10 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::Tenso
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  if (w1->fp8 && fp8_linear_applies(x, w1->weight) && fp8_linear_applies(x, w2->weight)) {
+    const std::vector<torch::Tensor> gate_up = fp8_linear_pair(x, w1->weight, w2->weight);  // x quantized once
+    return w3(fused_swiglu(gate_up[0], gate_up[1]));
+  }
   // One pass for the gate on CUDA, and on CPU for fp32.
   if ((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x)) return w3(fused_swiglu(w1(x), w2(x)));
   return w3(torch::silu(w1(x)) * w2(x));
