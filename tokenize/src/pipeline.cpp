@@ -2,10 +2,11 @@
 
 #include <time.h>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <system_error>
@@ -24,6 +25,9 @@ double thread_cpu_s() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // A piece of a document: text[begin, begin+len) of its batch.
 struct Piece {
@@ -54,14 +58,46 @@ struct Batch {
   uint64_t lines = 0;           // lines in the block
   FileStats stats;              // docs, tokens, text_bytes, empty, bad of the block
   std::vector<BadLine> bad;     // the first max_listed_errors bad records (the first only, --on-error fail)
+
+  // Empties it for the next use, keeping the buffers' memory (no allocation per batch, no page
+  // faults, no frees across threads in the steady state).
+  void reset() {
+    seq = file_bytes = 0;
+    text.clear();
+    pieces.clear();
+    ids.clear();
+    piece_ids_end.clear();
+    is_block = false;
+    block.bytes.clear();
+    block.offset = 0;
+    out.clear();
+    lines = 0;
+    stats = FileStats();
+    bad.clear();
+  }
+  size_t capacity_bytes() const {
+    return text.capacity() + pieces.capacity() * sizeof(Piece) + ids.capacity() * sizeof(uint32_t) +
+           piece_ids_end.capacity() * sizeof(size_t) + block.bytes.capacity() + out.bytes.capacity() +
+           (out.tokens.capacity() + out.lengths.capacity()) * sizeof(uint64_t);
+  }
 };
+
+// Batches in flight: at least 4 per encoder thread, and up to 16 per thread while they hold less than
+// 16 MiB of text, so that the in-order writer does not stall the encoders when one of them is
+// descheduled for a while holding the oldest batch (more threads than cores: reader + writer + N).
+size_t batches_in_flight(const PipelineOptions& o) {
+  const size_t threads = o.threads;
+  const size_t by_bytes = (size_t{16} << 20) / std::max<size_t>(o.batch_bytes, 1);
+  return std::max(4 * threads, std::min(16 * threads, by_bytes));
+}
 
 class Pipeline {
  public:
   Pipeline(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink, const PipelineOptions& options,
            WorkerPool* pool)
       : reader_(reader), encoder_(encoder), sink_(sink), opt_(options), pool_(pool),
-        max_in_flight_(4 * static_cast<size_t>(options.threads)), blocks_(reader.make_line_parser() != nullptr) {}
+        max_in_flight_(batches_in_flight(options)), blocks_(reader.make_line_parser() != nullptr),
+        done_(max_in_flight_), t0_(Clock::now()) {}
 
   FileStats run(const std::function<void(uint64_t, uint64_t)>& on_progress) {
     std::vector<std::thread> threads;
@@ -72,20 +108,18 @@ class Pipeline {
       });
       auto encoder = [this] {
         const double cpu0 = thread_cpu_s();
-        guarded([this] { encode_loop(); });
+        double waited = 0;
+        guarded([&] { encode_loop(waited); });
         const double cpu = thread_cpu_s() - cpu0;
         std::lock_guard<std::mutex> lock(m_);
         stats_.encode_cpu_s += cpu;
+        stats_.encode_wait_s += waited;
       };
       if (pool_) pool_->start(encoder);
       for (unsigned i = 0; !pool_ && i < opt_.threads; ++i) threads.emplace_back(encoder);
     } catch (const std::system_error& e) {
       // The system refused a thread (limits, memory): stop and join the ones already running.
-      {
-        std::lock_guard<std::mutex> lock(m_);
-        stop_ = true;
-      }
-      cv_.notify_all();
+      stop();
       for (auto& t : threads) t.join();
       LOOM_FAIL("cannot start ", opt_.threads + 1, " threads (", e.what(), "; started ", threads.size(),
                 "); try a smaller --threads");
@@ -93,14 +127,11 @@ class Pipeline {
     const double cpu0 = thread_cpu_s();
     guarded([&] { write_loop(on_progress); });
     stats_.write_cpu_s = thread_cpu_s() - cpu0;
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
+    stop();
     for (auto& t : threads) t.join();
     if (pool_) pool_->wait();
     if (error_) std::rethrow_exception(error_);
+    stats_.wall_s = seconds_since(t0_);
     return stats_;
   }
 
@@ -110,17 +141,51 @@ class Pipeline {
     try {
       f();
     } catch (...) {
-      std::lock_guard<std::mutex> lock(m_);
-      if (!error_) error_ = std::current_exception();
-      stop_ = true;
-      cv_.notify_all();
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        if (!error_) error_ = std::current_exception();
+      }
+      stop();
     }
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    wake_all();
+  }
+  void wake_all() {
+    work_cv_.notify_all();
+    room_cv_.notify_all();
+    done_cv_.notify_all();
+  }
+
+  // An empty batch: a written one with its buffers, or a new one.
+  std::unique_ptr<Batch> new_batch() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!free_.empty()) {
+        std::unique_ptr<Batch> b = std::move(free_.back());
+        free_.pop_back();
+        return b;
+      }
+    }
+    return std::make_unique<Batch>();
+  }
+  void all_produced() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      produced_all_ = true;
+    }
+    wake_all();
   }
 
   // Reader thread: documents -> pieces -> batches, in order; for line readers, blocks of whole lines.
   void produce() {
     if (blocks_) return produce_blocks();
-    auto batch = std::make_unique<Batch>();
+    auto batch = new_batch();
     Document doc;
     while (reader_.next(doc)) {
       if (!doc.error.empty()) {
@@ -144,28 +209,24 @@ class Pipeline {
         if (batch->text.size() >= opt_.batch_bytes) {
           batch->file_bytes = reader_.file_bytes_read();
           if (!push(std::move(batch))) return;
-          batch = std::make_unique<Batch>();
+          batch = new_batch();
         }
       }
     }
     batch->file_bytes = reader_.file_bytes_read();
     if (!batch->pieces.empty() && !push(std::move(batch))) return;
-    std::lock_guard<std::mutex> lock(m_);
-    produced_all_ = true;
-    cv_.notify_all();
+    all_produced();
   }
 
   void produce_blocks() {
     for (;;) {
-      auto batch = std::make_unique<Batch>();
+      auto batch = new_batch();
       batch->is_block = true;
       if (!reader_.next_block(batch->block, opt_.batch_bytes)) break;
       batch->file_bytes = reader_.file_bytes_read();
       if (!push(std::move(batch))) return;
     }
-    std::lock_guard<std::mutex> lock(m_);
-    produced_all_ = true;
-    cv_.notify_all();
+    all_produced();
   }
 
   // Encoder thread, a line block: lines -> documents -> ids -> the shard's bytes.
@@ -203,7 +264,6 @@ class Pipeline {
       ++b.stats.docs;
       b.stats.tokens += ids.size();
     });
-    std::string().swap(b.block.bytes);  // the text is no longer needed while the batch waits
   }
 
   // Writing thread, a line block: its bad records in input order, then its bytes.
@@ -226,17 +286,20 @@ class Pipeline {
 
   // Waits for room; false when the pipeline is stopping.
   bool push(std::unique_ptr<Batch> batch) {
-    std::unique_lock<std::mutex> lock(m_);
-    cv_.wait(lock, [&] { return stop_ || in_flight_ < max_in_flight_; });
-    if (stop_) return false;
-    batch->seq = next_seq_++;
-    ++in_flight_;
-    todo_.push_back(std::move(batch));
-    cv_.notify_all();
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      room_cv_.wait(lock, [&] { return stop_ || in_flight_ < max_in_flight_; });
+      if (stop_) return false;
+      batch->seq = next_seq_++;
+      ++in_flight_;
+      todo_.push_back(std::move(batch));
+    }
+    work_cv_.notify_one();
     return true;
   }
 
-  void encode_loop() {
+  // Encoder thread; waited: seconds it had no batch to encode (start, reader behind, window full, end).
+  void encode_loop(double& waited) {
     std::unique_ptr<LineParser> parser = blocks_ ? reader_.make_line_parser() : nullptr;
     Document doc;
     std::vector<uint32_t> ids;
@@ -244,7 +307,12 @@ class Pipeline {
       std::unique_ptr<Batch> batch;
       {
         std::unique_lock<std::mutex> lock(m_);
-        cv_.wait(lock, [&] { return stop_ || !todo_.empty() || produced_all_; });
+        const auto ready = [&] { return stop_ || !todo_.empty() || produced_all_; };
+        if (!ready()) {
+          const Clock::time_point w0 = Clock::now();
+          work_cv_.wait(lock, ready);
+          waited += seconds_since(w0);
+        }
         if (stop_ || todo_.empty()) return;
         batch = std::move(todo_.front());
         todo_.pop_front();
@@ -256,9 +324,16 @@ class Pipeline {
         else encoder_.encode_continuation(text, batch->ids);
         batch->piece_ids_end.push_back(batch->ids.size());
       }
-      std::lock_guard<std::mutex> lock(m_);
-      done_[batch->seq] = std::move(batch);
-      cv_.notify_all();
+      bool next_to_write = false;
+      {
+        const double at = seconds_since(t0_);
+        std::lock_guard<std::mutex> lock(m_);
+        if (stats_.first_block_s == 0) stats_.first_block_s = at;
+        stats_.last_block_s = std::max(stats_.last_block_s, at);
+        next_to_write = batch->seq == write_seq_;
+        done_[batch->seq % max_in_flight_] = std::move(batch);
+      }
+      if (next_to_write) done_cv_.notify_one();
     }
   }
 
@@ -269,11 +344,17 @@ class Pipeline {
       std::unique_ptr<Batch> batch;
       {
         std::unique_lock<std::mutex> lock(m_);
-        cv_.wait(lock, [&] { return stop_ || done_.count(seq) > 0 || (produced_all_ && seq == next_seq_); });
+        write_seq_ = seq;
+        std::unique_ptr<Batch>& slot = done_[seq % max_in_flight_];
+        const auto ready = [&] { return stop_ || slot != nullptr || (produced_all_ && seq == next_seq_); };
+        if (!ready()) {
+          const Clock::time_point w0 = Clock::now();
+          done_cv_.wait(lock, ready);
+          stats_.write_wait_s += seconds_since(w0);
+        }
         if (stop_) return;
-        if (done_.count(seq) == 0) break;  // everything written
-        batch = std::move(done_[seq]);
-        done_.erase(seq);
+        if (slot == nullptr) break;  // everything written
+        batch = std::move(slot);
       }
       if (batch->is_block) write_block(*batch);
       size_t id_begin = 0;
@@ -294,11 +375,16 @@ class Pipeline {
         }
       }
       on_progress(batch->file_bytes, stats_.tokens);
+      // Kept for reuse unless a huge document made its buffers much larger than a batch needs.
+      const bool keep = batch->capacity_bytes() <= 8 * opt_.batch_bytes + (size_t{4} << 20);
+      if (keep) batch->reset();
+      else batch.reset();
       {
         std::lock_guard<std::mutex> lock(m_);
         --in_flight_;
+        if (keep) free_.push_back(std::move(batch));
       }
-      cv_.notify_all();
+      room_cv_.notify_one();
     }
   }
 
@@ -312,9 +398,14 @@ class Pipeline {
   uint64_t lines_before_ = 0;   // lines of the blocks written so far (writing thread)
 
   std::mutex m_;
-  std::condition_variable cv_;
+  std::condition_variable work_cv_;  // encoders: a batch to encode, the end or stop
+  std::condition_variable room_cv_;  // reader: fewer than max_in_flight_ batches in flight, or stop
+  std::condition_variable done_cv_;  // writer: batch write_seq_ encoded, the end or stop
   std::deque<std::unique_ptr<Batch>> todo_;
-  std::map<uint64_t, std::unique_ptr<Batch>> done_;
+  std::vector<std::unique_ptr<Batch>> done_;   // encoded batches by seq % max_in_flight_ (in flight: distinct)
+  std::vector<std::unique_ptr<Batch>> free_;   // written batches, emptied, buffers kept
+  uint64_t write_seq_ = 0;      // the batch the writer writes next
+  const Clock::time_point t0_;
   uint64_t next_seq_ = 0;
   size_t in_flight_ = 0;
   bool produced_all_ = false;

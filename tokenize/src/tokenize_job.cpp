@@ -1,7 +1,10 @@
 #include "loom/tokenize/tokenize_job.h"
 
+#include <chrono>
 #include <cstdio>
 #include <map>
+#include <mutex>
+#include <tuple>
 
 #include "loom/error.h"
 #include "loom/hash.h"
@@ -18,6 +21,26 @@ std::string seconds3(double s) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f", s);
   return buf;
+}
+
+// The model, loaded once per process (file, encoder choice and contents) and never freed: freeing
+// InternLM's model (two SentencePiece processors and loom's two encoders, ~10^6 allocations) takes
+// about a quarter of its load time, serially, at the end of every run; the process's exit returns it
+// at once. Several --json-keys of one call share it. (Still reachable: leak checkers stay quiet.)
+const SentencePieceModel& load_model(const std::string& path, EncoderChoice choice) {
+  static std::mutex m;
+  static auto* models = new std::vector<std::tuple<std::string, EncoderChoice, uint64_t, const SentencePieceModel*>>();
+  std::lock_guard<std::mutex> lock(m);
+  // A missing file or a folder: the constructor says what is wrong.
+  const bool file = sys::exists(path) && !sys::is_directory(path);
+  const uint64_t fingerprint = file ? xxh64_file(path) : 0;
+  for (const auto& [p, c, f, model] : *models) {
+    if (file && p == path && c == choice && f == fingerprint) return *model;
+  }
+  auto model = std::make_unique<SentencePieceModel>(path, choice);
+  if (!file || model->info(false, false).model_fingerprint != fingerprint) return *model.release();  // changed meanwhile
+  models->emplace_back(path, choice, fingerprint, model.get());
+  return *model.release();
 }
 }  // namespace
 
@@ -59,10 +82,12 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     bins.push_back(bin);
     total_bytes += sys::file_size(in);
   }
-  const SentencePieceModel encoder(opt.model, opt.encoder);
+  const auto load0 = std::chrono::steady_clock::now();
+  const SentencePieceModel& encoder = load_model(opt.model, opt.encoder);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load0).count();
   const TokenizerInfo info = encoder.info(opt.pipeline.bos, opt.pipeline.eos);
   log::info("model ", opt.model, ": vocab ", info.vocab_size, ", bos ", info.bos_id, ", eos ", info.eos_id,
-            ", fingerprint ", hex64(info.model_fingerprint));
+            ", fingerprint ", hex64(info.model_fingerprint), ", loaded in ", seconds3(load_s), " s");
   log::info("encoder: ", encoder.encoder_name(),
             encoder.why_not_loom().empty() ? std::string() : str(" (loom's encoder cannot: ", encoder.why_not_loom(), ")"));
   sys::make_dirs(opt.output_bin.empty() ? opt.output_dir : sys::dirname(opt.output_bin));
@@ -102,6 +127,10 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
               st.empty ? str(", ", st.empty, " empty texts skipped") : std::string());
     log::info(in, ": CPU seconds of the threads: reading ", seconds3(st.read_cpu_s), ", writing ", seconds3(st.write_cpu_s),
               ", encoding ", seconds3(st.encode_cpu_s), " (", opt.pipeline.threads, " threads)");
+    log::info(in, ": ", seconds3(st.wall_s), " s in the pipeline: first batch encoded at ", seconds3(st.first_block_s),
+              " s, the last at ", seconds3(st.last_block_s), " s; the encoder threads had nothing to encode for ",
+              seconds3(st.encode_wait_s), " s in all (", seconds3(st.encode_wait_s / opt.pipeline.threads),
+              " s each), the writer waited ", seconds3(st.write_wait_s), " s");
     ++sum.files;
     sum.docs += st.docs;
     sum.tokens += st.tokens;

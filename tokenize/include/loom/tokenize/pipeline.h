@@ -1,7 +1,9 @@
 // The parallel encode of one input: a reader thread cuts documents into pieces (very long documents
 // on whitespace under max_doc_bytes) and packs them into batches of about batch_bytes; N encoder
 // threads encode batches; the calling thread writes them in input order, so the output is the same
-// for any thread count. At most 4*N batches are in flight: memory stays flat however large the input.
+// for any thread count. At most 4*N to 16*N batches are in flight (16*N while they hold under 16 MiB
+// of text), and written batches are reused with their buffers: memory stays flat however large the
+// input, and the steady state allocates nothing per batch.
 // Line readers (txt --txt-doc line, jsonl) leave more to the encoder threads: the reader thread only
 // cuts the decompressed input into blocks of about batch_bytes of whole lines; each encoder thread
 // splits its block into lines, parses them (UTF-8 check and strip, or JSON), encodes the documents
@@ -49,6 +51,10 @@ struct FileStats {
   // CPU seconds of the pipeline's threads: the reading thread, the writing (calling) thread and the
   // encoder threads together. The first two run alone, so they bound the speed-up of more threads.
   double read_cpu_s = 0, write_cpu_s = 0, encode_cpu_s = 0;
+  // Where the wall time went, in seconds from the start of the input's pipeline: when the first and
+  // the last batch were encoded, the whole (wall_s); how long the encoder threads together had no
+  // batch to encode (start, reader behind, window full, end) and the writer waited for the next one.
+  double first_block_s = 0, last_block_s = 0, wall_s = 0, encode_wait_s = 0, write_wait_s = 0;
 };
 
 // Encoder threads that outlive one input: loom's encoder keeps its chunk cache per thread, so inputs
