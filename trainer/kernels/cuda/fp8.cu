@@ -12,7 +12,9 @@
 namespace loom::cuda {
 namespace {
 
-constexpr int kTile = 64;  // a 64 x 64 tile per block of 32 x 8 threads; each thread moves column pairs
+// A tile of 64 rows x 128 columns per block of 32 x 8 threads: each thread loads 4 bf16 (8 bytes)
+// and stores 4 fp8 (4 bytes) in both layouts; 2-byte stores reached ~2.5 TB/s on the H200.
+constexpr int kTileRows = 64, kTileCols = 128;
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -49,34 +51,42 @@ template <__nv_fp8_interpretation_t Format>
 __global__ void quantize_bf16(const __nv_bfloat16* __restrict__ x, int64_t rows, int64_t cols,
                               const float* __restrict__ amax, float fp8_max, uint8_t* __restrict__ out,
                               uint8_t* __restrict__ out_t, float* __restrict__ scale_out) {
-  __shared__ uint8_t tile[kTile][kTile + 4];
+  __shared__ __align__(16) uint8_t tile[kTileRows][kTileCols + 4];
   const float scale = scale_of(*amax, fp8_max);
   const float inv = 1.0f / scale;
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_out = scale;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile, col0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int c = threadIdx.x * 2;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows, col0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  const int c = threadIdx.x * 4;
 #pragma unroll
-  for (int i = 0; i < kTile / 8; ++i) {
+  for (int i = 0; i < kTileRows / 8; ++i) {
     const int r = threadIdx.y + 8 * i;
     const int64_t row = row0 + r, col = col0 + c;
-    if (row < rows && col < cols) {  // cols is even: col + 1 < cols as well
-      const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(x + row * cols + col);
-      const float2 f = make_float2(__low2float(v) * inv, __high2float(v) * inv);
-      const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, Format);
-      if (out != nullptr) *reinterpret_cast<__nv_fp8x2_storage_t*>(out + row * cols + col) = q;
-      tile[r][c] = static_cast<uint8_t>(q & 0xffu);
-      tile[r][c + 1] = static_cast<uint8_t>(q >> 8);
+    if (row < rows && col < cols) {  // cols % 4 == 0: col + 3 < cols as well
+      const uint2 raw = *reinterpret_cast<const uint2*>(x + row * cols + col);
+      const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+      const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+      const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
+          make_float2(__low2float(a) * inv, __high2float(a) * inv), __NV_SATFINITE, Format);
+      const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
+          make_float2(__low2float(b) * inv, __high2float(b) * inv), __NV_SATFINITE, Format);
+      const uint32_t q = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+      if (out != nullptr) *reinterpret_cast<uint32_t*>(out + row * cols + col) = q;
+      *reinterpret_cast<uint32_t*>(&tile[r][c]) = q;
     }
   }
   if (out_t == nullptr) return;
   __syncthreads();
+  // out_t row = a column of x; 16 threads write its 64 bytes of this tile, 4 bytes each.
+  const int t = threadIdx.y * 32 + threadIdx.x;
+  const int rr = (t % 16) * 4;
 #pragma unroll
-  for (int i = 0; i < kTile / 8; ++i) {
-    const int cc = threadIdx.y + 8 * i;  // column of x = row of out_t
-    const int64_t col = col0 + cc, row = row0 + c;
-    if (col < cols && row < rows) {  // rows is even
-      const auto q = static_cast<__nv_fp8x2_storage_t>(tile[c][cc] | (tile[c + 1][cc] << 8));
-      *reinterpret_cast<__nv_fp8x2_storage_t*>(out_t + col * rows + row) = q;
+  for (int j = 0; j < kTileCols / 16; ++j) {
+    const int cc = j * 16 + t / 16;
+    const int64_t col = col0 + cc, row = row0 + rr;
+    if (col < cols && row < rows) {  // rows % 4 == 0: row + 3 < rows as well
+      const uint32_t q = static_cast<uint32_t>(tile[rr][cc]) | (static_cast<uint32_t>(tile[rr + 1][cc]) << 8) |
+                         (static_cast<uint32_t>(tile[rr + 2][cc]) << 16) | (static_cast<uint32_t>(tile[rr + 3][cc]) << 24);
+      *reinterpret_cast<uint32_t*>(out_t + col * rows + row) = q;
     }
   }
 }
@@ -96,7 +106,8 @@ const char* fp8_amax_bf16(const void* x, int64_t n, float* amax, void* stream) {
 
 const char* fp8_quantize_bf16(const void* x, int64_t rows, int64_t cols, const float* amax, Fp8Format format,
                               void* out, void* out_t, float* scale_out, void* stream) {
-  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+  const dim3 grid(static_cast<unsigned>((cols + kTileCols - 1) / kTileCols),
+                  static_cast<unsigned>((rows + kTileRows - 1) / kTileRows));
   const dim3 block(32, 8);
   auto s = static_cast<cudaStream_t>(stream);
   const auto* xp = static_cast<const __nv_bfloat16*>(x);
