@@ -2,8 +2,8 @@
 # Thread scaling of loom-tokenize on this machine, against the machine's own limit, in one call:
 #   inputs   tests/data/botchan.txt (English) and wagahaiwa_nekodearu.txt (Japanese) repeated to
 #            about SIZE_MB each, in $SCRATCH (default /dev/shm, memory, so the disk is not measured)
-#   runs     loom-tokenize --threads 1 and --threads N on each (best of REPEAT by wall time), and
-#            --threads N --batch-bytes 1048576 (fewer, larger work items)
+#   runs     loom-tokenize --threads 1 (best of REPEAT1) and --threads N (best of REPEAT by wall time)
+#            on each, and --threads N --batch-bytes 1048576 (fewer, larger work items)
 #   limits   (a) a trivially parallel CPU loop: one Python process alone, then N at once (the
 #            machine's limit for independent CPU work: turbo, SMT, shared caches);
 #            (b) N independent loom-tokenize --threads 1 processes at once, each on a quarter of the
@@ -11,18 +11,25 @@
 # Figures: speed-up = wall(1 thread) / wall(N threads); a limit = N * wall(one alone) / wall(N at once);
 # "of limit" = speed-up / limit. Also CPU seconds of the reading and writing threads (loom-tokenize's
 # log) and peak RSS. The .bin of N threads must equal the one of 1 thread (else exit 1).
+# Fixed costs do not scale: loading the model (the log's "loaded in", about 0.2 s for InternLM's) and
+# the process's start and exit are in both wall times, so a small input understates the speed-up
+# of the pipeline itself; the table also gives that one, from the log's "s in the pipeline" (the
+# input's read-encode-write, from the first byte read to the last byte written).
 # Writes OUT_DIR/tokenize_scaling.md (and the logs beside it). Usage:
 #   bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]          N defaults to nproc
-# Environment: SIZE_MB (300), REPEAT (2), MODEL (tests/data/internlm_v7.model), SCRATCH (/dev/shm).
-# Also the English text as 64 inputs of one call (many small inputs), 1 and N threads.
-# On 16 cores it runs in about 2 minutes.
+# Environment: SIZE_MB (600), REPEAT (2), REPEAT1 (1), MODEL (tests/data/internlm_v7.model),
+# SCRATCH (/dev/shm; needs about 4 * SIZE_MB free). Also the English text as 64 inputs of one call
+# (many small inputs), 1 and N threads. On 16 cores it runs in about 2 minutes (SIZE_MB=600; the
+# 1-thread runs take most of it). SIZE_MB=300 halves that; at 300 MB the 16-thread run of the English
+# text lasts about 1 s, so the fixed costs above are a quarter of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:?usage: bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]}
 OUT=${2:?usage: bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]}
 N=${3:-$(nproc)}
-SIZE_MB=${SIZE_MB:-300}
+SIZE_MB=${SIZE_MB:-600}
 REPEAT=${REPEAT:-2}
+REPEAT1=${REPEAT1:-1}
 MODEL=${MODEL:-tests/data/internlm_v7.model}
 SCRATCH=${SCRATCH:-/dev/shm}
 PY=${PY:-python3}
@@ -65,10 +72,10 @@ r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(f"{wall:.3f} {r.ru_utime + r.ru_stime:.3f} {r.ru_maxrss / 1024:.0f}")
 PYEOF
 }
-# best LABEL CMD: best of REPEAT by wall; keeps the log of the best run as $OUT/LABEL.log.
+# best LABEL CMD [TIMES]: best of TIMES (REPEAT) by wall; keeps the log of the best run as $OUT/LABEL.log.
 best() {
   local b="" line
-  for _ in $(seq "$REPEAT"); do
+  for _ in $(seq "${3:-$REPEAT}"); do
     line=$(timed "$2")
     if [ -z "$b" ] || [ "$($PY -c "print(int(${line%% *} < ${b%% *}))")" = 1 ]; then
       b=$line
@@ -78,6 +85,9 @@ best() {
   echo "$b"
 }
 threads_cpu() { sed -n 's/.*CPU seconds of the threads: reading \([0-9.]*\), writing \([0-9.]*\),.*/\1 \2/p' "$OUT/$1.log" | tail -1; }
+# pipeline_s LABEL: the log's seconds in the pipeline (summed over inputs); load_s LABEL: the model's load.
+pipeline_s() { sed -n 's/.*: \([0-9.]*\) s in the pipeline:.*/\1/p' "$OUT/$1.log" | awk '{s += $1} END {printf "%.3f", s}'; }
+load_s() { sed -n 's/.*, loaded in \([0-9.]*\) s$/\1/p' "$OUT/$1.log" | tail -1; }
 f() { $PY -c "print(f'{$1:.2f}')"; }
 
 # (a) the machine: a CPU-bound Python loop, one process alone, then N at once.
@@ -101,7 +111,7 @@ rows=()
 for lang in en ja; do
   in=$WORK/$lang.txt
   mb=$($PY -c "import os; print(f'{os.path.getsize(\"$in\") / 1e6:.1f}')")
-  r1=$(best "${lang}_t1" "$TOK --model $MODEL --output-dir $WORK/o1 --threads 1 $in")
+  r1=$(best "${lang}_t1" "$TOK --model $MODEL --output-dir $WORK/o1 --threads 1 $in" "$REPEAT1")
   rn=$(best "${lang}_t$N" "$TOK --model $MODEL --output-dir $WORK/on --threads $N $in")
   rb=$(best "${lang}_t${N}_b1m" "$TOK --model $MODEL --output-dir $WORK/ob --threads $N --batch-bytes 1048576 $in")
   for o in on ob; do
@@ -118,15 +128,17 @@ for lang in en ja; do
   read -r rd1 wr1 <<< "$(threads_cpu "${lang}_t1")"
   read -r rdn wrn <<< "$(threads_cpu "${lang}_t$N")"
   rss1=$(echo "$r1" | cut -d' ' -f3); rssn=$(echo "$rn" | cut -d' ' -f3)
-  rows+=("| $lang, $mb MB | $(f "${r1%% *}") s | $(f "${rn%% *}") s | $(f "$s")x | $(f "$sb")x | $wl | $(f "$s / $wl") / $(f "$s / ${cpu_limit%% *}") | $rd1 + $wr1 / $rdn + $wrn | $rss1 / $rssn MiB |")
+  p1=$(pipeline_s "${lang}_t1"); pn=$(pipeline_s "${lang}_t$N")
+  rows+=("| $lang, $mb MB | $(f "${r1%% *}") s | $(f "${rn%% *}") s | $(f "$s")x | $(f "$sb")x | $wl | $(f "$s / $wl") / $(f "$s / ${cpu_limit%% *}") | $(f "$p1 / $pn")x ($p1 / $pn s; load $(load_s "${lang}_t$N") s) | $rd1 + $wr1 / $rdn + $wrn | $rss1 / $rssn MiB |")
 done
 
 # Many small inputs: the English text as 64 files in one call.
-m1=$(best many_t1 "$TOK --model $MODEL --output-dir $WORK/m1 --threads 1 $WORK/many")
+m1=$(best many_t1 "$TOK --model $MODEL --output-dir $WORK/m1 --threads 1 $WORK/many" "$REPEAT1")
 mn=$(best "many_t$N" "$TOK --model $MODEL --output-dir $WORK/mn --threads $N $WORK/many")
 many_mb=$($PY -c "import glob, os; print(f'{sum(os.path.getsize(p) for p in glob.glob(\"$WORK/many/*\")) / 1e6:.1f}')")
 for b in "$WORK"/m1/*.bin; do cmp -s "$b" "$WORK/mn/$(basename "$b")" || { echo "many: $(basename "$b") differs at $N threads" >&2; exit 1; }; done
-rows+=("| en as 64 inputs, $many_mb MB | $(f "${m1%% *}") s | $(f "${mn%% *}") s | $($PY -c "print(f'{${m1%% *} / ${mn%% *}:.2f}')")x | - | - | - | - | $(echo "$m1" | cut -d' ' -f3) / $(echo "$mn" | cut -d' ' -f3) MiB |")
+pm1=$(pipeline_s many_t1); pmn=$(pipeline_s "many_t$N")
+rows+=("| en as 64 inputs, $many_mb MB | $(f "${m1%% *}") s | $(f "${mn%% *}") s | $($PY -c "print(f'{${m1%% *} / ${mn%% *}:.2f}')")x | - | - | - | $(f "$pm1 / $pmn")x ($pm1 / $pmn s) | - | $(echo "$m1" | cut -d' ' -f3) / $(echo "$mn" | cut -d' ' -f3) MiB |")
 
 {
   echo
@@ -134,11 +146,11 @@ rows+=("| en as 64 inputs, $many_mb MB | $(f "${m1%% *}") s | $(f "${mn%% *}") s
   echo
   echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- tokenize common 2>/dev/null || echo ' (tokenize/ or common/ modified)'), model $MODEL, inputs in $SCRATCH"
-  echo "- command: \`bench/tokenize_scaling.sh $BUILD OUT $N\` (SIZE_MB=$SIZE_MB REPEAT=$REPEAT), $(( $(date +%s) - T0 )) s"
+  echo "- command: \`bench/tokenize_scaling.sh $BUILD OUT $N\` (SIZE_MB=$SIZE_MB REPEAT=$REPEAT REPEAT1=$REPEAT1), $(( $(date +%s) - T0 )) s"
   echo "- machine limit (a), a CPU-bound Python loop: $(echo "$cpu_limit" | cut -d' ' -f1)x (one task $(echo "$cpu_limit" | cut -d' ' -f2) s alone, $N at once $(echo "$cpu_limit" | cut -d' ' -f3) s)"
   echo
-  echo "| input | 1 thread | $N threads | speed-up | speed-up, --batch-bytes 1 MiB | limit (b): $N loom-tokenize -t 1 | speed-up / limit (b) / (a) | CPU s reading + writing thread, 1 / $N threads | peak RSS 1 / $N threads |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  echo "| input | 1 thread | $N threads | speed-up | speed-up, --batch-bytes 1 MiB | limit (b): $N loom-tokenize -t 1 | speed-up / limit (b) / (a) | pipeline's own speed-up (log: s in the pipeline, 1 / $N threads; model load at $N) | CPU s reading + writing thread, 1 / $N threads | peak RSS 1 / $N threads |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
   printf '%s\n' "${rows[@]}"
   echo
   echo "- the .bin of $N threads equals the one of 1 thread for every input"
