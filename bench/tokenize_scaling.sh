@@ -18,7 +18,7 @@
 # Writes OUT_DIR/tokenize_scaling.md (and the logs beside it). Usage:
 #   bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]          N defaults to nproc
 # Environment: SIZE_MB (600), REPEAT (2), REPEAT1 (1), MODEL (tests/data/internlm_v7.model),
-# SCRATCH (/dev/shm; needs about 4 * SIZE_MB free). Also the English text as 64 inputs of one call
+# SCRATCH (/dev/shm; needs about 15 * SIZE_MB free at the peak: inputs, outputs, N limit runs). Also the English text as 64 inputs of one call
 # (many small inputs), 1 and N threads. On 16 cores it runs in about 2 minutes (SIZE_MB=600; the
 # 1-thread runs take most of it). SIZE_MB=300 halves that; at 300 MB the 16-thread run of the English
 # text lasts about 1 s, so the fixed costs above are a quarter of it.
