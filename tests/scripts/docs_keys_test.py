@@ -99,6 +99,9 @@ for page, heading in (("docs/TRAIN.md", "## Keys"), ("docs/MONITOR.md", "# Monit
                     fail(f"{page}: {key}: default {doc!r}, expected {derived[name]!r}")
             elif not same_default(doc, train[name]):
                 fail(f"{page}: {key}: documented default {doc!r}, loom-train --help prints {train[name]!r}")
+            elif doc.strip("`") in ("true", "false") and train[name] != doc.strip("`"):
+                # config.ini and the start-up dump write true/false: --help says it the same way
+                fail(f"{page}: {key}: loom-train --help prints {train[name]!r} for {doc.strip('`')!r}")
 for name in sorted(set(train) - documented - {"--help", "--config"}):
     fail(f"docs/TRAIN.md's Keys table lacks {name} (loom-train --help lists it)")
 
