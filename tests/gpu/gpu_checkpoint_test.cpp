@@ -5,13 +5,10 @@
 #include <catch2/catch.hpp>
 
 #ifdef LOOM_CUDA_KERNELS
-#include <unistd.h>
-
-#include <filesystem>
-
 #include "async_checkpoint.h"
 #include "loom/sys.h"
 #include "gpu_util.h"
+#include "test_util.h"
 
 TEST_CASE("reserved checkpoint host buffers are page-locked and take the device copies unchanged") {
   // Two 160 MiB tensors and a small one: page-locked in two pieces (256 MiB each at most, whole buffers).
@@ -23,20 +20,31 @@ TEST_CASE("reserved checkpoint host buffers are page-locked and take the device 
   loom::safetensors::NamedTensors keyed;
   for (const auto& [name, t] : c.model) keyed.emplace_back("model/" + name, t);
   for (const auto& [name, t] : c.optimizer) keyed.emplace_back("optimizer/" + name, t);
-  loom::HostBuffers buffers;
-  buffers.reserve(keyed, 0);
-  CHECK(buffers.wait_reserved() >= 0);
-  const int64_t reserved = buffers.bytes();
-  for (int round = 0; round < 2; ++round) {  // the second save reuses the same buffers
-    const loom::CheckpointContents host = loom::copy_to_host(c, &buffers);
-    for (size_t i = 0; i < c.model.size(); ++i) {
-      INFO(c.model[i].first);
-      CHECK(host.model[i].second.is_pinned());
-      CHECK(torch::equal(host.model[i].second, c.model[i].second.cpu()));
+  loom::CheckpointContents kept;  // outlives the buffers
+  {
+    loom::HostBuffers buffers;
+    buffers.reserve(keyed, 0);
+    CHECK(buffers.wait_reserved() >= 0);
+    const int64_t reserved = buffers.bytes();
+    for (int round = 0; round < 2; ++round) {  // the second save reuses the same buffers
+      const loom::CheckpointContents host = loom::copy_to_host(c, &buffers);
+      for (size_t i = 0; i < c.model.size(); ++i) {
+        INFO(c.model[i].first);
+        CHECK(host.model[i].second.is_pinned());
+        CHECK(torch::equal(host.model[i].second, c.model[i].second.cpu()));
+      }
+      CHECK(host.optimizer[0].second.item<double>() == 3.0);
+      CHECK(buffers.bytes() == reserved);
+      c.model[0].second.add_(1);
     }
-    CHECK(host.optimizer[0].second.item<double>() == 3.0);
-    CHECK(buffers.bytes() == reserved);
-    c.model[0].second.add_(1);
+    kept = loom::copy_to_host(c, &buffers);
+  }
+  // The buffers are gone; every tensor cut from their block holds the block (mapped, page-locked)
+  // until the last of them goes, here at the end of the test, while the device tensors still live.
+  for (size_t i = 0; i < c.model.size(); ++i) {
+    INFO(c.model[i].first);
+    CHECK(kept.model[i].second.is_pinned());
+    CHECK(torch::equal(kept.model[i].second, c.model[i].second.cpu()));
   }
 }
 
@@ -52,18 +60,36 @@ TEST_CASE("an async save from the device through reserved buffers writes the syn
     return c;
   };
   const loom::CheckpointContents c = contents();
-  const std::string root = "/tmp/loom_gpu_async_" + std::to_string(::getpid());
+  // A scratch folder removed with rm -rf (test_util.h), never with std::filesystem in a binary
+  // linked against LibTorch 2.x: libtorch_cpu.so exports its own statically linked copy of
+  // libstdc++'s std::filesystem (pytorch/pytorch#133437), found before libstdc++.so.6 by the dynamic
+  // linker, so libstdc++'s remove_all runs on LibTorch's recursive_directory_iterator, built by
+  // another GCC with another layout. This test once ended with std::filesystem::remove_all and
+  // died of SIGSEGV after all its assertions had passed; that call was the one thing in it that a
+  // training run with the same asynchronous saves (and the same teardown of their buffers) never does.
+  loom::test::TempDir dir("gpu_async_ckpt");
+  const std::string& root = dir.path();
   loom::Checkpointer sync_ck({root + "/sync", 2}), async_ck({root + "/async", 2});
   sync_ck.save(4, c);
-  loom::AsyncCheckpointer ac(async_ck);
-  ac.reserve(c, 0);
-  loom::CheckpointContents copy = c;
-  ac.save(4, std::move(copy));
-  REQUIRE(ac.wait().ok());
-  for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json", "manifest.json"}) {
-    INFO(f);
-    CHECK(loom::sys::read_file(root + "/async/step_4/" + f) == loom::sys::read_file(root + "/sync/step_4/" + f));
+  {
+    loom::AsyncCheckpointer ac(async_ck);
+    ac.reserve(c, 0);
+    loom::CheckpointContents copy = c;
+    ac.save(4, std::move(copy));
+    REQUIRE(ac.wait().ok());
+    for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json", "manifest.json"}) {
+      INFO(f);
+      CHECK(loom::sys::read_file(root + "/async/step_4/" + f) == loom::sys::read_file(root + "/sync/step_4/" + f));
+    }
+  }  // the writer joined, the block unregistered and unmapped, the device tensors alive
+  CHECK(loom::validate_checkpoint(root + "/async/step_4") == 4);
+  // A second checkpointer: its block is made and torn down again in the same process.
+  {
+    loom::AsyncCheckpointer ac(async_ck);
+    ac.reserve(c, 0);
+    ac.save(5, contents());
+    REQUIRE(ac.wait().ok());
   }
-  std::filesystem::remove_all(root);
+  CHECK(loom::validate_checkpoint(root + "/async/step_5") == 5);
 }
 #endif
