@@ -33,14 +33,28 @@ safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in, Host
   safetensors::NamedTensors out;
   out.reserve(in.size());
   int64_t cuda_device = -1;
+  // A copy that throws half-way (a buffer it cannot allocate, a CUDA error) leaves the earlier
+  // asynchronous copies in flight into host buffers that may be unmapped soon after (a failed save
+  // ends training, and the buffers go with the AsyncCheckpointer): they are waited for first.
+  struct WaitOnThrow {
+    const int64_t& device;
+    ~WaitOnThrow() {
+      if (device < 0) return;
+      try {
+        torch::cuda::synchronize(device);
+      } catch (const std::exception& e) {
+        log::warn("checkpoint: waiting for the host copies after a failed copy: ", e.what());
+      }
+    }
+  } wait_on_throw{cuda_device};
   for (const auto& [name, t] : in) {
     torch::Tensor host;
     if (t.is_cuda()) {
       // Into pinned memory, asynchronously: the copies overlap each other; one synchronisation below.
       host = reuse ? reuse->take(prefix + name, t, /*pinned=*/true)
                    : torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
-      host.copy_(t.detach(), /*non_blocking=*/true);
       cuda_device = t.device().index();
+      host.copy_(t.detach(), /*non_blocking=*/true);
     } else if (reuse) {
       host = reuse->take(prefix + name, t, /*pinned=*/false);
       if (!host.is_same(t)) host.copy_(t.detach());  // else the caller filled the buffer (model_buffer)
@@ -50,7 +64,11 @@ safetensors::NamedTensors copy_tensors(const safetensors::NamedTensors& in, Host
     }
     out.emplace_back(name, std::move(host));
   }
-  if (cuda_device >= 0) torch::cuda::synchronize(cuda_device);
+  if (cuda_device >= 0) {
+    const int64_t device = cuda_device;
+    cuda_device = -1;  // waited for here, where a CUDA error propagates
+    torch::cuda::synchronize(device);
+  }
   return out;
 }
 
