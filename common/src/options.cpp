@@ -219,6 +219,8 @@ std::string value_text(const boost::any& a) {
 
 po::typed_value<double>* value_with_default(double* p, double v) { return po::value(p)->default_value(v, json_number(v)); }
 
+po::typed_value<bool>* value_with_default(bool* p, bool v) { return po::value(p)->default_value(v, v ? "true" : "false"); }
+
 std::string OptionParser::resolved_ini() const { return ini(false); }
 
 std::string OptionParser::changed_ini() const { return ini(true); }

@@ -126,3 +126,16 @@ TEST_CASE("options: defaults in --help and the changed keys in their shortest te
   CHECK(p.resolved_ini() == "[adam]\nbeta1 = 0.9\neps = 0.001\n[job]\nname = run\n");
   CHECK(p.changed_ini() == "[adam]\neps = 0.001\n");  // job.name was given, but as its default
 }
+
+TEST_CASE("options: a bool option's default in --help reads true/false, as INI files write it") {
+  bool on = false, off = true;
+  OptionParser p("tool", "tool [options]");
+  p.options().add_options()("job.on", value_with_default(&on, true), "on")(
+      "job.off", value_with_default(&off, false), "off");
+  CHECK_THAT(p.help(), Catch::Contains("--job.on arg (=true)") && Catch::Contains("--job.off arg (=false)") &&
+                           !Catch::Contains("(=1)") && !Catch::Contains("(=0)"));
+  REQUIRE(p.parse({"--job.off=true"}));
+  CHECK((on && off));
+  CHECK(p.resolved_ini() == "[job]\noff = true\non = true\n");
+  CHECK(p.changed_ini() == "[job]\noff = true\n");
+}

@@ -277,6 +277,13 @@ TEST_CASE("every subcommand follows the shared exit codes, with one 'loom-pack S
     RunResult help = loom_pack(s + " --help");
     CHECK(help.exit_code == 0);
     CHECK_THAT(help.output, Catch::Contains("\n" + table));
+    // No Boost (=0)/(=1) for a boolean: loom-pack's are switches (no default shown; a valued bool
+    // would show (=true)/(=false) through loom::value_with_default, as in loom-train and train-spm).
+    for (const char* flag : {"\n  --json ", "\n  --deep "}) {
+      const size_t at = help.output.find(flag);
+      if (at != std::string::npos)
+        CHECK(help.output.substr(at, help.output.find('\n', at) - at).find("(=") == std::string::npos);
+    }
     RunResult bad_option = loom_pack(s + " --no-such-flag " + quote(dir / "a.bin"));
     CHECK(bad_option.exit_code == 2);
     CHECK_THAT(bad_option.output,

@@ -198,6 +198,14 @@ TEST_CASE("bad usage exits 2", "[tokenize][e2e][errors]") {
     CHECK(h.output.find("\nExit codes: 0 ok, 1 bad input or failed check, 2 usage error, 3 internal error, 4 hang") !=
           std::string::npos);
   }
+  // A boolean default reads true/false, as in loom-train --help and the INI dumps (not Boost's (=1)); a
+  // switch shows none.
+  auto spm_help = tokenize("train-spm --help").output;
+  CHECK(spm_help.find("--byte-fallback arg (=true)") != std::string::npos);
+  const std::string main_help = tokenize("--help").output;
+  const size_t resume = main_help.find("--resume ");
+  REQUIRE(resume != std::string::npos);
+  CHECK(main_help.substr(resume, main_help.find('\n', resume) - resume).find("(=") == std::string::npos);
 }
 
 TEST_CASE("threads the system refuses end the job cleanly with exit 1", "[tokenize][e2e][errors]") {

@@ -108,6 +108,9 @@ TEST_CASE("loom-train: --help, an unknown key and bad values give the documented
   CHECK_THAT(help.output, Catch::Contains("loom-train plan ...") && Catch::Contains("Exit codes"));
   // Defaults in their shortest text: (=0.9), not (=0.90000000000000002).
   CHECK_THAT(help.output, Catch::Contains("(=0.9)") && Catch::Contains("(=1e-05)") && !Catch::Contains("0000000"));
+  // Booleans as true/false, as config.ini and the start-up dump write them: not (=1)/(=0).
+  CHECK_THAT(help.output,
+             Catch::Contains("--job.tensorboard arg (=true)") && Catch::Contains("--job.overwrite arg (=false)"));
   auto bogus = train({"bogus"});
   CHECK(bogus.exit_code == loom::kExitUsage);
   CHECK_THAT(bogus.output, Catch::Contains("unknown subcommand 'bogus'"));

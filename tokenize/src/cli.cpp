@@ -180,6 +180,7 @@ int report(const TokenizeSummary& s) {
 
 int train_spm_main(const std::vector<std::string>& args) {
   OptionParser p("loom-tokenize train-spm", "loom-tokenize train-spm --vocab-size N --model-prefix P [options] INPUT...");
+  TrainSpmOptions opt;
   add_input_options(p.options());
   p.options().add_options()
       ("vocab-size", po::value<std::string>(), "vocabulary size, 1 to 2^31-1 (required)")
@@ -189,7 +190,7 @@ int train_spm_main(const std::vector<std::string>& args) {
        "share of characters the model covers, in (0, 1]; the rest become bytes (with --byte-fallback)")
       ("normalization", po::value<std::string>()->default_value("nmt_nfkc"),
        "SentencePiece normalization rule: nmt_nfkc, nfkc, nmt_nfkc_cf, nfkc_cf or identity")
-      ("byte-fallback", po::value<bool>()->default_value(true), "unknown characters become UTF-8 byte pieces")
+      ("byte-fallback", value_with_default(&opt.byte_fallback, true), "unknown characters become UTF-8 byte pieces")
       ("max-sentence-length", po::value<std::string>()->default_value(std::to_string(1 << 16)),
        "documents longer than this many bytes are cut on whitespace before training; 64 to 2^31-1")
       ("input-sentence-size", po::value<std::string>()->default_value("0"), "sample this many pieces (0: all)")
@@ -198,7 +199,6 @@ int train_spm_main(const std::vector<std::string>& args) {
   if (!p.parse(args)) return kExitOk;  // --help
   if (!p.vm().count("vocab-size")) throw UsageError("--vocab-size is required (see --help)");
   if (!p.vm().count("model-prefix")) throw UsageError("--model-prefix is required (see --help)");
-  TrainSpmOptions opt;
   read_input_options(p, opt.reader, opt.on_error, opt.inputs);
   opt.vocab_size = static_cast<uint32_t>(p.get_uint("vocab-size", 1, kMaxTextBytes));
   opt.model_prefix = p.get<std::string>("model-prefix");
@@ -209,7 +209,6 @@ int train_spm_main(const std::vector<std::string>& args) {
   opt.normalization = p.get<std::string>("normalization");
   one_of<int>("normalization", opt.normalization,
               {{"nmt_nfkc", 0}, {"nfkc", 0}, {"nmt_nfkc_cf", 0}, {"nfkc_cf", 0}, {"identity", 0}});
-  opt.byte_fallback = p.get<bool>("byte-fallback");
   opt.max_sentence_length = static_cast<uint32_t>(p.get_uint("max-sentence-length", 64, kMaxTextBytes));
   opt.input_sentence_size = p.get_uint("input-sentence-size", 0, static_cast<uint64_t>(INT64_MAX));
   opt.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));

@@ -64,8 +64,8 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("job.threads", po::value(&c.job.threads)->default_value(0), "torch intra-op threads (0 = LibTorch's default)")
     ("job.log_every", po::value(&c.job.log_every)->default_value(1), "steps between metrics lines")
     ("job.peak_tflops", value_with_default(&c.job.peak_tflops, 1.0), "peak TFLOP/s of one device, for MFU")
-    ("job.tensorboard", po::value(&c.job.tensorboard)->default_value(true, "true"), "write tensorboard/ event files")
-    ("job.overwrite", po::value(&c.job.overwrite)->default_value(false, "false"), "a fresh run into a run_dir that holds an "
+    ("job.tensorboard", value_with_default(&c.job.tensorboard, true), "write tensorboard/ event files")
+    ("job.overwrite", value_with_default(&c.job.overwrite, false), "a fresh run into a run_dir that holds an "
         "earlier run moves it to RUN_DIR.old-YYYYMMDD_HHMMSS (never deletes); false: such a run is refused")
     ("data.seq_len", po::value(&c.data.seq_len)->default_value(2048), "tokens per pack (T)")
     ("data.micro_bsz", po::value(&c.data.micro_bsz)->default_value(1), "packs per micro-batch (B)")
@@ -81,7 +81,7 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("data.tokenizer", po::value(&c.data.tokenizer)->default_value(""), "the SentencePiece .model the data was "
         "tokenized with: checked against the shards' fingerprint and copied into every checkpoint (export-hf and "
         "generate then need no --tokenizer)")
-    ("data.verify_checksums", po::value(&c.data.verify_checksums)->default_value(true, "true"), "read every shard fully at start: ids and xxh64 against its .meta")
+    ("data.verify_checksums", value_with_default(&c.data.verify_checksums, true), "read every shard fully at start: ids and xxh64 against its .meta")
     ("model.hidden_size", po::value(&c.model.hidden_size)->default_value(512), "C")
     ("model.num_layers", po::value(&c.model.num_layers)->default_value(4), "layers")
     ("model.num_attention_heads", po::value(&c.model.num_attention_heads)->default_value(8), "H")
@@ -89,11 +89,11 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("model.mlp_ratio", value_with_default(&c.model.mlp_ratio, 8.0 / 3.0), "F = 256*ceil(C*mlp_ratio/256)")
     ("model.vocab_size", po::value(&c.model.vocab_size)->default_value(103168), "V (>= the data's vocabulary)")
     ("model.layer_norm_epsilon", value_with_default(&c.model.norm_eps, 1e-5), "RMSNorm epsilon")
-    ("model.qkv_bias", po::value(&c.model.qkv_bias)->default_value(true, "true"), "bias on the fused QKV projection")
-    ("model.out_bias", po::value(&c.model.out_bias)->default_value(true, "true"), "bias on the attention output projection")
-    ("model.tie_embeddings", po::value(&c.model.tie_embeddings)->default_value(false, "false"), "head shares the embedding")
+    ("model.qkv_bias", value_with_default(&c.model.qkv_bias, true), "bias on the fused QKV projection")
+    ("model.out_bias", value_with_default(&c.model.out_bias, true), "bias on the attention output projection")
+    ("model.tie_embeddings", value_with_default(&c.model.tie_embeddings, false), "head shares the embedding")
     ("model.init_std", value_with_default(&c.model.init_std, 0.02), "normal init std")
-    ("model.scaled_init", po::value(&c.model.scaled_init)->default_value(true, "true"), "wo, w3 init std / sqrt(2*layers)")
+    ("model.scaled_init", value_with_default(&c.model.scaled_init, true), "wo, w3 init std / sqrt(2*layers)")
     ("model.dropout", value_with_default(&c.model.dropout, 0.0), "residual dropout")
     ("model.checkpoint", po::value(&checkpoint)->default_value("0"), "fraction of layers recomputed in backward, or "
         "auto: the smallest fraction whose memory plan fits the device with model.checkpoint_margin to spare")
@@ -108,14 +108,14 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("adam.adam_beta2", value_with_default(&c.adam.beta2, 0.95), "beta2")
     ("adam.adam_eps", value_with_default(&c.adam.eps, 1e-8), "eps")
     ("adam.weight_decay", value_with_default(&c.adam.weight_decay, 0.01), "decoupled weight decay of matrices")
-    ("adam.decay_embeddings", po::value(&c.adam.decay_embeddings)->default_value(false, "false"), "also decay embeddings")
+    ("adam.decay_embeddings", value_with_default(&c.adam.decay_embeddings, false), "also decay embeddings")
     ("hybrid_zero_optimizer.clip_grad_norm", value_with_default(&c.hybrid_zero_optimizer.clip_grad_norm, 1.0), "global-norm clip (0 = off)")
     ("lr_scheduler.kind", po::value(&c.lr_scheduler.kind)->default_value("cosine"), "cosine or constant")
     ("lr_scheduler.warmup_ratio", value_with_default(&c.lr_scheduler.warmup_ratio, 0.01), "warmup = int(total_steps*ratio)")
     ("lr_scheduler.init_steps", po::value(&c.lr_scheduler.init_steps)->default_value(0), "updates at lr 0 before warmup")
     ("lr_scheduler.eta_min", value_with_default(&c.lr_scheduler.eta_min, 1e-5), "final learning rate")
     ("loss.label_smoothing", value_with_default(&c.loss.label_smoothing, 0.0), "label smoothing")
-    ("ckpt.enable_save_ckpt", po::value(&c.ckpt.enable_save)->default_value(true, "true"), "write checkpoints")
+    ("ckpt.enable_save_ckpt", value_with_default(&c.ckpt.enable_save, true), "write checkpoints")
     ("ckpt.checkpoint_every", po::value(&c.ckpt.checkpoint_every)->default_value(0), "steps between checkpoints (0 = at the end)")
     ("ckpt.save_ckpt_folder", po::value(&c.ckpt.folder)->default_value(""), "checkpoint folder (default run_dir/checkpoints)")
     ("ckpt.keep", po::value(&c.ckpt.keep)->default_value(2), "checkpoints kept (0 = all)")
@@ -137,17 +137,17 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("monitor.spike_ratio", value_with_default(&c.monitor.spike.ratio, 0.0), "a loss above this x the median "
         "of the last spike_window losses is a spike (0 = off)")
     ("monitor.spike_window", po::value(&c.monitor.spike.window)->default_value(50), "losses in the spike reference")
-    ("monitor.skip_spike_batches", po::value(&c.monitor.spike.exclude_spikes)->default_value(false, "false"), "skip the "
+    ("monitor.skip_spike_batches", value_with_default(&c.monitor.spike.exclude_spikes, false), "skip the "
         "update of a spike step (its index is logged for data.skip_batches)")
     ("monitor.diag_every", po::value(&c.monitor.diag_every)->default_value(0), "steps between per-rank step-time "
         "reports (0 = off)")
     ("monitor.diag_outlier_ratio", value_with_default(&c.monitor.diag_outlier_ratio, 1.5), "a rank slower "
         "than this x the median is flagged")
-    ("monitor.startup_probe", po::value(&c.monitor.startup_probe)->default_value(true, "true"), "time a matmul (and an "
+    ("monitor.startup_probe", value_with_default(&c.monitor.startup_probe, true), "time a matmul (and an "
         "all-reduce) on every rank at start and flag slow ranks")
     ("ckpt.stop_file", po::value(&c.ckpt.stop_file)->default_value(""), "InternLM's stop file: -N saves at step "
         "N, +N saves and quits at step N")
-    ("ckpt.async_save", po::value(&c.ckpt.async_save)->default_value(false, "false"), "write checkpoints from a background "
+    ("ckpt.async_save", value_with_default(&c.ckpt.async_save, false), "write checkpoints from a background "
         "thread (training blocks only for the copy)")
     ("debug.hang_at_step", po::value(&c.debug.hang_at_step)->default_value(-1), "TEST ONLY: step N's forward never ends")
     ("debug.spike_at_step", po::value(&c.debug.spike_at_step)->default_value(-1), "TEST ONLY: step N's loss looks 100x larger")

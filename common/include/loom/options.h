@@ -78,5 +78,9 @@ class OptionParser {
 // po::value(p)->default_value(v) with the default shown (--help) as the shortest text that reads
 // back as v: Boost's own text of 0.9 is 0.90000000000000002.
 po::typed_value<double>* value_with_default(double* p, double v);
+// A boolean option (--key=true|false, `key = true` in an INI file) whose default --help shows as
+// (=true)/(=false), as config files and the start-up dumps write it: Boost's own text is (=1)/(=0).
+// Every tool declares its bool options with a default through this.
+po::typed_value<bool>* value_with_default(bool* p, bool v);
 
 }  // namespace loom
