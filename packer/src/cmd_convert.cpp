@@ -6,7 +6,8 @@
 namespace loom::packer {
 
 int cmd_convert(const Args& args) {
-  OptionParser parser("loom-pack convert", "loom-pack convert --to loom|internlm --output-dir DIR INPUT...");
+  OptionParser parser("loom-pack convert", "loom-pack convert --to loom|internlm --output-dir DIR "
+                                          "[--model M.model | --vocab-size V] INPUT...");
   parser.options().add_options()("to", po::value<std::string>(), "target format: loom or internlm")(
       "output-dir", po::value<std::string>(), "writes DIR/NAME.bin for each input NAME.bin")(
       "model", po::value<std::string>()->default_value(""),

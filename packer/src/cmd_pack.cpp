@@ -16,7 +16,8 @@ constexpr uint64_t kMaxSeqLen = uint64_t{1} << 24;
 
 int cmd_pack(const Args& args) {
   OptionParser parser("loom-pack pack",
-                      "loom-pack pack --seq-len L --strategy concat|bestfit [--seed S] --output-dir DIR INPUT...");
+                      "loom-pack pack --seq-len L [--strategy concat|bestfit] [--seed S] --output-dir DIR [--name NAME]\n"
+                      "                      [--max-packs-per-shard K] [--model M.model | --vocab-size V] INPUT...");
   parser.options().add_options()("seq-len", po::value<std::string>(), "tokens per pack (L), 1 to 2^24")(
       "strategy", po::value<std::string>()->default_value("concat"), "concat or bestfit")(
       "seed", po::value<std::string>()->default_value("0"), "bestfit: shuffles the order of the packs")(

@@ -7,7 +7,7 @@ namespace loom::packer {
 
 int cmd_split(const Args& args) {
   OptionParser parser("loom-pack split",
-                      "loom-pack split --valid-fraction F|--valid-docs N --seed S --output-dir DIR INPUT...");
+                      "loom-pack split (--valid-fraction F | --valid-docs N) [--seed S] --output-dir DIR INPUT...");
   parser.options().add_options()("valid-fraction", po::value<std::string>(), "each document goes to valid with this probability")(
       "valid-docs", po::value<std::string>(), "exactly this many documents go to valid")(
       "seed", po::value<std::string>()->default_value("0"), "the split's seed")(

@@ -8,7 +8,8 @@
 namespace loom::packer {
 
 int cmd_verify(const Args& args) {
-  OptionParser parser("loom-pack verify", "loom-pack verify [--deep] PATH...  (files, or folders of *.bin + .meta)");
+  OptionParser parser("loom-pack verify",
+                      "loom-pack verify [--deep] [--vocab-size N] PATH...  (files, or folders of *.bin + .meta)");
   parser.options().add_options()(
       "deep", po::bool_switch(), "also check every token id < vocab and the .bin checksum (one pass over the data)")(
       "vocab-size", po::value<std::string>()->default_value("0"),

@@ -3,6 +3,8 @@
 // architecture differs from model.* is refused, naming the difference.
 #include <catch2/catch.hpp>
 
+#include <cctype>
+#include <regex>
 #include <sstream>
 
 #include "checkpoint.h"
@@ -102,6 +104,18 @@ TEST_CASE("hf init: data.tokenizer is checked, recorded in checkpoints, and used
                            " --prompt hello --max-new-tokens 2 2>&1");
   INFO(g.output);
   CHECK(g.exit_code == 0);
+  // Its log line for people: the time and the rate with a few significant digits (not 0.0191381 s).
+  std::smatch m;
+  const std::regex line(R"(generate: \d+ prompt tokens, \d+ new tokens in (\S+) s \((\S+) tokens/s\))");
+  REQUIRE(std::regex_search(g.output, m, line));
+  for (const std::string& figure : {m.str(1), m.str(2)}) {
+    INFO(figure);
+    if (figure.find(',') != std::string::npos) continue;  // 1,234: a count, whole
+    std::string digits;
+    for (char ch : figure.substr(0, figure.find('e')))
+      if (std::isdigit(static_cast<unsigned char>(ch)) && !(digits.empty() && ch == '0')) digits += ch;
+    CHECK(digits.size() <= 3);
+  }
   auto bad = loom::test::run(quote(LOOM_TRAIN_BIN) + " export-hf --checkpoint " + quote(ckpt) + " --output " +
                              quote(dir / "hf2") + " --tokenizer " + quote(other) + " 2>&1");
   INFO(bad.output);

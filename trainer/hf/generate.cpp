@@ -10,8 +10,10 @@
 #include "hf_tokenizer.h"
 #include "kv_cache.h"
 #include "loom/error.h"
+#include "loom/json_text.h"
 #include "loom/log.h"
 #include "loom/options.h"
+#include "loom/progress.h"
 #include "safetensors.h"
 #include "loom/spm_encoder.h"
 
@@ -130,9 +132,9 @@ std::vector<int64_t> parse_ids(const std::string& s) {
 
 int run_generate(const std::vector<std::string>& args) {
   OptionParser p("loom-train generate",
-                 "loom-train generate (--checkpoint DIR | --hf DIR) (--prompt TEXT | --prompt-ids 1,2,3) "
-                 "[--tokenizer FILE.model] "
-                 "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--dump-logits FILE]");
+                 "loom-train generate (--checkpoint DIR | --hf DIR) (--prompt TEXT | --prompt-ids 1,2,3)\n"
+                 "                           [--tokenizer FILE.model] [--max-new-tokens N] [--temperature T] [--top-p P]\n"
+                 "                           [--seed S] [--no-kv-cache] [--device D] [--dump-logits FILE]");
   GenerateOptions o;
   std::string checkpoint, hf_dir, prompt, prompt_ids, tokenizer, dump, device = "cpu";
   bool no_cache = false;
@@ -144,8 +146,8 @@ int run_generate(const std::vector<std::string>& args) {
       ("tokenizer", po::value(&tokenizer), "SentencePiece model to encode and decode with (default: the folder's "
                                             "tokenizer.model; a loom checkpoint has one when its run had data.tokenizer)")
       ("max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens), "tokens to generate at most")
-      ("temperature", po::value(&o.temperature)->default_value(o.temperature), "0 = greedy; else sample from softmax(logits / T)")
-      ("top-p", po::value(&o.top_p)->default_value(o.top_p), "nucleus sampling: smallest set of tokens with this much probability")
+      ("temperature", value_with_default(&o.temperature, o.temperature), "0 = greedy; else sample from softmax(logits / T)")
+      ("top-p", value_with_default(&o.top_p, o.top_p), "nucleus sampling: smallest set of tokens with this much probability")
       ("seed", po::value(&o.seed)->default_value(o.seed), "RNG seed of the sampler")
       ("no-kv-cache", po::bool_switch(&no_cache), "recompute the whole forward each step (slow; a cross-check)")
       ("device", po::value(&device)->default_value(device), "torch device: cpu, cuda, cuda:1, ...")
@@ -212,8 +214,9 @@ int run_generate(const std::vector<std::string>& args) {
     std::cout << "text: " << spm::decode(sp, all) << "\n";
   }
   std::cout.flush();
-  log::info("generate: ", ids.size(), " prompt tokens, ", g.tokens.size(), " new tokens in ", s, " s (",
-            s > 0 ? static_cast<double>(g.tokens.size()) / s : 0.0, " tokens/s)",
+  const double rate = s > 0 ? static_cast<double>(g.tokens.size()) / s : 0.0;
+  log::info("generate: ", format_count(ids.size()), " prompt tokens, ", format_count(g.tokens.size()),
+            " new tokens in ", format_number(s, 3), " s (", format_number(rate, 3), " tokens/s)",
             g.stopped_at_eos ? ", stopped at eos" : "", o.temperature == 0 ? ", greedy" : ", sampled");
   if (!dump.empty()) {
     const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
@@ -221,7 +224,7 @@ int run_generate(const std::vector<std::string>& args) {
                        {{"prompt_ids", torch::tensor(ids, i64)},
                         {"prompt_logits", g.prompt_logits.to(torch::kCPU, torch::kFloat32)},
                         {"generated_ids", torch::tensor(g.tokens, i64)}},
-                       {{"prompt", prompt_text}, {"temperature", std::to_string(o.temperature)}});
+                       {{"prompt", prompt_text}, {"temperature", json_number(o.temperature)}});
     log::info("generate: logits written to ", dump);
   }
   return 0;

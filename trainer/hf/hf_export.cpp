@@ -156,8 +156,9 @@ ExportSummary export_hf(const std::map<std::string, torch::Tensor>& loom, const 
 
 int run_export_hf(const std::vector<std::string>& args) {
   OptionParser p("loom-train export-hf",
-                 "loom-train export-hf --checkpoint DIR --output OUT [--tokenizer FILE.model] "
-                 "[--max-shard-size BYTES] [--dtype keep|float32|bfloat16|float16]");
+                 "loom-train export-hf --checkpoint DIR --output OUT [--tokenizer FILE.model]\n"
+                 "                            [--max-shard-size BYTES] [--dtype keep|float32|bfloat16|float16]\n"
+                 "                            [--max-positions N]");
   ExportOptions o;
   std::string checkpoint;
   p.options().add_options()

@@ -45,7 +45,7 @@ ExportSummary export_hf(const std::map<std::string, torch::Tensor>& loom, const 
                         const ExportOptions& o);
 
 // `loom-train export-hf --checkpoint DIR --output OUT [--tokenizer FILE --max-shard-size BYTES
-// --dtype D]`; args without the subcommand. Returns the exit code (0; --help too); throws on bad input.
+// --dtype D --max-positions N]`; args without the subcommand. Returns the exit code (0; --help too); throws on bad input.
 int run_export_hf(const std::vector<std::string>& args);
 
 }  // namespace loom::hf
