@@ -43,18 +43,24 @@ void InternlmWriter::format_doc(const uint32_t* ids, size_t n, std::string& out)
 }
 
 void InternlmWriter::add_formatted(const char* bytes, const uint64_t* tokens, const uint64_t* lengths, size_t ndocs) {
-  uint64_t offset = bin_.bytes_written(), total = 0;
+  // Every document is checked before any is recorded: a refused batch leaves .meta and .bin as
+  // they were.
+  const uint64_t start = bin_.bytes_written();
+  uint64_t offset = start;
   for (size_t i = 0; i < ndocs; ++i) {
-    LOOM_CHECK(offset <= kInternlmMaxOffset && tokens[i] <= kInternlmMaxOffset, bin_path_, ": document ", num_docs(),
-               " would start at byte ", offset, ", past InternLM's int32 offsets (2^31-1);",
+    LOOM_CHECK(offset <= kInternlmMaxOffset && tokens[i] <= kInternlmMaxOffset, bin_path_, ": document ",
+               num_docs() + i, " would start at byte ", offset, ", past InternLM's int32 offsets (2^31-1);",
                " write this input as several shards or use --format loom");
+    offset += lengths[i];
+  }
+  offset = start;
+  for (size_t i = 0; i < ndocs; ++i) {
     meta_.push_back(static_cast<int32_t>(offset));
     meta_.push_back(static_cast<int32_t>(tokens[i]));
     num_tokens_ += tokens[i];
     offset += lengths[i];
-    total += lengths[i];
   }
-  bin_.write(bytes, total);
+  bin_.write(bytes, offset - start);
 }
 
 void InternlmWriter::add_doc(const uint32_t* ids, size_t n) {

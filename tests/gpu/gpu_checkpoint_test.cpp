@@ -60,13 +60,8 @@ TEST_CASE("an async save from the device through reserved buffers writes the syn
     return c;
   };
   const loom::CheckpointContents c = contents();
-  // A scratch folder removed with rm -rf (test_util.h), never with std::filesystem in a binary
-  // linked against LibTorch 2.x: libtorch_cpu.so exports its own statically linked copy of
-  // libstdc++'s std::filesystem (pytorch/pytorch#133437), found before libstdc++.so.6 by the dynamic
-  // linker, so libstdc++'s remove_all runs on LibTorch's recursive_directory_iterator, built by
-  // another GCC with another layout. This test once ended with std::filesystem::remove_all and
-  // died of SIGSEGV after all its assertions had passed; that call was the one thing in it that a
-  // training run with the same asynchronous saves (and the same teardown of their buffers) never does.
+  // Removed with rm -rf (test_util.h), not std::filesystem: libtorch_cpu.so (2.x) exports its own
+  // copy of std::filesystem's symbols, and libstdc++'s remove_all bound to them crashed here.
   loom::test::TempDir dir("gpu_async_ckpt");
   const std::string& root = dir.path();
   loom::Checkpointer sync_ck({root + "/sync", 2}), async_ck({root + "/async", 2});

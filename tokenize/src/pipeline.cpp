@@ -101,6 +101,7 @@ class Pipeline {
 
   FileStats run(const std::function<void(uint64_t, uint64_t)>& on_progress) {
     std::vector<std::thread> threads;
+    threads.reserve(opt_.threads + 1);  // emplace_back then throws only std::system_error (caught below)
     try {
       threads.emplace_back([this] {
         guarded([this] { produce(); });
@@ -182,6 +183,14 @@ class Pipeline {
     wake_all();
   }
 
+  // A bad record, in input order: the end with --on-error fail, else listed (up to
+  // max_listed_errors; the caller counts it).
+  void report_bad(const std::string& msg) {
+    if (opt_.on_error == OnError::kFail)
+      LOOM_FAIL(msg, " (--on-error fail stops here; --on-error skip would skip this record)");
+    if (stats_.bad_examples.size() < opt_.max_listed_errors) stats_.bad_examples.push_back(msg);
+  }
+
   // Reader thread: documents -> pieces -> batches, in order; for line readers, blocks of whole lines.
   void produce() {
     if (blocks_) return produce_blocks();
@@ -189,12 +198,8 @@ class Pipeline {
     Document doc;
     while (reader_.next(doc)) {
       if (!doc.error.empty()) {
-        const std::string msg = location(reader_.path(), doc) + doc.error;
-        if (opt_.on_error == OnError::kFail) {
-          LOOM_FAIL(msg, " (--on-error fail stops here; --on-error skip would skip this record)");
-        }
+        report_bad(location(reader_.path(), doc) + doc.error);
         ++stats_.bad;
-        if (stats_.bad_examples.size() < opt_.max_listed_errors) stats_.bad_examples.push_back(msg);
         continue;
       }
       if (doc.text.empty()) {
@@ -268,13 +273,7 @@ class Pipeline {
 
   // Writing thread, a line block: its bad records in input order, then its bytes.
   void write_block(const Batch& b) {
-    for (const BadLine& bad : b.bad) {
-      const std::string msg = str(reader_.path(), ":", lines_before_ + bad.line, ": ", bad.error);
-      if (opt_.on_error == OnError::kFail) {
-        LOOM_FAIL(msg, " (--on-error fail stops here; --on-error skip would skip this record)");
-      }
-      if (stats_.bad_examples.size() < opt_.max_listed_errors) stats_.bad_examples.push_back(msg);
-    }
+    for (const BadLine& bad : b.bad) report_bad(str(reader_.path(), ":", lines_before_ + bad.line, ": ", bad.error));
     if (!b.out.tokens.empty()) sink_.add_serialized(b.out);
     lines_before_ += b.lines;
     stats_.docs += b.stats.docs;
@@ -420,6 +419,7 @@ class Pipeline {
 
 WorkerPool::WorkerPool(unsigned threads) {
   LOOM_CHECK(threads >= 1, "--threads must be at least 1");
+  threads_.reserve(threads);  // emplace_back then throws only std::system_error (caught below)
   try {
     for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
   } catch (const std::system_error& e) {

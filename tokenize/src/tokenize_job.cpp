@@ -38,8 +38,9 @@ const SentencePieceModel& load_model(const std::string& path, EncoderChoice choi
     if (file && p == path && c == choice && f == fingerprint) return *model;
   }
   auto model = std::make_unique<SentencePieceModel>(path, choice);
-  if (!file || model->info(false, false).model_fingerprint != fingerprint) return *model.release();  // changed meanwhile
-  models->emplace_back(path, choice, fingerprint, model.get());
+  // Kept under the fingerprint of what was loaded (the file may have changed since it was hashed),
+  // so each distinct model is loaded and kept once.
+  models->emplace_back(path, choice, model->info(false, false).model_fingerprint, model.get());
   return *model.release();
 }
 }  // namespace

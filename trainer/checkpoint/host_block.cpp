@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <system_error>
 #include <thread>
 
 #include "loom/error.h"
@@ -75,12 +76,23 @@ std::string HostBlock::prepare(const std::vector<int64_t>& cuts) {
   // driver call below and out of the first save. A few threads: one zeroes about 1-3 GB/s.
   const int64_t pages = (bytes_ + page - 1) / page;
   const int64_t per = (pages + kFaultThreads - 1) / kFaultThreads;
+  const auto fault_in = [this, page](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) base_[k * page] = 0;
+  };
   std::vector<std::thread> threads;
-  for (int64_t t = 0; t < kFaultThreads; ++t)
-    threads.emplace_back([this, page, lo = t * per, hi = std::min(pages, (t + 1) * per)] {
-      (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), kNice);
-      for (int64_t k = lo; k < hi; ++k) base_[k * page] = 0;
-    });
+  threads.reserve(kFaultThreads);
+  int64_t started = 0;  // ranges [0, started * per) belong to threads
+  try {
+    for (; started < kFaultThreads; ++started)
+      threads.emplace_back([fault_in, lo = started * per, hi = std::min(pages, (started + 1) * per)] {
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), kNice);
+        fault_in(lo, hi);
+      });
+  } catch (const std::system_error&) {
+    // No thread to spare (a pids limit): this thread does the rest, and no joinable thread is
+    // left behind.
+  }
+  if (started < kFaultThreads) fault_in(std::min(pages, started * per), pages);
   for (auto& th : threads) th.join();
   const double fault_s = seconds_since(t0);
   if (cuda_device_ < 0) return str(bytes_, " bytes of pageable memory, faulted in in ", fault_s, " s");

@@ -16,9 +16,9 @@
 // needs them waits as long; LibTorch's caching host allocator also rounds each tensor up to a power
 // of two (up to 2x the memory). Here the slow part, faulting in and zeroing the pages, is ordinary
 // memory work outside the driver, and each cudaHostRegister call page-locks already-present pages of
-// one bounded piece, so a training-thread CUDA call waits for at most one piece (PyTorch's
-// pinned_use_cuda_host_register and TensorRT-LLM's chunked page-locking of host KV pools do the same
-// for the same reason; pieces also stay below the 2 GB single-pin limit of some Linux 6.1x kernels).
+// one piece of about 256 MiB, so a training-thread CUDA call waits for at most one piece. Pieces
+// end at buffer boundaries (a copy never spans two registrations), so one buffer larger than that
+// is one piece: a ZeRO shard's flat fp32 state is three such buffers.
 #pragma once
 
 #include <cstddef>

@@ -69,6 +69,9 @@ struct Quantized {
 // backward's weight is the forward's), else measured here.
 Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_major, bool transposed,
                    const torch::Tensor& amax = {}) {
+  LOOM_ASSERT(x.is_contiguous() && x.scalar_type() == torch::kBFloat16, "quantize: x must be contiguous bf16");
+  // The kernels load 8 and 16 bytes at a time: a view at an odd offset is copied to fresh memory.
+  if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return quantize(x.clone(), format, row_major, transposed, amax);
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto f32 = x.options().dtype(torch::kFloat32);
   const auto fp8 = x.options().dtype(format == cuda::Fp8Format::kE4M3 ? at::ScalarType::Float8_e4m3fn

@@ -618,9 +618,17 @@ std::string Loop::save_sharded_async(const std::string& key, const std::string& 
   // at ZeRO-3 on every rank straight into rank 0's host buffers, and the run state); each rank's
   // writer thread then writes its shard into step_N.tmp/ and publishes it, and rank 0's commits
   // the folder once every shard is there.
-  gather_into_async_buffers_ = true;
-  CheckpointContents cc = contents();
-  gather_into_async_buffers_ = false;
+  CheckpointContents cc;
+  {
+    // Cleared on every exit: a failed gather (NCCL error, OOM) must not leave later saves aimed
+    // at the async buffers.
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{gather_into_async_buffers_};
+    gather_into_async_buffers_ = true;
+    cc = contents();
+  }
   update_->shard_contents(cc);
   if (!lead_) cc.model.clear();
   const bool lead = lead_;

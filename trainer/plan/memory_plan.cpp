@@ -112,9 +112,10 @@ std::string gib_number(uint64_t bytes, int decimals) {
   uint64_t scale = 1;
   for (int i = 0; i < decimals; ++i) scale *= 10;
   const auto scaled = static_cast<uint64_t>(std::llround(static_cast<double>(bytes) / kGiB * static_cast<double>(scale)));
+  if (decimals <= 0) return format_count(scaled);
   std::string frac = std::to_string(scaled % scale);
   frac.insert(0, static_cast<size_t>(decimals) - frac.size(), '0');
-  return format_count(scaled / scale) + (decimals > 0 ? "." + frac : "");
+  return format_count(scaled / scale) + "." + frac;
 }
 
 std::string gib(uint64_t bytes) { return gib_number(bytes, 1) + " GiB"; }

@@ -5,6 +5,7 @@
 // operand in the other layout).
 #include <cuda_fp8.h>
 
+#include <cfloat>
 #include <cstdint>
 
 #include "common.cuh"
@@ -44,8 +45,12 @@ __global__ void amax_bf16_vec8(const __nv_bfloat16* __restrict__ x, int64_t n8, 
   }
 }
 
-// The dequantization scale (amax / fp8_max; 1 for an all-zero tensor) and its inverse.
-__device__ __forceinline__ float scale_of(float amax, float fp8_max) { return amax > 0.0f ? amax / fp8_max : 1.0f; }
+// The dequantization scale amax / fp8_max, or 1 when amax is so small (or 0) that the inverse
+// would overflow to inf and make 0 * inf = NaN: such a tensor quantizes to zeros. A NaN amax fails
+// the test too, but its elements stay NaN.
+__device__ __forceinline__ float scale_of(float amax, float fp8_max) {
+  return amax >= fp8_max * FLT_MIN ? amax / fp8_max : 1.0f;
+}
 
 template <__nv_fp8_interpretation_t Format>
 __global__ void quantize_bf16(const __nv_bfloat16* __restrict__ x, int64_t rows, int64_t cols,

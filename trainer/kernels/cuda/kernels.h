@@ -59,12 +59,12 @@ const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const vo
 const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int64_t* labels, int64_t ignore_index,
                                float eps, float grad_scale, float* loss, float* lse, bool* correct, void* stream);
 
-// FP8 (Hopper and later, sm_89+). Formats: e4m3 (max 448) for weights and activations, e5m2
+// FP8 (sm_89+: Ada and Hopper). Formats: e4m3 (max 448) for weights and activations, e5m2
 // (max 57344) for gradients. fp8_amax_bf16: max |x| over n bf16 elements (n % 8 == 0) into the
 // device scalar *amax (zeroed first, on the stream). fp8_quantize_bf16: with scale = *amax /
 // format max (1 when *amax is 0), writes q = round_satfinite(x / scale) as the row-major [rows,
 // cols] out and/or the transposed [cols, rows] out_t (either may be null), and scale into
-// *scale_out, for the GEMM to multiply back. rows and cols multiples of 4.
+// *scale_out, for the GEMM to multiply back. x 16-byte aligned. rows and cols multiples of 4.
 enum class Fp8Format { kE4M3, kE5M2 };
 inline constexpr float kFp8E4M3Max = 448.0f;
 inline constexpr float kFp8E5M2Max = 57344.0f;
