@@ -161,13 +161,32 @@ ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info,
   LOOM_CHECK(info.vocab_size > 0, bin_path, ": vocab size must be positive");
 }
 
-void ShardWriter::add_doc(const uint32_t* ids, size_t n) {
+void ShardWriter::format_doc(const uint32_t* ids, size_t n, std::string& out, int64_t doc) const {
+  const uint32_t dtype = dtype_bytes_for_vocab(info_.vocab_size);
+  const size_t at = out.size();
+  out.resize(at + n * dtype);
+  char* p = out.data() + at;
   for (size_t i = 0; i < n; ++i) {
-    LOOM_CHECK(ids[i] < info_.vocab_size, bin_path_, ": document ", num_docs(), ": token id ", ids[i],
-               " >= vocab size ", info_.vocab_size);
+    if (ids[i] >= info_.vocab_size) {
+      out.resize(at);
+      if (doc >= 0)
+        LOOM_FAIL(bin_path_, ": document ", doc, ": token id ", ids[i], " >= vocab size ", info_.vocab_size);
+      LOOM_FAIL(bin_path_, ": token id ", ids[i], " >= vocab size ", info_.vocab_size);
+    }
+    if (dtype == 2) {
+      const auto v = static_cast<uint16_t>(ids[i]);
+      std::memcpy(p + 2 * i, &v, 2);
+    } else {
+      std::memcpy(p + 4 * i, &ids[i], 4);
+    }
   }
-  bin_.write(ids, n);
-  offsets_.push_back(offsets_.back() + n);
+}
+
+void ShardWriter::add_doc(const uint32_t* ids, size_t n) {
+  doc_.clear();
+  format_doc(ids, n, doc_, static_cast<int64_t>(num_docs()));
+  const uint64_t tokens = n;
+  add_docs_raw(reinterpret_cast<const uint8_t*>(doc_.data()), &tokens, 1);
 }
 
 void ShardWriter::add_docs_raw(const uint8_t* bytes, const uint64_t* tokens, size_t ndocs) {

@@ -1,6 +1,5 @@
 #include "loom/tokenize/shard_sink.h"
 
-#include <cstring>
 
 #include "loom/error.h"
 #include "loom/hash.h"
@@ -15,24 +14,13 @@ namespace {
 class LoomSink : public ShardSink {
  public:
   LoomSink(const std::string& bin_path, const TokenizerInfo& info, uint32_t encoder, uint64_t settings_xxh64)
-      : bin_path_(bin_path), info_(info), w_(bin_path, info, encoder, settings_xxh64) {}
+      : w_(bin_path, info, encoder, settings_xxh64) {}
   void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
   void serialize(const uint32_t* ids, size_t n, SerializedDocs& out) const override {
-    const uint32_t dtype = dtype_bytes_for_vocab(info_.vocab_size);
     const size_t at = out.bytes.size();
-    out.bytes.resize(at + n * dtype);
-    char* p = out.bytes.data() + at;
-    for (size_t i = 0; i < n; ++i) {
-      LOOM_CHECK(ids[i] < info_.vocab_size, bin_path_, ": token id ", ids[i], " >= vocab size ", info_.vocab_size);
-      if (dtype == 2) {
-        const auto v = static_cast<uint16_t>(ids[i]);
-        std::memcpy(p + 2 * i, &v, 2);
-      } else {
-        std::memcpy(p + 4 * i, &ids[i], 4);
-      }
-    }
+    w_.format_doc(ids, n, out.bytes);
     out.tokens.push_back(n);
-    out.lengths.push_back(n * dtype);
+    out.lengths.push_back(out.bytes.size() - at);
   }
   void add_serialized(const SerializedDocs& d) override {
     w_.add_docs_raw(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.tokens.data(), d.tokens.size());
@@ -41,8 +29,6 @@ class LoomSink : public ShardSink {
   void commit() override { w_.commit(); }
 
  private:
-  std::string bin_path_;
-  TokenizerInfo info_;
   ShardWriter w_;
 };
 

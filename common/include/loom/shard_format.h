@@ -209,8 +209,11 @@ class ShardWriter {
   // ids as uint32; stored as the shard's dtype.
   void add_doc(const uint32_t* ids, size_t n);
   void add_doc(const std::vector<uint32_t>& ids) { add_doc(ids.data(), ids.size()); }
-  // Documents already stored as the shard's dtype (little-endian ids the caller checked < vocab),
-  // back to back in bytes, tokens[i] ids each: the bytes add_doc would write, made on another thread.
+  // Appends the bytes add_doc stores for one document to out: each id checked < vocab (the error
+  // names the file, and the document when doc >= 0) and stored as the shard's dtype. Reads only
+  // what the constructor set: safe from other threads while this writer writes.
+  void format_doc(const uint32_t* ids, size_t n, std::string& out, int64_t doc = -1) const;
+  // Documents made by format_doc, back to back in bytes, tokens[i] ids each.
   void add_docs_raw(const uint8_t* bytes, const uint64_t* tokens, size_t ndocs);
   uint64_t num_docs() const { return offsets_.size() - 1; }
   uint64_t num_tokens() const { return offsets_.back(); }
@@ -224,6 +227,7 @@ class ShardWriter {
   uint64_t settings_xxh64_;
   detail::TokenBinWriter bin_;
   std::vector<uint64_t> offsets_{0};
+  std::string doc_;  // add_doc's formatted document, reused
 };
 
 // A memory-mapped loom shard. The constructor checks everything that is O(num_docs): magic,
