@@ -1,6 +1,5 @@
 #include "loom/tokenize/shard_sink.h"
 
-
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
