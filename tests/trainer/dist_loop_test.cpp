@@ -74,15 +74,24 @@ std::vector<std::string> args(const std::string& data, const std::string& run, i
   return loom::test::loop_args(data, run, std::move(extra));
 }
 
+// The run every distributed case is compared with: W=1, replicated, micro_num 2, into dir/NAME;
+// its per-step losses and validation losses.
+struct Reference {
+  std::map<int64_t, double> loss, val;
+};
+Reference reference_run(const TempDir& dir, const std::string& data, const std::string& name) {
+  require_success(launch(1, args(data, dir / name, 1, 2), dir, name));
+  const std::string metrics = dir / (name + "/metrics.jsonl");
+  return {metric(metrics, "loss"), metric(metrics, "val/alpha_loss")};
+}
+
 }  // namespace
 
 TEST_CASE("dist loop: 2 and 3 ranks train like 1, replicated and ZeRO-1, micro_num 1 and 2", "[dist-loop]") {
   TempDir dir("dist_loop");
   loom::test::write_loop_data(dir / "data");
   const std::string data = dir / "data";
-  require_success(launch(1, args(data, dir / "w1", 1, 2), dir, "w1"));
-  const auto loss = metric(dir / "w1/metrics.jsonl", "loss");
-  const auto val = metric(dir / "w1/metrics.jsonl", "val/alpha_loss");
+  const auto [loss, val] = reference_run(dir, data, "w1");
   REQUIRE(loss.size() == 6);
   REQUIRE(val.size() == 2);  // steps 3 and 6
 
@@ -122,8 +131,7 @@ TEST_CASE("dist loop: saved at W=2 with ZeRO-1, resumed at W=1 (ZeRO-1) and W=3 
   TempDir dir("dist_loop_resume");
   loom::test::write_loop_data(dir / "data");
   const std::string data = dir / "data";
-  require_success(launch(1, args(data, dir / "ref", 1, 2), dir, "ref"));
-  const auto loss = metric(dir / "ref/metrics.jsonl", "loss");
+  const auto loss = reference_run(dir, data, "ref").loss;
 
   // W=2 stops after step 3 (as on SIGTERM: every rank at the same step) and saves.
   require_success(launch(2, args(data, dir / "w2", 2, 2, {"--parallel.zero1=-1", "--debug.stop_at_step=3"}), dir, "w2"));
@@ -173,9 +181,7 @@ TEST_CASE("dist loop: ZeRO stages 2 and 3 train like 1 rank at W 1-4, hybrid, mi
   TempDir dir("dist_loop_zero");
   loom::test::write_loop_data(dir / "data");
   const std::string data = dir / "data";
-  require_success(launch(1, args(data, dir / "w1", 1, 2), dir, "w1"));
-  const auto loss = metric(dir / "w1/metrics.jsonl", "loss");
-  const auto val = metric(dir / "w1/metrics.jsonl", "val/alpha_loss");
+  const auto [loss, val] = reference_run(dir, data, "w1");
   REQUIRE(loss.size() == 6);
 
   struct Case {
@@ -212,8 +218,7 @@ TEST_CASE("dist loop: a ZeRO-3 checkpoint at W=4 resumes at W=2 stage 2, W=1 rep
   TempDir dir("dist_loop_zero_resume");
   loom::test::write_loop_data(dir / "data");
   const std::string data = dir / "data";
-  require_success(launch(1, args(data, dir / "ref", 1, 2), dir, "ref"));
-  const auto loss = metric(dir / "ref/metrics.jsonl", "loss");
+  const auto loss = reference_run(dir, data, "ref").loss;
   require_success(launch(4,
                          args(data, dir / "w4", 4, 1,
                               {"--parallel.zero1=-1", "--parallel.zero_stage=3", "--debug.stop_at_step=3"}),

@@ -1,5 +1,7 @@
 #include "fp8_linear.h"
 
+#include <utility>
+
 #include "loom/error.h"
 #include "torch_compat.h"
 
@@ -100,31 +102,55 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
   return at::_scaled_mm(a, b, scale_a, scale_b, bias_opt, std::nullopt, at::kBFloat16, fast_accum);
 }
 
+// One linear's forward GEMM from its input's quantization: y [rows, N] bf16, and W's absolute
+// maximum for the backward.
+torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& w, const torch::Tensor& bias,
+                           torch::Tensor& amax_w) {
+  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
+  amax_w = qw.amax;
+  return scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
+}
+
+// One linear's backward GEMMs from dy [rows, N]: {dx [rows, K], dW [N, K]}.
+std::pair<torch::Tensor, torch::Tensor> backward_gemms(const torch::Tensor& dy, const torch::Tensor& w,
+                                                       const torch::Tensor& amax_w, const torch::Tensor& qx_t,
+                                                       const torch::Tensor& scale_x) {
+  const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
+  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true, amax_w);
+  return {scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false),
+          scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false)};
+}
+
+// x [..., K] -> [rows, K], quantized in both layouts (the backward keeps the transposed one).
+Quantized quantize_input(const torch::Tensor& x) {
+  return quantize(x.reshape({-1, x.size(-1)}).contiguous(), cuda::Fp8Format::kE4M3, /*row_major=*/true,
+                  /*transposed=*/true);
+}
+
+// y viewed as x's leading dims and n outputs.
+torch::Tensor output_view(const torch::Tensor& y, const torch::Tensor& x, int64_t n) {
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = n;
+  return y.view(sizes);
+}
+
 torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                           const torch::Tensor& bias) {
-  const int64_t K = x.size(-1), N = weight.size(0);
-  const torch::Tensor x2 = x.reshape({-1, K}).contiguous();
   const torch::Tensor w = weight.contiguous();
-  const Quantized qx = quantize(x2, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true);
-  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
-  const torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
-  ctx->save_for_backward({qx.q_t, qx.scale, w, qw.amax});
+  const Quantized qx = quantize_input(x);
+  torch::Tensor amax_w;
+  const torch::Tensor y = forward_gemm(qx, w, bias, amax_w);
+  ctx->save_for_backward({qx.q_t, qx.scale, w, amax_w});
   ctx->saved_data["x_sizes"] = x.sizes().vec();
-  std::vector<int64_t> out = x.sizes().vec();
-  out.back() = N;
-  return y.view(out);
+  return output_view(y, x, w.size(0));
 }
 
 // {dx, dW, db}; db only when with_bias.
 variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
   const variable_list saved = ctx->get_saved_variables();
   const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &w = saved[2], &amax_w = saved[3];
-  const int64_t N = w.size(0);
-  const torch::Tensor dy = grads[0].reshape({-1, N}).contiguous();
-  const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
-  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true, amax_w);
-  const torch::Tensor dx = scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false);
-  const torch::Tensor dw = scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false);
+  const torch::Tensor dy = grads[0].reshape({-1, w.size(0)}).contiguous();
+  const auto [dx, dw] = backward_gemms(dy, w, amax_w, qx_t, scale_x);
   variable_list out{dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw};
   if (with_bias) out.push_back(dy.sum(0, /*keepdim=*/false, torch::kFloat32).to(dy.scalar_type()));
   return out;
@@ -154,17 +180,14 @@ class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w1,
                                const torch::Tensor& w2) {
-    const int64_t K = x.size(-1);
-    const Quantized qx = quantize(x.reshape({-1, K}).contiguous(), cuda::Fp8Format::kE4M3, true, true);
+    const Quantized qx = quantize_input(x);
     variable_list out, saved{qx.q_t, qx.scale};
     for (const torch::Tensor& weight : {w1, w2}) {
       const torch::Tensor w = weight.contiguous();
-      const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
-      std::vector<int64_t> sizes = x.sizes().vec();
-      sizes.back() = w.size(0);
-      out.push_back(scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, {}, /*fast_accum=*/true).view(sizes));
+      torch::Tensor amax_w;
+      out.push_back(output_view(forward_gemm(qx, w, {}, amax_w), x, w.size(0)));
       saved.push_back(w);
-      saved.push_back(qw.amax);
+      saved.push_back(amax_w);
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["x_sizes"] = x.sizes().vec();
@@ -183,11 +206,9 @@ class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
         continue;
       }
       const torch::Tensor dy = grads[i].reshape({-1, w.size(0)}).contiguous();
-      const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
-      const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true, amax_w);
-      const torch::Tensor dxi = scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false);
+      auto [dxi, dwi] = backward_gemms(dy, w, amax_w, qx_t, scale_x);
       dx = dx.defined() ? dx.add_(dxi) : dxi;
-      dws.push_back(scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false));
+      dws.push_back(dwi);
     }
     if (dx.defined()) dx = dx.view(ctx->saved_data["x_sizes"].toIntVector());
     return {dx, dws[0], dws[1]};

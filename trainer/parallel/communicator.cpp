@@ -200,41 +200,15 @@ void Communicator::all_reduce(const torch::Tensor& t, ReduceOp op) {
 }
 
 void Communicator::reduce_scatter(const torch::Tensor& output, const torch::Tensor& input) {
-  LOOM_ASSERT(input.numel() == output.numel() * world_, "reduce_scatter: input ", input.numel(),
-              " != world ", world_, " x output ", output.numel());
-  if (!distributed_) {
-    output.copy_(input);
-    return;
-  }
-  check_tensor("reduce_scatter", input);
-  check_tensor("reduce_scatter", output);
-  if (backend_name_ == "gloo") {
-    // Gloo has no reduce-scatter in LibTorch 1.13: all-reduce a copy and keep this rank's chunk.
-    torch::Tensor tmp = input.clone();
-    all_reduce(tmp);
-    output.copy_(tmp.narrow(0, rank_ * output.numel(), output.numel()).view_as(output));
-    return;
-  }
-  std::vector<at::Tensor> outs{output};
-  std::vector<std::vector<at::Tensor>> ins(1);
-  for (int r = 0; r < world_; ++r) ins[0].push_back(input.narrow(0, r * output.numel(), output.numel()));
-  LOOM_COLLECTIVE("reduce_scatter", &input, impl_->pg->reduce_scatter(outs, ins));
+  // Gloo's path all-reduces its input in place: a copy keeps the caller's.
+  const bool gloo = distributed_ && backend_name_ == "gloo";
+  Pending p = reduce_scatter_async(output, gloo ? input.clone() : input);
+  wait(p);
 }
 
 void Communicator::all_gather(const torch::Tensor& output, const torch::Tensor& input) {
-  LOOM_ASSERT(output.numel() == input.numel() * world_, "all_gather: output ", output.numel(),
-              " != world ", world_, " x input ", input.numel());
-  if (!distributed_) {
-    output.copy_(input.view_as(output));
-    return;
-  }
-  check_tensor("all_gather", input);
-  check_tensor("all_gather", output);
-  std::vector<at::Tensor> ins{input};
-  std::vector<std::vector<at::Tensor>> outs(1);
-  for (int r = 0; r < world_; ++r)
-    outs[0].push_back(output.narrow(0, r * input.numel(), input.numel()).view_as(input));
-  LOOM_COLLECTIVE("all_gather", &input, impl_->pg->allgather(outs, ins));
+  Pending p = all_gather_async(output, input);
+  wait(p);
 }
 
 void Communicator::barrier() {
@@ -283,7 +257,7 @@ Communicator::Pending Communicator::reduce_scatter_async(const torch::Tensor& ou
   }
   check_tensor("reduce_scatter", input);
   check_tensor("reduce_scatter", output);
-  if (backend_name_ == "gloo") {  // as reduce_scatter(): all-reduce in place, keep this rank's chunk
+  if (backend_name_ == "gloo") {  // Gloo has no reduce-scatter in LibTorch 1.13: all-reduce in place, keep this rank's chunk
     Pending p = start("reduce_scatter", input, [&] {
       std::vector<at::Tensor> ts{input};
       return impl_->pg->allreduce(ts);
