@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# FP8 against bf16 on real text: tests/data's two novels (English and Japanese, public domain)
-# tokenized with InternLM's tokenizer and packed to SEQ_LEN, then STEPS steps of the 1b preset
+# FP8 against bf16 on real text: tests/data's two novels (English and Japanese, public domain), or
+# with CORPUS=pystdlib the Python standard library's source on this machine (the .py files of
+# python3's sysconfig stdlib path, sorted, one document per blank-line separated paragraph: tens of
+# MB, so 1,000 steps see no text twice, where the novels repeat about 6 times), tokenized with
+# InternLM's tokenizer and packed to SEQ_LEN, then STEPS steps of the 1b preset
 # (micro_bsz 1, no recompute) from the same seed and data order in bf16 and in fp8. Writes both
 # metrics.jsonl files as OUT/quality_{bf16,fp8}.jsonl and prints, over the logged steps after
 # WARMUP, the largest relative difference between the two runs' recorded losses (every 10th step).
@@ -14,8 +17,17 @@ SEQ_LEN=${SEQ_LEN:-2048} WARMUP=${WARMUP:-100}
 B=build-gpu
 W=$(mktemp -d /tmp/loom-fp8q-XXXX)
 mkdir -p "$OUT"
-$B/tokenize/loom-tokenize --model tests/data/internlm_v7.model --output-dir "$W/tokens" \
-  tests/data/botchan.txt tests/data/wagahaiwa_nekodearu.txt > "$W/tokenize.log" 2>&1
+case "${CORPUS:-novels}" in
+  novels) INPUTS=(tests/data/botchan.txt tests/data/wagahaiwa_nekodearu.txt) TXT_DOC=line ;;
+  pystdlib) find "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" -name '*.py' \
+      -not -path '*/test/*' -not -path '*/tests/*' -not -path '*/site-packages/*' -print0 | sort -z \
+      | xargs -0 cat > "$W/pystdlib.txt"
+    INPUTS=("$W/pystdlib.txt") TXT_DOC=paragraph ;;
+  *) echo "CORPUS is novels or pystdlib" >&2; exit 2 ;;
+esac
+$B/tokenize/loom-tokenize --model tests/data/internlm_v7.model --output-dir "$W/tokens" --txt-doc "$TXT_DOC" \
+  "${INPUTS[@]}" > "$W/tokenize.log" 2>&1
+grep -h "tokens" "$W/tokenize.log" | tail -2
 $B/packer/loom-pack pack --seq-len "$SEQ_LEN" --strategy bestfit --seed 1 --output-dir "$W/packed/samples" \
   "$W"/tokens/*.bin > "$W/pack.log" 2>&1
 for precision in bf16 fp8; do
