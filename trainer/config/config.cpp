@@ -19,6 +19,7 @@ OptimizerOptions TrainConfig::optimizer_options() const {
   out.eps = adam.eps;
   out.weight_decay = adam.weight_decay;
   out.decay_embeddings = adam.decay_embeddings;
+  out.overlap_update = adam.overlap_update;
   out.clip_grad_norm = hybrid_zero_optimizer.clip_grad_norm;
   return out;
 }
@@ -109,6 +110,8 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("adam.adam_eps", value_with_default(&c.adam.eps, 1e-8), "eps")
     ("adam.weight_decay", value_with_default(&c.adam.weight_decay, 0.01), "decoupled weight decay of matrices")
     ("adam.decay_embeddings", value_with_default(&c.adam.decay_embeddings, false), "also decay embeddings")
+    ("adam.overlap_update", value_with_default(&c.adam.overlap_update, true), "CUDA, replicated optimizer: the "
+        "update runs layer by layer beside the next step's forward (same weights, bitwise)")
     ("hybrid_zero_optimizer.clip_grad_norm", value_with_default(&c.hybrid_zero_optimizer.clip_grad_norm, 1.0), "global-norm clip (0 = off)")
     ("lr_scheduler.kind", po::value(&c.lr_scheduler.kind)->default_value("cosine"), "cosine or constant")
     ("lr_scheduler.warmup_ratio", value_with_default(&c.lr_scheduler.warmup_ratio, 0.01), "warmup = int(total_steps*ratio)")

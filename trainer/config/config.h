@@ -52,6 +52,7 @@ struct AdamOptions {
   double eps = 1e-8;               // adam.adam_eps
   double weight_decay = 0.01;      // adam.weight_decay
   bool decay_embeddings = false;   // adam.decay_embeddings
+  bool overlap_update = true;      // adam.overlap_update
 };
 
 // [hybrid_zero_optimizer]

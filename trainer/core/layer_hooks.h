@@ -9,10 +9,25 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <torch/torch.h>
 
 namespace loom {
+
+// "layers.K.rest" (a decoder layer's parameter in named_state's names) -> K; anything else -> -1.
+inline int64_t layer_of(const std::string& name) {
+  static const std::string prefix = "layers.";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos || dot == prefix.size()) return -1;
+  int64_t k = 0;
+  for (size_t i = prefix.size(); i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    k = k * 10 + (name[i] - '0');
+  }
+  return k;
+}
 
 class LayerHooks {
  public:

@@ -44,6 +44,8 @@
 #include "watchdog.h"
 
 #ifdef LOOM_CUDA_KERNELS
+#include <c10/cuda/CUDAStream.h>
+
 #include "cuda_batch_transfer.h"
 #include "cuda_memory.h"
 #endif
@@ -876,11 +878,13 @@ void Loop::end_step(const StepRecord& s) {
   state_.updates = update_->updates();
   state_.sampler = loader_.state();
   state_.consumed_tokens += static_cast<uint64_t>(s.totals.real_tokens);
-  // The step ends when the device has run it. The optimizer's kernels are still queued when the
-  // host gets here, and reading the device timers after the step waited for them outside
-  // step_time: on the H200 step_time missed AdamW's 12 ms of a 1b step, so tokens/s and MFU read
-  // 3% (micro_bsz 4) to 27% (micro_bsz 1) high. That read synchronises right after: this costs nothing.
-  if (device_.is_cuda()) torch::cuda::synchronize(cuda_index());
+  // The step ends when the device has run the step's stream (the device timers are read right
+  // after, which waits for it anyway). An update overlapped with the next forward (adam.overlap_update)
+  // runs on a side stream and is not waited for here: the next step's forward waits for each of
+  // its layers, so that step's time holds whatever of the update the overlap did not hide.
+#ifdef LOOM_CUDA_KERNELS
+  if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(cuda_index())).synchronize();
+#endif
   step_t_.stop();
   if (watchdog_) watchdog_->heartbeat(state_.step);
   if (progress_) progress_->set(static_cast<uint64_t>(state_.step));

@@ -25,6 +25,9 @@ struct OptimizerOptions {
   double weight_decay = 0.01;    // adam.weight_decay
   bool decay_embeddings = false; // adam.decay_embeddings
   double clip_grad_norm = 1.0;   // hybrid_zero_optimizer.clip_grad_norm (0 = no clipping)
+  // adam.overlap_update: on CUDA the replicated optimizer's update runs beside the next forward
+  // (optimizer.h); the weights are the same bits either way.
+  bool overlap_update = true;
   // Throws loom::Error naming the key of a value out of range.
   void validate() const;
 };

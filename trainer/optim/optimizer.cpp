@@ -1,11 +1,37 @@
 #include "optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "fused_adamw.h"
 #include "loom/error.h"
+#include "torch_compat.h"
+
+#ifdef LOOM_CUDA_KERNELS
+#include "cuda_update_stream.h"
+#else
+namespace loom::cuda {
+class UpdateStream {};  // CPU builds never make one (overlap_updates() returns false)
+}  // namespace loom::cuda
+#endif
 
 namespace loom {
+
+namespace {
+
+// One multi-tensor launch on CUDA, where a zero_() per gradient is a launch each (218 in a 1b step).
+void zero_tensors(const std::vector<torch::Tensor>& tensors) {
+  if (tensors.empty()) return;
+#if LOOM_TORCH2
+  if (tensors.front().is_cuda()) {
+    at::_foreach_zero_(tensors);
+    return;
+  }
+#endif
+  for (const auto& t : tensors) t.zero_();
+}
+
+}  // namespace
 
 bool takes_weight_decay(const std::string& name, const torch::Tensor& param, const OptimizerOptions& o) {
   const bool embedding = name.find("embed") != std::string::npos;
@@ -25,6 +51,7 @@ Optimizer::Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& n
     s.master = p.scalar_type() == torch::kFloat32 ? p : p.detach().to(torch::kFloat32).clone();
     s.exp_avg = torch::zeros_like(s.master);
     s.exp_avg_sq = torch::zeros_like(s.master);
+    s.unit = layer_of(name) + 1;
     const bool decays = takes_weight_decay(name, p, o);
     (decays ? decay_ : no_decay_).push_back(slots_.size());
     if (!decays) no_decay_names_.push_back(name);
@@ -32,11 +59,53 @@ Optimizer::Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& n
   }
 }
 
-void Optimizer::zero_grad() {
-  for (auto& s : slots_) {
-    auto& g = s.param.mutable_grad();
-    if (g.defined()) g.zero_();
+Optimizer::~Optimizer() {
+  try {
+    settle();  // the side stream must not outlive the tensors it writes
+  } catch (...) {
   }
+}
+
+bool Optimizer::overlap_updates() {
+#ifdef LOOM_CUDA_KERNELS
+  if (stream_) return true;
+  if (slots_.empty() || !slots_.front().master.is_cuda()) return false;
+  int64_t units = 1;
+  for (const Slot& s : slots_) units = std::max(units, s.unit + 1);
+  unit_decay_.assign(static_cast<size_t>(units), {});
+  unit_no_decay_.assign(static_cast<size_t>(units), {});
+  for (size_t i : decay_) unit_decay_[slots_[i].unit].push_back(i);
+  for (size_t i : no_decay_) unit_no_decay_[slots_[i].unit].push_back(i);
+  stream_ = std::make_unique<cuda::UpdateStream>(slots_.front().master.device().index(), units - 1);
+  return true;
+#else
+  return false;
+#endif
+}
+
+LayerHooks* Optimizer::layer_hooks() {
+#ifdef LOOM_CUDA_KERNELS
+  return stream_.get();
+#else
+  return nullptr;
+#endif
+}
+
+void Optimizer::settle() const {
+#ifdef LOOM_CUDA_KERNELS
+  if (stream_) stream_->settle();
+#endif
+}
+
+void Optimizer::zero_grad() {
+  if (grads_zeroed_) {
+    grads_zeroed_ = false;
+    return;
+  }
+  std::vector<torch::Tensor> grads;
+  for (auto& s : slots_)
+    if (s.param.grad().defined()) grads.push_back(s.param.grad());
+  zero_tensors(grads);
 }
 
 double Optimizer::grad_norm() const {
@@ -57,7 +126,7 @@ double Optimizer::grad_norm() const {
   return sq.defined() ? std::sqrt(sq.item<double>()) : 0.0;
 }
 
-void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepArgs& args) {
+void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepArgs& args, const torch::Tensor& step) {
   // CUDA: the update writes the model's low-precision weights itself (adamw_step's low_precision).
   const bool cuda = !slots_.empty() && slots_.front().master.is_cuda();
   std::vector<torch::Tensor> params, grads, m, v, low;
@@ -71,9 +140,6 @@ void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepAr
     v.push_back(s.exp_avg_sq);
     if (cuda) low.push_back(s.param);
   }
-  const torch::Tensor step = torch::full({}, static_cast<double>(updates_), torch::TensorOptions()
-                                                                            .dtype(torch::kFloat32)
-                                                                            .device(slots_.front().master.device()));
   adamw_step(params, grads, m, v, step, o_, args, torch::Tensor(), low);
 }
 
@@ -101,8 +167,31 @@ OptimizerStepResult Optimizer::step(double lr) {
     }
   }
   ++updates_;
-  update_group(decay_, AdamWStepArgs{lr, /*decay=*/true, grad_scale});
-  update_group(no_decay_, AdamWStepArgs{lr, /*decay=*/false, grad_scale});
+  const AdamWStepArgs decay{lr, /*decay=*/true, grad_scale}, no_decay{lr, /*decay=*/false, grad_scale};
+  const auto step_tensor = [this] {
+    return torch::full({}, static_cast<double>(updates_),
+                       torch::TensorOptions().dtype(torch::kFloat32).device(slots_.front().master.device()));
+  };
+#ifdef LOOM_CUDA_KERNELS
+  if (stream_) {
+    torch::Tensor step;  // made on the side stream, where it is used and freed
+    stream_->run([&](int64_t unit) {
+      if (!step.defined()) step = step_tensor();
+      update_group(unit_decay_[unit], decay, step);
+      update_group(unit_no_decay_[unit], no_decay, step);
+      std::vector<torch::Tensor> grads;
+      for (const auto* group : {&unit_decay_[unit], &unit_no_decay_[unit]})
+        for (size_t i : *group)
+          if (slots_[i].param.grad().defined()) grads.push_back(slots_[i].param.grad());
+      zero_tensors(grads);
+    });
+    grads_zeroed_ = true;
+    return r;
+  }
+#endif
+  const torch::Tensor step = step_tensor();
+  update_group(decay_, decay, step);
+  update_group(no_decay_, no_decay, step);
   if (!cuda)
     for (auto& s : slots_)
       if (!s.master.is_same(s.param)) s.param.copy_(s.master);
@@ -110,6 +199,7 @@ OptimizerStepResult Optimizer::step(double lr) {
 }
 
 safetensors::NamedTensors Optimizer::state() const {
+  settle();
   safetensors::NamedTensors out;
   out.emplace_back("step", torch::full({}, static_cast<double>(updates_), torch::kFloat64));
   for (const auto& s : slots_) {
@@ -136,6 +226,7 @@ void Optimizer::load_state(const safetensors::NamedTensors& state, const std::st
 
 void Optimizer::load_state_from(const std::function<torch::Tensor(const std::string&)>& get,
                                 const std::string& where) {
+  settle();
   torch::NoGradGuard no_grad;
   auto load = [&](const std::string& name, torch::Tensor& into) {
     torch::Tensor t = get(name);

@@ -7,10 +7,12 @@
 // One step: global L2 norm of all gradients (in fp32) -> if not finite, the update is skipped
 // (weights, moments and the step count unchanged; the caller counts it) -> else gradients are
 // scaled by clip_coefficient (InternLM's clip) and adamw_step (fused_adamw.h) runs with the given lr.
+// On CUDA the update may run beside the next step's forward (overlap_updates, cuda_update_stream.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,9 +20,14 @@
 #include <torch/torch.h>
 
 #include "fused_adamw.h"
+#include "layer_hooks.h"
 #include "safetensors.h"
 
 namespace loom {
+
+namespace cuda {
+class UpdateStream;
+}
 
 struct OptimizerStepResult {
   double grad_norm = 0;  // before clipping (inf or nan when skipped)
@@ -33,6 +40,17 @@ bool takes_weight_decay(const std::string& name, const torch::Tensor& param, con
 class Optimizer {
  public:
   Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named_params, const OptimizerOptions& o);
+  ~Optimizer();
+
+  // CUDA builds, parameters on a CUDA device: from now on step() queues the update on a side stream
+  // unit by unit (the weights outside the decoder layers, then layer 0, 1, ...) and zeroes each
+  // unit's gradients there; the model must call layer_hooks() so that its next forward waits for
+  // each unit's update just before using it. False (nothing changes) where that cannot be done.
+  bool overlap_updates();
+  LayerHooks* layer_hooks();
+  // Waits for an update still running beside the forward: before reading the weights or state()
+  // other than through the model's forward. state() and load_state() call it themselves.
+  void settle() const;
 
   OptimizerStepResult step(double lr);
   void zero_grad();
@@ -58,8 +76,11 @@ class Optimizer {
     torch::Tensor param;   // the model's
     torch::Tensor master;  // fp32 copy, or param itself when param is fp32
     torch::Tensor exp_avg, exp_avg_sq;
+    int64_t unit = 0;  // 0: outside the decoder layers; 1 + K: layer K (cuda_update_stream.h)
   };
-  void update_group(const std::vector<size_t>& group, const AdamWStepArgs& args);
+  // The update of the slots in group (those with a gradient); step: this update's number, a float32
+  // scalar on the device.
+  void update_group(const std::vector<size_t>& group, const AdamWStepArgs& args, const torch::Tensor& step);
   void load_state_from(const std::function<torch::Tensor(const std::string&)>& get, const std::string& where);
 
   OptimizerOptions o_;
@@ -67,6 +88,9 @@ class Optimizer {
   std::vector<size_t> decay_, no_decay_;
   std::vector<std::string> no_decay_names_;
   int64_t updates_ = 0;
+  std::unique_ptr<cuda::UpdateStream> stream_;         // overlap_updates()
+  std::vector<std::vector<size_t>> unit_decay_, unit_no_decay_;  // the groups, unit by unit
+  bool grads_zeroed_ = false;  // the overlapped update zeroed the gradients: zero_grad() has nothing to do
 };
 
 }  // namespace loom

@@ -41,6 +41,7 @@ DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::Na
                                             static_cast<int>(p.zero_stage));
   } else {
     opt_ = std::make_unique<Optimizer>(named_, o);
+    if (o.overlap_update) opt_->overlap_updates();
     if (comm_.distributed())
       sync_ = std::make_unique<GradSync>(comm_, params, GradSyncOptions{static_cast<int64_t>(p.bucket_mb * (1 << 20))});
   }
@@ -57,10 +58,11 @@ void DataParallelUpdate::broadcast_parameters() {
   if (zero_) zero_->shard_parameters();
 }
 
-LayerHooks* DataParallelUpdate::layer_hooks() { return zero_ ? zero_->hooks() : nullptr; }
+LayerHooks* DataParallelUpdate::layer_hooks() { return zero_ ? zero_->hooks() : opt_->layer_hooks(); }
 
 safetensors::NamedTensors DataParallelUpdate::whole_model_state(
     const safetensors::NamedTensors& named, const std::function<torch::Tensor(const std::string&, const torch::Tensor&)>& host_for) {
+  if (opt_) opt_->settle();  // an overlapped update may still be writing the weights
   if (!zero_ || zero_->stage() < 3) return named;
   const auto gathered = zero_->gather_named_parameters(host_for);
   if (comm_.rank() != 0) return named;

@@ -59,7 +59,8 @@ class DataParallelUpdate {
   // Makes every rank's parameters rank 0's (after initialisation or loading); at ZeRO stage 3 the
   // parameters are then sharded: from here on the model reaches them through layer_hooks().
   void broadcast_parameters();
-  // What the model must call around its layers (ZeRO stage 3), else nullptr.
+  // What the model must call around its layers (ZeRO stage 3, or the replicated optimizer's update
+  // overlapped with the forward: adam.overlap_update on CUDA), else nullptr.
   LayerHooks* layer_hooks();
   // The model's state as model.safetensors holds it, from named_state(model): at ZeRO stage 3 the
   // parameters are gathered (every rank must call it; rank 0 gets them, as CPU tensors: into

@@ -31,20 +31,6 @@ int64_t meta_int(const safetensors::Reader& r, const std::string& key) {
   return parse_int(r.path(), key, it->second);
 }
 
-// "layers.K.rest" -> K; anything else -> -1.
-int64_t layer_of(const std::string& name) {
-  static const std::string prefix = "layers.";
-  if (name.rfind(prefix, 0) != 0) return -1;
-  const size_t dot = name.find('.', prefix.size());
-  if (dot == std::string::npos || dot == prefix.size()) return -1;
-  int64_t k = 0;
-  for (size_t i = prefix.size(); i < dot; ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    k = k * 10 + (name[i] - '0');
-  }
-  return k;
-}
-
 // Storage without memory, and memory for it again: views of the tensor (parameters, what autograd
 // saved) see the same storage, so they are valid again once it is refilled.
 void free_storage(const torch::Tensor& t) {
