@@ -28,7 +28,8 @@ class SpmEncoder;
 
 enum class EncoderChoice { kAuto, kLoom, kSentencePiece };
 
-class SentencePieceModel {
+// alignas(64): read by every encoder thread for every document (see SpmEncoder).
+class alignas(64) SentencePieceModel {
  public:
   // Throws loom::Error when the file is missing or is not a SentencePiece model, or with kLoom when
   // loom's encoder cannot encode it.
@@ -66,10 +67,11 @@ class SentencePieceModel {
   std::string path_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::unique_ptr<spm::SpmEncoder> loom_;  // set: encode() uses it
-  // The same model without the dummy prefix, for encode_continuation().
+  // The same model without the dummy prefix, for encode_continuation() (libsentencepiece's only
+  // when loom's encoder is not used).
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_no_prefix_;
   std::unique_ptr<spm::SpmEncoder> loom_no_prefix_;
-  void encode_with(const sentencepiece::SentencePieceProcessor& sp, const spm::SpmEncoder* loom, std::string_view text,
+  void encode_with(const sentencepiece::SentencePieceProcessor* sp, const spm::SpmEncoder* loom, std::string_view text,
                    std::vector<uint32_t>& out) const;
   std::string why_not_loom_;
   uint32_t vocab_size_ = 0;
