@@ -124,11 +124,13 @@ void TokenBinWriter::write(const uint32_t* ids, size_t n) {
 }
 
 void TokenBinWriter::write_raw(const uint8_t* bytes, size_t n_ids) {
-  bin_.write(bytes, n_ids * dtype_bytes_);
-  hash_.update(bytes, n_ids * dtype_bytes_);
+  const size_t n = n_ids * dtype_bytes_;
+  if (n >= (size_t{32} << 10)) bin_.write_unbuffered(bytes, n);
+  else bin_.write(bytes, n);
+  hash_.update(bytes, n);
 }
 
-void TokenBinWriter::seal(std::initializer_list<std::pair<const void*, size_t>> meta_parts) {
+void TokenBinWriter::seal(const Parts& meta_parts) {
   LOOM_ASSERT(!meta_, "sealed twice: ", bin_.path());
   meta_ = std::make_unique<sys::AtomicFile>(meta_path_for(bin_.path()));
   for (const auto& [data, n] : meta_parts) meta_->write(data, n);
@@ -141,7 +143,7 @@ void TokenBinWriter::publish() {
   sys::commit_all({&bin_, meta_.get()});
 }
 
-void TokenBinWriter::commit(std::initializer_list<std::pair<const void*, size_t>> meta_parts) {
+void TokenBinWriter::commit(const Parts& meta_parts) {
   seal(meta_parts);
   publish();
 }
@@ -159,6 +161,15 @@ ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info,
     : bin_path_(bin_path), info_(info), encoder_(encoder), settings_xxh64_(settings_xxh64),
       bin_(bin_path, dtype_bytes_for_vocab(info.vocab_size)) {
   LOOM_CHECK(info.vocab_size > 0, bin_path, ": vocab size must be positive");
+  push_offset(0);
+}
+
+void ShardWriter::push_offset(uint64_t offset) {
+  if (offsets_.empty() || offsets_.back().size() == kOffsetsChunk) {
+    offsets_.emplace_back();
+    offsets_.back().reserve(kOffsetsChunk);
+  }
+  offsets_.back().push_back(offset);
 }
 
 void ShardWriter::format_doc(const uint32_t* ids, size_t n, std::string& out, int64_t doc) const {
@@ -193,8 +204,10 @@ void ShardWriter::add_docs_raw(const uint8_t* bytes, const uint64_t* tokens, siz
   uint64_t total = 0;
   for (size_t i = 0; i < ndocs; ++i) {
     total += tokens[i];
-    offsets_.push_back(offsets_.back() + tokens[i]);
+    push_offset(num_tokens_ + total);
   }
+  num_docs_ += ndocs;
+  num_tokens_ += total;
   bin_.write_raw(bytes, total);
 }
 
@@ -207,9 +220,14 @@ void ShardWriter::commit() {
   h.encoder = encoder_;
   h.settings_xxh64 = settings_xxh64_;
   h.bin_xxh64 = bin_.digest();
-  const size_t offsets_bytes = offsets_.size() * sizeof(uint64_t);
-  h.offsets_xxh64 = xxh64(offsets_.data(), offsets_bytes);
-  bin_.commit({{&h, sizeof(h)}, {offsets_.data(), offsets_bytes}});
+  Xxh64 offsets_hash;
+  detail::TokenBinWriter::Parts parts{{&h, sizeof(h)}};
+  for (const std::vector<uint64_t>& chunk : offsets_) {
+    offsets_hash.update(chunk.data(), chunk.size() * sizeof(uint64_t));
+    parts.emplace_back(chunk.data(), chunk.size() * sizeof(uint64_t));
+  }
+  h.offsets_xxh64 = offsets_hash.digest();
+  bin_.commit(parts);
 }
 
 // ---- ShardReader ----

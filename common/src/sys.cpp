@@ -314,6 +314,13 @@ void AtomicFile::write(const void* data, size_t n) {
   buf_.insert(buf_.end(), p, p + n);
 }
 
+void AtomicFile::write_unbuffered(const void* data, size_t n) {
+  LOOM_ASSERT(!committed_ && !sealed_, "write after commit to ", path_);
+  written_ += n;
+  flush();
+  file_.write_all(data, n);
+}
+
 void AtomicFile::flush() {
   if (!buf_.empty()) file_.write_all(buf_.data(), buf_.size());
   buf_.clear();

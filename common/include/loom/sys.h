@@ -103,6 +103,9 @@ class AtomicFile {
 
   void write(const void* buf, size_t n);
   void write(const std::string& s) { write(s.data(), s.size()); }
+  // write() without the copy into the buffer: what is buffered goes first, then buf itself (for
+  // large pieces whose copy would cost more than the extra system call).
+  void write_unbuffered(const void* buf, size_t n);
   uint64_t bytes_written() const { return written_; }
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return temp_path_; }
