@@ -61,7 +61,7 @@ std::atomic<uint64_t> next_instance{1};
 }  // namespace
 
 // A byte trie over pieces: every piece that is a prefix of a text, shortest first.
-struct SpmEncoder::Trie {
+struct alignas(64) SpmEncoder::Trie {
   struct Node {
     std::vector<std::pair<unsigned char, int>> next;
     int id = -1;
@@ -99,7 +99,7 @@ struct SpmEncoder::Trie {
 };
 
 // Piece text -> id, open addressing with linear probing; the text itself stays in the model.
-struct SpmEncoder::PieceTable {
+struct alignas(64) SpmEncoder::PieceTable {
   struct Slot {
     uint32_t tag = 0, len = 0;
     int32_t id = -1;  // -1: empty

@@ -177,6 +177,28 @@ TEST_CASE("the output is the same for any thread count", "[tokenize][e2e]") {
   }
 }
 
+// The pipeline's hand-offs at their edges: one line per batch (--batch-bytes 1: a window of 16N
+// batches, the reader refilled 2N at a time, the writer woken for runs of up to 8), more encoder
+// threads than batches in a run, and more threads than cores; txt lines go as blocks to the
+// encoders, a json array's documents are cut into batches by the reading thread.
+TEST_CASE("the output is the same for any thread count and batch size", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_batches");
+  const std::string common = "--model " + q(internlm_model()) + " --max-doc-bytes 300 " + q(sample("botchan_head.txt")) +
+                             " " + q(sample("botchan_tail.json"));
+  require_ok(tokenize(common + " --threads 1 --output-dir " + q(dir / "ref")));
+  for (int t : {1, 2, 3, 8, 16}) {
+    for (int b : {1, 100, 65536}) {
+      const std::string name = std::to_string(t) + "_" + std::to_string(b);
+      require_ok(tokenize(common + " --threads " + std::to_string(t) + " --batch-bytes " + std::to_string(b) +
+                          " --output-dir " + q(dir / name)));
+      for (const std::string f : {"botchan_head.bin", "botchan_head.bin.meta", "botchan_tail.bin", "botchan_tail.bin.meta"}) {
+        INFO(name << " " << f);
+        require_same_file(dir / ("ref/" + f), dir / (name + "/" + f));
+      }
+    }
+  }
+}
+
 TEST_CASE("gz and zst inputs give the same shards as the plain input", "[tokenize][e2e]") {
   TempDir dir("tok_e2e_compressed");
   const std::string plain = dir / "plain/neko.jsonl";

@@ -91,13 +91,14 @@ size_t batches_in_flight(const PipelineOptions& o) {
   return std::max(4 * threads, std::min(16 * threads, by_bytes));
 }
 
-class Pipeline {
+class alignas(64) Pipeline {
  public:
   Pipeline(DocumentReader& reader, const SentencePieceModel& encoder, ShardSink& sink, const PipelineOptions& options,
            WorkerPool* pool)
       : reader_(reader), encoder_(encoder), sink_(sink), opt_(options), pool_(pool),
-        max_in_flight_(batches_in_flight(options)), blocks_(reader.make_line_parser() != nullptr),
-        done_(max_in_flight_), t0_(Clock::now()) {}
+        max_in_flight_(batches_in_flight(options)), refill_(std::max<size_t>(1, max_in_flight_ / 8)),
+        write_run_(std::min<size_t>(8, max_in_flight_ / 4)),
+        blocks_(reader.make_line_parser() != nullptr), t0_(Clock::now()), done_(max_in_flight_) {}
 
   FileStats run(const std::function<void(uint64_t, uint64_t)>& on_progress) {
     std::vector<std::thread> threads;
@@ -132,6 +133,8 @@ class Pipeline {
     for (auto& t : threads) t.join();
     if (pool_) pool_->wait();
     if (error_) std::rethrow_exception(error_);
+    stats_.first_block_s = first_block_s_;
+    stats_.last_block_s = last_block_s_;
     stats_.wall_s = seconds_since(t0_);
     return stats_;
   }
@@ -163,18 +166,6 @@ class Pipeline {
     done_cv_.notify_all();
   }
 
-  // An empty batch: a written one with its buffers, or a new one.
-  std::unique_ptr<Batch> new_batch() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      if (!free_.empty()) {
-        std::unique_ptr<Batch> b = std::move(free_.back());
-        free_.pop_back();
-        return b;
-      }
-    }
-    return std::make_unique<Batch>();
-  }
   void all_produced() {
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -194,7 +185,7 @@ class Pipeline {
   // Reader thread: documents -> pieces -> batches, in order; for line readers, blocks of whole lines.
   void produce() {
     if (blocks_) return produce_blocks();
-    auto batch = new_batch();
+    auto batch = std::make_unique<Batch>();
     Document doc;
     while (reader_.next(doc)) {
       if (!doc.error.empty()) {
@@ -213,39 +204,48 @@ class Pipeline {
         batch->text.append(pieces[i]);
         if (batch->text.size() >= opt_.batch_bytes) {
           batch->file_bytes = reader_.file_bytes_read();
-          if (!push(std::move(batch))) return;
-          batch = new_batch();
+          if (!push(batch)) return;
         }
       }
     }
     batch->file_bytes = reader_.file_bytes_read();
-    if (!batch->pieces.empty() && !push(std::move(batch))) return;
+    if (!batch->pieces.empty() && !push(batch)) return;
     all_produced();
   }
 
   void produce_blocks() {
+    auto batch = std::make_unique<Batch>();
     for (;;) {
-      auto batch = new_batch();
       batch->is_block = true;
       if (!reader_.next_block(batch->block, opt_.batch_bytes)) break;
       batch->file_bytes = reader_.file_bytes_read();
-      if (!push(std::move(batch))) return;
+      if (!push(batch)) return;
     }
     all_produced();
   }
 
+  // What an encoder thread reads for every document, copied onto its own stack: the Pipeline lives
+  // on the writing thread's stack beside data that thread writes all the time, and a cache line
+  // shared with a writer would be fetched again by every encoder after each of its writes.
+  struct EncoderView {
+    const SentencePieceModel& encoder;
+    const ShardSink& sink;
+    const PipelineOptions opt;
+  };
+
   // Encoder thread, a line block: lines -> documents -> ids -> the shard's bytes.
-  void encode_block(Batch& b, LineParser& parser, Document& doc, std::vector<uint32_t>& ids) {
+  void encode_block(const EncoderView& v, Batch& b, LineParser& parser, Document& doc, std::vector<uint32_t>& ids) {
+    const PipelineOptions& opt = v.opt;
     bool failed = false;
     for_each_line(b.block.bytes, [&](std::string_view line, size_t at, bool had_newline) {
       ++b.lines;
       if (failed || !parser.parse(line, had_newline, b.block.offset + at, doc)) return;
       if (!doc.error.empty()) {
         ++b.stats.bad;
-        if (b.bad.size() < (opt_.on_error == OnError::kFail ? 1 : opt_.max_listed_errors)) {
+        if (b.bad.size() < (opt.on_error == OnError::kFail ? 1 : opt.max_listed_errors)) {
           b.bad.push_back({b.lines, doc.error});
         }
-        failed = opt_.on_error == OnError::kFail;
+        failed = opt.on_error == OnError::kFail;
         return;
       }
       if (doc.text.empty()) {
@@ -254,18 +254,18 @@ class Pipeline {
       }
       b.stats.text_bytes += doc.text.size();
       ids.clear();
-      if (opt_.bos) ids.push_back(static_cast<uint32_t>(encoder_.bos_id()));
-      if (doc.text.size() <= opt_.max_doc_bytes) {
-        encoder_.encode(doc.text, ids);
+      if (opt.bos) ids.push_back(static_cast<uint32_t>(v.encoder.bos_id()));
+      if (doc.text.size() <= opt.max_doc_bytes) {
+        v.encoder.encode(doc.text, ids);
       } else {
-        const auto pieces = split_on_whitespace(doc.text, opt_.max_doc_bytes);
+        const auto pieces = split_on_whitespace(doc.text, opt.max_doc_bytes);
         for (size_t i = 0; i < pieces.size(); ++i) {
-          if (i == 0) encoder_.encode(pieces[i], ids);
-          else encoder_.encode_continuation(pieces[i], ids);
+          if (i == 0) v.encoder.encode(pieces[i], ids);
+          else v.encoder.encode_continuation(pieces[i], ids);
         }
       }
-      if (opt_.eos) ids.push_back(static_cast<uint32_t>(encoder_.eos_id()));
-      sink_.serialize(ids.data(), ids.size(), b.out);
+      if (opt.eos) ids.push_back(static_cast<uint32_t>(v.encoder.eos_id()));
+      v.sink.serialize(ids.data(), ids.size(), b.out);
       ++b.stats.docs;
       b.stats.tokens += ids.size();
     });
@@ -283,78 +283,133 @@ class Pipeline {
     stats_.empty += b.stats.empty;
   }
 
-  // Waits for room; false when the pipeline is stopping.
-  bool push(std::unique_ptr<Batch> batch) {
+  // Queues batch for the encoders and leaves an empty one in its place (a written one with its
+  // buffers, or a new one), in one hold of the lock; false when the pipeline is stopping. When the
+  // window is full the reader sleeps until refill_ batches have been written, then cuts that many
+  // in one go: one wake-up per refill_ batches, not one per batch (each wake-up takes a core from
+  // an encoder when all are busy).
+  bool push(std::unique_ptr<Batch>& batch) {
     {
       std::unique_lock<std::mutex> lock(m_);
-      room_cv_.wait(lock, [&] { return stop_ || in_flight_ < max_in_flight_; });
+      if (!stop_ && in_flight_ >= max_in_flight_) {
+        reader_waiting_ = true;
+        room_cv_.wait(lock, [&] { return stop_ || in_flight_ + refill_ <= max_in_flight_; });
+        reader_waiting_ = false;
+      }
       if (stop_) return false;
       batch->seq = next_seq_++;
       ++in_flight_;
       todo_.push_back(std::move(batch));
+      if (!free_.empty()) {
+        batch = std::move(free_.back());
+        free_.pop_back();
+      }
     }
     work_cv_.notify_one();
+    if (!batch) batch = std::make_unique<Batch>();
     return true;
   }
 
-  // Encoder thread; waited: seconds it had no batch to encode (start, reader behind, window full, end).
+  // Under m_: whether the writer, waiting for batch write_seq_, may go on: that batch and the
+  // write_run_ - 1 after it are encoded, or the input has ended and every batch left is (or none
+  // is left), or the pipeline stops. Waking the writer for a run of batches, not for each, saves
+  // wake-ups as refill_ does for the reader.
+  bool writer_may_go() const {
+    if (stop_) return true;
+    uint64_t end = write_seq_ + write_run_;
+    if (produced_all_) end = std::min(end, next_seq_);
+    if (write_seq_ >= end) return produced_all_;
+    for (uint64_t s = write_seq_; s < end; ++s) {
+      if (done_[s % max_in_flight_] == nullptr) return false;
+    }
+    return true;
+  }
+
+  // Encoder thread; waited: seconds it had no batch to encode (start, reader behind, window full,
+  // end). Each hold of the lock hands back the batch just encoded and takes the next.
   void encode_loop(double& waited) {
+    const EncoderView v{encoder_, sink_, opt_};
     std::unique_ptr<LineParser> parser = blocks_ ? reader_.make_line_parser() : nullptr;
     Document doc;
     std::vector<uint32_t> ids;
+    std::unique_ptr<Batch> batch;  // encoded, not yet handed back
+    double encoded_at = 0;
     for (;;) {
-      std::unique_ptr<Batch> batch;
+      bool wake_writer = false;
       {
         std::unique_lock<std::mutex> lock(m_);
+        if (batch) {
+          if (first_block_s_ == 0) first_block_s_ = encoded_at;
+          last_block_s_ = std::max(last_block_s_, encoded_at);
+          done_[batch->seq % max_in_flight_] = std::move(batch);
+          wake_writer = writer_waiting_ && writer_may_go();
+        }
         const auto ready = [&] { return stop_ || !todo_.empty() || produced_all_; };
         if (!ready()) {
+          if (wake_writer) {  // before sleeping
+            lock.unlock();
+            done_cv_.notify_one();
+            wake_writer = false;
+            lock.lock();
+          }
           const Clock::time_point w0 = Clock::now();
           work_cv_.wait(lock, ready);
           waited += seconds_since(w0);
         }
-        if (stop_ || todo_.empty()) return;
-        batch = std::move(todo_.front());
-        todo_.pop_front();
+        if (!stop_ && !todo_.empty()) {
+          batch = std::move(todo_.front());
+          todo_.pop_front();
+        }
       }
-      if (batch->is_block) encode_block(*batch, *parser, doc, ids);
+      if (wake_writer) done_cv_.notify_one();
+      if (!batch) return;  // stop, or nothing left
+      if (batch->is_block) encode_block(v, *batch, *parser, doc, ids);
       for (const Piece& p : batch->pieces) {
         const std::string_view text = std::string_view(batch->text).substr(p.begin, p.len);
-        if (p.first) encoder_.encode(text, batch->ids);
-        else encoder_.encode_continuation(text, batch->ids);
+        if (p.first) v.encoder.encode(text, batch->ids);
+        else v.encoder.encode_continuation(text, batch->ids);
         batch->piece_ids_end.push_back(batch->ids.size());
       }
-      bool next_to_write = false;
-      {
-        const double at = seconds_since(t0_);
-        std::lock_guard<std::mutex> lock(m_);
-        if (stats_.first_block_s == 0) stats_.first_block_s = at;
-        stats_.last_block_s = std::max(stats_.last_block_s, at);
-        next_to_write = batch->seq == write_seq_;
-        done_[batch->seq % max_in_flight_] = std::move(batch);
-      }
-      if (next_to_write) done_cv_.notify_one();
+      encoded_at = seconds_since(t0_);
     }
   }
 
-  // Calling thread: batches in sequence order; a document may span batches.
+  // Calling thread: batches in sequence order; a document may span batches. Each hold of the lock
+  // hands back the batch just written (emptied, for reuse) and takes the next.
   void write_loop(const std::function<void(uint64_t, uint64_t)>& on_progress) {
     std::vector<uint32_t> doc;
+    std::unique_ptr<Batch> written;
+    bool written_back = false;  // a batch was written (written holds it unless it was too large to keep)
     for (uint64_t seq = 0;; ++seq) {
       std::unique_ptr<Batch> batch;
+      bool wake_reader = false;
       {
         std::unique_lock<std::mutex> lock(m_);
+        if (written_back) {
+          --in_flight_;
+          if (written) free_.push_back(std::move(written));
+          wake_reader = reader_waiting_ && in_flight_ + refill_ <= max_in_flight_;
+          written_back = false;
+        }
         write_seq_ = seq;
         std::unique_ptr<Batch>& slot = done_[seq % max_in_flight_];
-        const auto ready = [&] { return stop_ || slot != nullptr || (produced_all_ && seq == next_seq_); };
-        if (!ready()) {
+        if (!stop_ && slot == nullptr && !(produced_all_ && seq == next_seq_)) {
+          if (wake_reader) {  // before sleeping
+            lock.unlock();
+            room_cv_.notify_one();
+            wake_reader = false;
+            lock.lock();
+          }
           const Clock::time_point w0 = Clock::now();
-          done_cv_.wait(lock, ready);
+          writer_waiting_ = true;
+          done_cv_.wait(lock, [&] { return writer_may_go(); });
+          writer_waiting_ = false;
           stats_.write_wait_s += seconds_since(w0);
         }
-        if (stop_) return;
-        if (slot == nullptr) break;  // everything written
-        batch = std::move(slot);
+        if (!stop_) batch = std::move(slot);
       }
+      if (wake_reader) room_cv_.notify_one();
+      if (!batch) return;  // stop, or everything written
       if (batch->is_block) write_block(*batch);
       size_t id_begin = 0;
       for (size_t i = 0; i < batch->pieces.size(); ++i) {
@@ -375,41 +430,47 @@ class Pipeline {
       }
       on_progress(batch->file_bytes, stats_.tokens);
       // Kept for reuse unless a huge document made its buffers much larger than a batch needs.
-      const bool keep = batch->capacity_bytes() <= 8 * opt_.batch_bytes + (size_t{4} << 20);
-      if (keep) batch->reset();
-      else batch.reset();
-      {
-        std::lock_guard<std::mutex> lock(m_);
-        --in_flight_;
-        if (keep) free_.push_back(std::move(batch));
+      if (batch->capacity_bytes() <= 8 * opt_.batch_bytes + (size_t{4} << 20)) {
+        batch->reset();
+        written = std::move(batch);
+      } else {
+        batch.reset();
       }
-      room_cv_.notify_one();
+      written_back = true;
     }
   }
 
+  // Set by the constructor, then only read.
   DocumentReader& reader_;
   const SentencePieceModel& encoder_;
   ShardSink& sink_;
-  PipelineOptions opt_;
-  WorkerPool* pool_;  // runs the encoders when set
+  const PipelineOptions opt_;
+  WorkerPool* const pool_;  // runs the encoders when set
   const size_t max_in_flight_;
+  const size_t refill_;         // the reader, once the window is full, waits for this much room
+  const size_t write_run_;      // the writer, once it waits, waits for this many batches in a row
   const bool blocks_;           // the reader hands out line blocks
-  uint64_t lines_before_ = 0;   // lines of the blocks written so far (writing thread)
+  const Clock::time_point t0_;
 
-  std::mutex m_;
+  // Shared, under m_; on cache lines of their own (alignas), apart from the fields above.
+  alignas(64) std::mutex m_;
   std::condition_variable work_cv_;  // encoders: a batch to encode, the end or stop
-  std::condition_variable room_cv_;  // reader: fewer than max_in_flight_ batches in flight, or stop
-  std::condition_variable done_cv_;  // writer: batch write_seq_ encoded, the end or stop
+  std::condition_variable room_cv_;  // reader: room for refill_ batches, or stop
+  std::condition_variable done_cv_;  // writer: writer_may_go()
   std::deque<std::unique_ptr<Batch>> todo_;
   std::vector<std::unique_ptr<Batch>> done_;   // encoded batches by seq % max_in_flight_ (in flight: distinct)
-  std::vector<std::unique_ptr<Batch>> free_;   // written batches, emptied, buffers kept
+  std::vector<std::unique_ptr<Batch>> free_;   // written batches, emptied, buffers kept (the reader's next)
   uint64_t write_seq_ = 0;      // the batch the writer writes next
-  const Clock::time_point t0_;
   uint64_t next_seq_ = 0;
   size_t in_flight_ = 0;
+  bool reader_waiting_ = false; // the reader waits for room (see push)
+  bool writer_waiting_ = false; // the writer waits for a run of batches (see writer_may_go)
   bool produced_all_ = false;
   bool stop_ = false;
   std::exception_ptr error_;
+  double first_block_s_ = 0, last_block_s_ = 0;  // when the first and the last batch were encoded
+
+  alignas(64) uint64_t lines_before_ = 0;   // lines of the blocks written so far (writing thread)
   // Written by the reader thread (bad, empty, text_bytes, bad_examples) and the writer (docs,
   // tokens): disjoint fields, read after join. With line blocks the writer writes them all.
   FileStats stats_;

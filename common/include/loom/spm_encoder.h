@@ -37,7 +37,9 @@
 
 namespace loom::spm {
 
-class SpmEncoder {
+// alignas(64): encoder threads read its fields for every text; no other object may share (and
+// write) their cache lines. The same for its tables below and for SentencePieceModel.
+class alignas(64) SpmEncoder {
  public:
   // Throws loom::Error for a model type it does not encode (WORD, CHAR) or a malformed charsmap.
   explicit SpmEncoder(SpmModel model);

@@ -3,7 +3,10 @@
 // threads encode batches; the calling thread writes them in input order, so the output is the same
 // for any thread count. At most 4*N to 16*N batches are in flight (16*N while they hold under 16 MiB
 // of text), and written batches are reused with their buffers: memory stays flat however large the
-// input, and the steady state allocates nothing per batch.
+// input, and the steady state allocates nothing per batch. Each thread hands back its finished
+// batch and takes the next in one hold of the lock; the reader, once the window is full, waits for
+// an eighth of it and refills that much, and the writer, once it waits, waits for a run of up to 8
+// encoded batches: few wake-ups, each of which takes a core from an encoder when all are busy.
 // Line readers (txt --txt-doc line, jsonl) leave more to the encoder threads: the reader thread only
 // cuts the decompressed input into blocks of about batch_bytes of whole lines; each encoder thread
 // splits its block into lines, parses them (UTF-8 check and strip, or JSON), encodes the documents

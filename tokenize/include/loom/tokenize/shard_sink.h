@@ -22,7 +22,9 @@ struct SerializedDocs {
   void clear() { bytes.clear(), tokens.clear(), lengths.clear(); }
 };
 
-class ShardSink {
+// alignas(64): the encoder threads read it (serialize) for every document while the writing
+// thread writes to it; no other object may share those cache lines.
+class alignas(64) ShardSink {
  public:
   virtual ~ShardSink() = default;
   virtual void add_doc(const uint32_t* ids, size_t n) = 0;
