@@ -22,6 +22,11 @@
 # (many small inputs), 1 and N threads. On 16 cores it runs in about 2 minutes (SIZE_MB=600; the
 # 1-thread runs take most of it). SIZE_MB=300 halves that; at 300 MB the 16-thread run of the English
 # text lasts about 1 s, so the fixed costs above are a quarter of it.
+# LOOM_SCALING_DIAG=1 adds, for the English input at 1 and N threads: `perf stat` (task-clock,
+# page faults, context switches, migrations), `strace -f -c` (system calls by kind; strace slows
+# the run, so only its counts mean anything), `perf record`'s CPU share per thread and busiest
+# symbols, and the machine's NUMA layout; each tool that is missing is skipped. Files
+# OUT/diag_*.txt and a section at the end of the report (about 1 minute more on 16 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:?usage: bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]}
@@ -140,6 +145,33 @@ for b in "$WORK"/m1/*.bin; do cmp -s "$b" "$WORK/mn/$(basename "$b")" || { echo 
 pm1=$(pipeline_s many_t1); pmn=$(pipeline_s "many_t$N")
 rows+=("| en as 64 inputs, $many_mb MB | $(f "${m1%% *}") s | $(f "${mn%% *}") s | $($PY -c "print(f'{${m1%% *} / ${mn%% *}:.2f}')")x | - | - | - | $(f "$pm1 / $pmn")x ($pm1 / $pmn s) | - | $(echo "$m1" | cut -d' ' -f3) / $(echo "$mn" | cut -d' ' -f3) MiB |")
 
+# Diagnostics (LOOM_SCALING_DIAG=1): where the CPU goes at 1 and N threads on the English input.
+diag_summary=()
+if [ "${LOOM_SCALING_DIAG:-0}" = 1 ]; then
+  in=$WORK/en.txt
+  { lscpu 2>/dev/null | grep -iE 'numa|socket|model name|^cpu\(s\)|mhz' || true; } > "$OUT/diag_machine.txt"
+  for t in 1 "$N"; do
+    cmd="$TOK --model $MODEL --output-dir $WORK/od --threads $t $in"
+    if command -v perf >/dev/null; then
+      perf stat -e task-clock,page-faults,context-switches,cpu-migrations -o "$OUT/diag_perf_stat_t$t.txt" -- $cmd 2> "$OUT/diag_log_t$t.txt" || true
+      perf record -q -F 499 -o "$WORK/perf_t$t.data" -- $cmd 2>/dev/null >/dev/null || true
+      { echo "per thread:"; perf report -i "$WORK/perf_t$t.data" --stdio --no-children --sort pid -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -24
+        echo "symbols, all threads:"; perf report -i "$WORK/perf_t$t.data" --stdio --no-children --sort sym -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40
+      } > "$OUT/diag_perf_top_t$t.txt" || true
+      rm -f "$WORK/perf_t$t.data"
+    else
+      $cmd 2> "$OUT/diag_log_t$t.txt" || true
+    fi
+    if command -v strace >/dev/null; then
+      strace -f -c -o "$OUT/diag_strace_t$t.txt" $cmd 2>/dev/null || true
+    fi
+    rm -rf "$WORK/od"
+    ev() { grep -E " $1( |$)" "$OUT/diag_perf_stat_t$t.txt" 2>/dev/null | awk '{print $1}' | head -1; }
+    sc() { awk -v k="$1" '$NF == k {print $4}' "$OUT/diag_strace_t$t.txt" 2>/dev/null | head -1; }
+    diag_summary+=("| $t | $(ev task-clock) | $(ev page-faults) | $(ev context-switches) | $(ev cpu-migrations) | $(sc futex) | $(sc read) / $(sc write) | $(sc mmap) / $(sc munmap) / $(sc madvise) / $(sc mprotect) | $(grep -o 'CPU seconds of the threads: .*' "$OUT/diag_log_t$t.txt" | sed 's/CPU seconds of the threads: //') |")
+  done
+fi
+
 {
   echo
   echo "## loom-tokenize thread scaling, $(date -u '+%Y-%m-%d %H:%M') UTC, $N threads"
@@ -154,5 +186,13 @@ rows+=("| en as 64 inputs, $many_mb MB | $(f "${m1%% *}") s | $(f "${mn%% *}") s
   printf '%s\n' "${rows[@]}"
   echo
   echo "- the .bin of $N threads equals the one of 1 thread for every input"
+  if [ ${#diag_summary[@]} -gt 0 ]; then
+    echo
+    echo "Diagnostics (LOOM_SCALING_DIAG=1), English input; files diag_*.txt beside this report; NUMA: $(grep -i 'numa node(s)' "$OUT/diag_machine.txt" | cut -d: -f2 | xargs)"
+    echo
+    echo "| threads | task-clock ms | page faults | context switches | migrations | futex calls | read / write calls | mmap / munmap / madvise / mprotect | CPU s of the threads (log) |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    printf '%s\n' "${diag_summary[@]}"
+  fi
 } > "$REPORT"
 cat "$REPORT"
