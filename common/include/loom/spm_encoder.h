@@ -16,7 +16,8 @@
 // "\u2581" whose preceding character no piece holds right before a "\u2581" (a set read from the
 // vocabulary at load; InternLM's is tab, newline and U+2581 itself): no merge and no user-defined
 // piece can cross such a cut, so each chunk's ids depend on the chunk alone and are cached per
-// thread (chunk -> ids). UNIGRAM gets no cache: its path scores accumulate in
+// thread (chunk -> ids), backed by one table the threads share: a chunk that one thread encoded
+// is copied, not encoded again, by the others (each thread's cache starts cold). UNIGRAM gets no cache: its path scores accumulate in
 // float over the whole text, so a chunk's ids may depend on what precedes it.
 // Not read because sentencepiece 0.1.97 encodes without them: the trainer's pretokenization
 // (split_by_whitespace, split_by_unicode_script, split_by_number, split_digits) shapes only which
@@ -62,6 +63,7 @@ class alignas(64) SpmEncoder {
   struct Trie;
   struct PieceTable;
   struct Scratch;
+  struct SharedChunks;
   // Length of the user-defined piece at the start of s (longest), 0 if none.
   size_t user_defined_prefix(std::string_view s) const;
   // (replacement, bytes consumed) for the start of s; s non-empty.
@@ -94,6 +96,7 @@ class alignas(64) SpmEncoder {
   bool has_unused_ = false;
   bool chunk_cache_ = false;
   std::string why_no_cache_;
+  std::unique_ptr<SharedChunks> shared_;                // chunk_cache_: every thread's encoded chunks
   uint64_t instance_ = 0;                               // tells the per-thread caches of encoders apart
 };
 
