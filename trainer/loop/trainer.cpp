@@ -868,6 +868,8 @@ void Loop::optimizer_step(StepRecord& s) {
       alert(AlertLevel::kWarn, "update skipped (inf/NaN gradients)", what);
     }
   }
+  // The second step's breakdown, while its gradients still exist (on CUDA zero_grad releases them).
+  if (c_.flags.profile_memory && s.index == first_step_ + 1) profile_memory();
   update_->zero_grad();
   range.end();
   opt_t_.stop();
@@ -892,7 +894,6 @@ void Loop::end_step(const StepRecord& s) {
 }
 
 void Loop::after_step(const StepRecord& s) {
-  if (c_.flags.profile_memory && state_.step == first_step_ + 2) profile_memory();
   if (!s.skip_batch) {
     ProfileRange range("log");
     log_step(s);

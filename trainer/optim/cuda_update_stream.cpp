@@ -1,6 +1,7 @@
 #include "cuda_update_stream.h"
 
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -40,6 +41,10 @@ void UpdateStream::run(const std::function<void(int64_t unit)>& update) {
     m.done[u].record(m.side);
     m.pending[u] = 1;
   }
+}
+
+void UpdateStream::keep_until_done(const torch::Tensor& t) {
+  c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), impl_->side);
 }
 
 void UpdateStream::wait(int64_t unit) const {

@@ -36,6 +36,9 @@ class UpdateStream : public LayerHooks {
   // work queued so far on the caller's stream (the backward that made the gradients). Returns
   // once the host has queued them all.
   void run(const std::function<void(int64_t unit)>& update);
+  // t, allocated on another stream, may be freed by the caller: its memory is not reused before
+  // the side stream has run the work queued so far.
+  void keep_until_done(const torch::Tensor& t);
   // The caller's stream waits for every unit still pending, and the host for the side stream.
   void settle() const;
 

@@ -43,9 +43,9 @@ class Optimizer {
   ~Optimizer();
 
   // CUDA builds, parameters on a CUDA device: from now on step() queues the update on a side stream
-  // unit by unit (the weights outside the decoder layers, then layer 0, 1, ...) and zeroes each
-  // unit's gradients there; the model must call layer_hooks() so that its next forward waits for
-  // each unit's update just before using it. False (nothing changes) where that cannot be done.
+  // unit by unit (the weights outside the decoder layers, then layer 0, 1, ...); the model must
+  // call layer_hooks() so that its next forward waits for each unit's update just before using
+  // it. False (nothing changes) where that cannot be done.
   bool overlap_updates();
   LayerHooks* layer_hooks();
   // Waits for an update still running beside the forward: before reading the weights or state()
@@ -53,6 +53,7 @@ class Optimizer {
   void settle() const;
 
   OptimizerStepResult step(double lr);
+  // CPU: zeroes the gradients. CUDA: releases them (the next backward makes them anew).
   void zero_grad();
   // Global L2 norm of the current gradients (fp32; inf/nan propagate). Missing grads count as 0.
   double grad_norm() const;
@@ -90,7 +91,6 @@ class Optimizer {
   int64_t updates_ = 0;
   std::unique_ptr<cuda::UpdateStream> stream_;         // overlap_updates()
   std::vector<std::vector<size_t>> unit_decay_, unit_no_decay_;  // the groups, unit by unit
-  bool grads_zeroed_ = false;  // the overlapped update zeroed the gradients: zero_grad() has nothing to do
 };
 
 }  // namespace loom
