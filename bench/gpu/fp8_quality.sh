@@ -12,7 +12,8 @@
 # VALID_FRACTION of the documents (loom-pack split, before packing) is held out and evaluated
 # every VALID_EVERY steps: the same held-out tokens at every point of both curves.
 # Run on the GPU machine after scripts/device/build.sh.
-# Usage: bench/gpu/fp8_quality.sh OUT_DIR [STEPS]
+# Prints one JSON line for fp8 against bf16 and one for a second bf16 run against the first (pairs
+# are [bf16, other]). Usage: bench/gpu/fp8_quality.sh OUT_DIR [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: bench/gpu/fp8_quality.sh OUT_DIR [STEPS]}
@@ -38,17 +39,22 @@ for part in train valid; do
   $B/packer/loom-pack pack --seq-len "$SEQ_LEN" --strategy bestfit --seed 1 --output-dir "$W/packed/$part/samples" \
     "$W"/split/$part/*.bin > "$W/pack_$part.log" 2>&1
 done
-for precision in bf16 fp8; do
-  timeout 280 $B/trainer/loom-train --job.run_dir="$W/run_$precision" --job.device=cuda --model.dtype=bfloat16 \
+# bf16_repeat: bf16 again, same seed and data. Flash attention's backward sums dq with atomics, so
+# the two bf16 runs differ from their first steps on, and training amplifies that: how far they
+# drift apart is the yardstick for how far fp8 drifts from bf16.
+for run in bf16 fp8 bf16_repeat; do
+  precision=${run%_repeat}
+  timeout 280 $B/trainer/loom-train --job.run_dir="$W/run_$run" --job.device=cuda --model.dtype=bfloat16 \
     --model.precision=$precision --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false \
     --job.log_every=10 --job.seed=7 --data.train_folder="$W/packed/train" \
     --data.valid_folder="$W/packed/valid" --data.valid_every="$VALID_EVERY" --data.seq_len="$SEQ_LEN" --data.micro_bsz=1 \
     --data.micro_num=1 --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint=0 \
     --model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16 \
-    --adam.lr=3e-4 --lr_scheduler.warmup_ratio=0.05 > "$OUT/quality_$precision.log" 2>&1
-  cp "$W/run_$precision/metrics.jsonl" "$OUT/quality_$precision.jsonl"
+    --adam.lr=3e-4 --lr_scheduler.warmup_ratio=0.05 > "$OUT/quality_$run.log" 2>&1
+  cp "$W/run_$run/metrics.jsonl" "$OUT/quality_$run.jsonl"
 done
-python3 - "$OUT/quality_bf16.jsonl" "$OUT/quality_fp8.jsonl" "$WARMUP" <<'PY'
+for other in fp8 bf16_repeat; do
+python3 - "$OUT/quality_bf16.jsonl" "$OUT/quality_$other.jsonl" "$WARMUP" "$other" <<'PY'
 import json, sys
 def load(path):
     train, valid = {}, {}
@@ -74,12 +80,12 @@ mean0 = {w[-1]: sum(loss0[s] for s in w) / len(w) for w in win}
 mean1 = {w[-1]: sum(loss1[s] for s in w) / len(w) for w in win}
 vsteps = sorted(s for s in v0 if s in v1 and s > warmup)
 tok = [sum(r["tokens_per_s"] for r in d.values() if "tokens_per_s" in r) / len(d) for d in (t0, t1)]
-print(json.dumps(dict(train_loss_per_logged_step=compare(loss0, loss1, steps),
+print(json.dumps(dict(bf16_against=sys.argv[4], train_loss_per_logged_step=compare(loss0, loss1, steps),
                       train_loss_mean_of_10_logged=compare(mean0, mean1, sorted(mean0)),
                       valid_loss=compare(v0, v1, vsteps) if vsteps else None,
-                      final_train_loss_bf16=loss0[steps[-1]], final_train_loss_fp8=loss1[steps[-1]],
-                      final_valid_loss_bf16=v0.get(vsteps[-1]) if vsteps else None,
-                      final_valid_loss_fp8=v1.get(vsteps[-1]) if vsteps else None,
-                      mean_tokens_per_s_bf16=round(tok[0]), mean_tokens_per_s_fp8=round(tok[1]))))
+                      final_train_loss=[loss0[steps[-1]], loss1[steps[-1]]],
+                      final_valid_loss=[v0.get(vsteps[-1]), v1.get(vsteps[-1])] if vsteps else None,
+                      mean_tokens_per_s=[round(tok[0]), round(tok[1])])))
 PY
+done
 rm -rf "$W"

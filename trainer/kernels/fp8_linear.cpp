@@ -64,16 +64,13 @@ struct Quantized {
   torch::Tensor q;      // [rows, cols], when asked for
   torch::Tensor q_t;    // [cols, rows], when asked for
   torch::Tensor scale;  // fp32 scalar on the device: x ~ q * scale
-  torch::Tensor amax;   // fp32 [1] on the device: max |x|
 };
 
-// x [rows, cols] contiguous bf16 on CUDA. `amax`: x's absolute maximum when already known (the
-// backward's weight is the forward's), else measured here.
-Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_major, bool transposed,
-                   const torch::Tensor& amax = {}) {
+// x [rows, cols] contiguous bf16 on CUDA: its absolute maximum, then both layouts asked for in one pass.
+Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_major, bool transposed) {
   LOOM_ASSERT(x.is_contiguous() && x.scalar_type() == torch::kBFloat16, "quantize: x must be contiguous bf16");
   // The kernels load 8 and 16 bytes at a time: a view at an odd offset is copied to fresh memory.
-  if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return quantize(x.clone(), format, row_major, transposed, amax);
+  if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return quantize(x.clone(), format, row_major, transposed);
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto f32 = x.options().dtype(torch::kFloat32);
   const auto fp8 = x.options().dtype(format == cuda::Fp8Format::kE4M3 ? at::ScalarType::Float8_e4m3fn
@@ -82,12 +79,9 @@ Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_majo
   r.scale = torch::empty({}, f32);
   if (row_major) r.q = torch::empty({rows, cols}, fp8);
   if (transposed) r.q_t = torch::empty({cols, rows}, fp8);
-  r.amax = amax;
-  if (!r.amax.defined()) {
-    r.amax = torch::empty({1}, f32);
-    check_launch(cuda::fp8_amax_bf16(x.data_ptr(), x.numel(), r.amax.data_ptr<float>(), stream()), "fp8_amax_bf16");
-  }
-  check_launch(cuda::fp8_quantize_bf16(x.data_ptr(), rows, cols, r.amax.data_ptr<float>(), format,
+  const torch::Tensor amax = torch::empty({1}, f32);  // max |x|, read by the quantize kernel
+  check_launch(cuda::fp8_amax_bf16(x.data_ptr(), x.numel(), amax.data_ptr<float>(), stream()), "fp8_amax_bf16");
+  check_launch(cuda::fp8_quantize_bf16(x.data_ptr(), rows, cols, amax.data_ptr<float>(), format,
                                        row_major ? r.q.data_ptr() : nullptr, transposed ? r.q_t.data_ptr() : nullptr,
                                        r.scale.data_ptr<float>(), stream()),
                "fp8_quantize_bf16");
@@ -102,22 +96,23 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
   return at::_scaled_mm(a, b, scale_a, scale_b, bias_opt, std::nullopt, at::kBFloat16, fast_accum);
 }
 
-// One linear's forward GEMM from its input's quantization: y [rows, N] bf16, and W's absolute
-// maximum for the backward.
-torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& w, const torch::Tensor& bias,
-                           torch::Tensor& amax_w) {
-  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/false);
-  amax_w = qw.amax;
-  return scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
+// One linear's forward GEMM from its input's quantization: y [rows, N] bf16. W is quantized in
+// both layouts in the same pass; the transposed one (and its scale) goes to the backward in *qw_t,
+// where quantizing W again would read its bf16 bytes twice more (amax and values).
+torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& w, const torch::Tensor& bias, Quantized* qw_t) {
+  Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true);
+  torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
+  qw.q = torch::Tensor();  // the forward's layout is not kept
+  *qw_t = std::move(qw);
+  return y;
 }
 
 // One linear's backward GEMMs from dy [rows, N]: {dx [rows, K], dW [N, K]}.
-std::pair<torch::Tensor, torch::Tensor> backward_gemms(const torch::Tensor& dy, const torch::Tensor& w,
-                                                       const torch::Tensor& amax_w, const torch::Tensor& qx_t,
+std::pair<torch::Tensor, torch::Tensor> backward_gemms(const torch::Tensor& dy, const torch::Tensor& qw_t,
+                                                       const torch::Tensor& scale_w, const torch::Tensor& qx_t,
                                                        const torch::Tensor& scale_x) {
   const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
-  const Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/false, /*transposed=*/true, amax_w);
-  return {scaled_mm(qdy.q, qw.q_t.t(), qdy.scale, qw.scale, {}, /*fast_accum=*/false),
+  return {scaled_mm(qdy.q, qw_t.t(), qdy.scale, scale_w, {}, /*fast_accum=*/false),
           scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false)};
 }
 
@@ -138,9 +133,9 @@ torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const to
                           const torch::Tensor& bias) {
   const torch::Tensor w = weight.contiguous();
   const Quantized qx = quantize_input(x);
-  torch::Tensor amax_w;
-  const torch::Tensor y = forward_gemm(qx, w, bias, amax_w);
-  ctx->save_for_backward({qx.q_t, qx.scale, w, amax_w});
+  Quantized qw;
+  const torch::Tensor y = forward_gemm(qx, w, bias, &qw);
+  ctx->save_for_backward({qx.q_t, qx.scale, qw.q_t, qw.scale});
   ctx->saved_data["x_sizes"] = x.sizes().vec();
   return output_view(y, x, w.size(0));
 }
@@ -148,9 +143,9 @@ torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const to
 // {dx, dW, db}; db only when with_bias.
 variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
   const variable_list saved = ctx->get_saved_variables();
-  const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &w = saved[2], &amax_w = saved[3];
-  const torch::Tensor dy = grads[0].reshape({-1, w.size(0)}).contiguous();
-  const auto [dx, dw] = backward_gemms(dy, w, amax_w, qx_t, scale_x);
+  const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &qw_t = saved[2], &scale_w = saved[3];
+  const torch::Tensor dy = grads[0].reshape({-1, qw_t.size(1)}).contiguous();
+  const auto [dx, dw] = backward_gemms(dy, qw_t, scale_w, qx_t, scale_x);
   variable_list out{dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw};
   if (with_bias) out.push_back(dy.sum(0, /*keepdim=*/false, torch::kFloat32).to(dy.scalar_type()));
   return out;
@@ -184,10 +179,10 @@ class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
     variable_list out, saved{qx.q_t, qx.scale};
     for (const torch::Tensor& weight : {w1, w2}) {
       const torch::Tensor w = weight.contiguous();
-      torch::Tensor amax_w;
-      out.push_back(output_view(forward_gemm(qx, w, {}, amax_w), x, w.size(0)));
-      saved.push_back(w);
-      saved.push_back(amax_w);
+      Quantized qw;
+      out.push_back(output_view(forward_gemm(qx, w, {}, &qw), x, w.size(0)));
+      saved.push_back(qw.q_t);
+      saved.push_back(qw.scale);
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["x_sizes"] = x.sizes().vec();
@@ -200,13 +195,13 @@ class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
     torch::Tensor dx;
     variable_list dws;
     for (size_t i = 0; i < 2; ++i) {
-      const torch::Tensor &w = saved[2 + 2 * i], &amax_w = saved[3 + 2 * i];
+      const torch::Tensor &qw_t = saved[2 + 2 * i], &scale_w = saved[3 + 2 * i];
       if (!grads[i].defined()) {  // that output took no part in the loss
         dws.emplace_back();
         continue;
       }
-      const torch::Tensor dy = grads[i].reshape({-1, w.size(0)}).contiguous();
-      auto [dxi, dwi] = backward_gemms(dy, w, amax_w, qx_t, scale_x);
+      const torch::Tensor dy = grads[i].reshape({-1, qw_t.size(1)}).contiguous();
+      auto [dxi, dwi] = backward_gemms(dy, qw_t, scale_w, qx_t, scale_x);
       dx = dx.defined() ? dx.add_(dxi) : dxi;
       dws.push_back(dwi);
     }

@@ -10,8 +10,9 @@
 // outside these matmuls stay bf16/fp32, so checkpoints do not depend on the precision.
 //
 // The forward saves the e4m3 copy of x (transposed, as dW's GEMM reads it: half the bytes of the
-// bf16 x a plain linear saves), W itself and W's absolute maximum; the backward quantizes W again
-// (transposed) with that maximum, so both passes use one scale and the backward skips W's reduction.
+// bf16 x a plain linear saves) and W's transposed e4m3 copy, written by the same pass as the one
+// the forward reads (1 byte per weight until the backward, where quantizing W again would read its
+// bf16 bytes twice: its maximum, then its values), so both passes use one scale.
 #pragma once
 
 #include <string>
