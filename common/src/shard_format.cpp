@@ -138,6 +138,25 @@ void TokenBinWriter::seal(const Parts& meta_parts) {
   meta_->seal();
 }
 
+void TokenBinWriter::open_meta(size_t header_bytes) {
+  LOOM_ASSERT(!meta_, "the .meta of ", bin_.path(), " opened twice");
+  meta_ = std::make_unique<sys::AtomicFile>(meta_path_for(bin_.path()));
+  const std::vector<uint8_t> zeros(header_bytes);
+  meta_->write(zeros.data(), zeros.size());
+}
+
+void TokenBinWriter::append_meta(const void* data, size_t n) {
+  LOOM_ASSERT(meta_, "append_meta before open_meta: ", bin_.path());
+  meta_->write(data, n);
+}
+
+void TokenBinWriter::seal_streamed(const void* header, size_t header_bytes) {
+  LOOM_ASSERT(meta_, "seal_streamed before open_meta: ", bin_.path());
+  meta_->write_at(0, header, header_bytes);
+  bin_.seal();
+  meta_->seal();
+}
+
 void TokenBinWriter::publish() {
   LOOM_ASSERT(meta_, "publish before seal: ", bin_.path());
   sys::commit_all({&bin_, meta_.get()});
@@ -161,15 +180,20 @@ ShardWriter::ShardWriter(const std::string& bin_path, const TokenizerInfo& info,
     : bin_path_(bin_path), info_(info), encoder_(encoder), settings_xxh64_(settings_xxh64),
       bin_(bin_path, dtype_bytes_for_vocab(info.vocab_size)) {
   LOOM_CHECK(info.vocab_size > 0, bin_path, ": vocab size must be positive");
+  bin_.open_meta(sizeof(ShardHeader));
+  offsets_.reserve(kOffsetsChunk);
   push_offset(0);
 }
 
 void ShardWriter::push_offset(uint64_t offset) {
-  if (offsets_.empty() || offsets_.back().size() == kOffsetsChunk) {
-    offsets_.emplace_back();
-    offsets_.back().reserve(kOffsetsChunk);
-  }
-  offsets_.back().push_back(offset);
+  if (offsets_.size() == kOffsetsChunk) flush_offsets();
+  offsets_.push_back(offset);
+}
+
+void ShardWriter::flush_offsets() {
+  offsets_hash_.update(offsets_.data(), offsets_.size() * sizeof(uint64_t));
+  bin_.append_meta(offsets_.data(), offsets_.size() * sizeof(uint64_t));
+  offsets_.clear();
 }
 
 void ShardWriter::format_doc(const uint32_t* ids, size_t n, std::string& out, int64_t doc) const {
@@ -220,14 +244,10 @@ void ShardWriter::commit() {
   h.encoder = encoder_;
   h.settings_xxh64 = settings_xxh64_;
   h.bin_xxh64 = bin_.digest();
-  Xxh64 offsets_hash;
-  detail::TokenBinWriter::Parts parts{{&h, sizeof(h)}};
-  for (const std::vector<uint64_t>& chunk : offsets_) {
-    offsets_hash.update(chunk.data(), chunk.size() * sizeof(uint64_t));
-    parts.emplace_back(chunk.data(), chunk.size() * sizeof(uint64_t));
-  }
-  h.offsets_xxh64 = offsets_hash.digest();
-  bin_.commit(parts);
+  flush_offsets();
+  h.offsets_xxh64 = offsets_hash_.digest();
+  bin_.seal_streamed(&h, sizeof(h));
+  bin_.publish();
 }
 
 // ---- ShardReader ----

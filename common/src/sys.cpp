@@ -201,6 +201,18 @@ void File::write_all(const void* buf, size_t n) {
   }
 }
 
+void File::pwrite_all(const void* buf, size_t n, uint64_t offset) {
+  const auto* p = static_cast<const uint8_t*>(buf);
+  while (n > 0) {
+    ssize_t r = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw_errno("pwrite", path_, errno, errno == ENOSPC ? "the disk is full" : nullptr);
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+}
+
 void File::fsync() {
   if (::fsync(fd_) != 0) throw_errno("fsync", path_, errno);
 }
@@ -319,6 +331,13 @@ void AtomicFile::write_unbuffered(const void* data, size_t n) {
   written_ += n;
   flush();
   file_.write_all(data, n);
+}
+
+void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
+  LOOM_ASSERT(!committed_ && !sealed_, "write after commit to ", path_);
+  LOOM_ASSERT(offset + n <= written_, "write_at past what was written to ", path_);
+  flush();
+  file_.pwrite_all(data, n, offset);
 }
 
 void AtomicFile::flush() {

@@ -179,6 +179,12 @@ class TokenBinWriter {
   // commit() in two steps: seal() writes the .meta and closes both files under their temporary
   // names; publish() renames them into place (a caller checks its inputs in between).
   void seal(const Parts& meta_parts);
+  // A .meta written while the .bin grows, instead of seal(): open_meta() writes header_bytes of
+  // zeros where the header goes, append_meta() the index behind them, seal_streamed() the header
+  // in its place and then flushes, fsyncs and closes both as seal() does.
+  void open_meta(size_t header_bytes);
+  void append_meta(const void* data, size_t n);
+  void seal_streamed(const void* header, size_t header_bytes);
   void publish();
 
  private:
@@ -229,12 +235,15 @@ class ShardWriter {
   uint32_t encoder_;
   uint64_t settings_xxh64_;
   detail::TokenBinWriter bin_;
-  // The .meta's offsets (0, then each document's end), in chunks of kOffsetsChunk that are never
-  // moved: a std::vector copied them on every doubling, about twice their size (75 MB for 600 MB of
-  // English text) through fresh pages, on loom-tokenize's one writing thread.
+  // The .meta's offsets (0, then each document's end) go to the .meta as they come, kOffsetsChunk
+  // at a time through one reused buffer (hashed on the way): not kept in memory (a std::vector
+  // copied them on every doubling, about twice their size through fresh pages: 75 MB for 600 MB of
+  // English text, on loom-tokenize's one writing thread), and not written all at once by commit().
   static constexpr size_t kOffsetsChunk = size_t{1} << 17;
   void push_offset(uint64_t offset);
-  std::vector<std::vector<uint64_t>> offsets_;
+  void flush_offsets();
+  std::vector<uint64_t> offsets_;  // not yet in the .meta
+  Xxh64 offsets_hash_;
   uint64_t num_docs_ = 0, num_tokens_ = 0;
   std::string doc_;  // add_doc's formatted document, reused
 };

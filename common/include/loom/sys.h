@@ -50,6 +50,7 @@ class File {
   size_t read_some(void* buf, size_t n);
   void pread_exact(void* buf, size_t n, uint64_t offset) const;
   void write_all(const void* buf, size_t n);
+  void pwrite_all(const void* buf, size_t n, uint64_t offset);
   void fsync();
   void close();
 
@@ -106,6 +107,8 @@ class AtomicFile {
   // write() without the copy into the buffer: what is buffered goes first, then buf itself (for
   // large pieces whose copy would cost more than the extra system call).
   void write_unbuffered(const void* buf, size_t n);
+  // Writes over bytes written before (the buffer is flushed first): a header filled in last.
+  void write_at(uint64_t offset, const void* buf, size_t n);
   uint64_t bytes_written() const { return written_; }
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return temp_path_; }
