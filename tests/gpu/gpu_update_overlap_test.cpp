@@ -1,17 +1,22 @@
 // The replicated optimizer's update overlapped with the next forward (adam.overlap_update,
 // optim/cuda_update_stream.h) against the update in place: the same losses, weights, moments and
-// master weights, bit for bit, after steps that clip and steps that do not; gradients released by
-// zero_grad() (the side stream still reading them) are not overwritten before it is done. Label gpu.
+// master weights, bit for bit, after steps that clip and steps that do not. The side stream is
+// held back (a spin of ~50 ms before each update) so that every forward really starts while the
+// update runs, and NaN-filled tensors the size of the released gradients are allocated right
+// after zero_grad(): the update must still read its gradients, not those. A control run without
+// the layer hooks must differ, or the test could not tell. Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "attention_select.h"
 #include "chunked_loss.h"
+#include "cuda_update_stream.h"
 #include "flash_attention.h"
 #include "gpu_util.h"
 #include "model.h"
@@ -28,7 +33,12 @@ struct Run {
   std::vector<double> losses;
 };
 
-Run make_run(bool overlap, const loom::OptimizerOptions& ao) {
+enum class Mode { kInPlace, kOverlapped, kOverlappedWithoutHooks };
+
+// About 50 ms at the H200's ~2 GHz: far longer than a step of the small model below.
+constexpr int64_t kDelayCycles = 100'000'000;
+
+Run make_run(Mode mode, const loom::OptimizerOptions& ao) {
   loom::ModelOptions o;
   o.hidden_size = 128;
   o.num_layers = 3;
@@ -44,23 +54,34 @@ Run make_run(bool overlap, const loom::OptimizerOptions& ao) {
   for (const auto& kv : loom::named_state(*r.model))
     if (kv.second.requires_grad()) named.emplace_back(kv.first, kv.second);
   r.opt = std::make_unique<loom::Optimizer>(named, ao);
-  if (overlap) {
-    REQUIRE(r.opt->overlap_updates());
-    REQUIRE(r.opt->layer_hooks() != nullptr);
-    r.model->set_layer_hooks(r.opt->layer_hooks());
-  } else {
+  if (mode == Mode::kInPlace) {
     REQUIRE(r.opt->layer_hooks() == nullptr);
+    return r;
   }
+  REQUIRE(r.opt->overlap_updates());
+  auto* stream = dynamic_cast<loom::cuda::UpdateStream*>(r.opt->layer_hooks());
+  REQUIRE(stream != nullptr);
+  stream->delay_for_tests(kDelayCycles);
+  if (mode == Mode::kOverlapped) r.model->set_layer_hooks(stream);
   return r;
 }
 
-void train_step(Run& r, const loom::Batch& b, double lr) {
+// One step; returns NaN-filled tensors allocated right after zero_grad() on the training stream,
+// one per released gradient (keep them alive until the update has run).
+std::vector<torch::Tensor> train_step(Run& r, const loom::Batch& b, double lr) {
   const loom::LossResult l = loom::compute_chunked_loss(r.model->hidden_states(b), r.model->head_weight(), b, 0.0, 1);
   const torch::Tensor loss = l.loss_sum / l.tokens;
   loss.backward();
   r.losses.push_back(loss.item<double>());
+  std::vector<int64_t> numels;
+  for (const auto& p : r.model->parameters())
+    if (p.grad().defined()) numels.push_back(p.grad().numel());
   r.opt->step(lr);
   r.opt->zero_grad();
+  std::vector<torch::Tensor> poison;
+  for (int64_t n : numels)
+    poison.push_back(torch::full({n}, std::nan(""), torch::TensorOptions().dtype(torch::kBFloat16).device(cuda())));
+  return poison;
 }
 
 }  // namespace
@@ -77,13 +98,17 @@ TEST_CASE("an update overlapped with the next forward leaves the bits of the upd
     INFO("clip_grad_norm " << clip);
     loom::OptimizerOptions ao;
     ao.clip_grad_norm = clip;
-    Run in_place = make_run(false, ao), overlapped = make_run(true, ao);
+    Run in_place = make_run(Mode::kInPlace, ao), overlapped = make_run(Mode::kOverlapped, ao);
+    Run control = make_run(Mode::kOverlappedWithoutHooks, ao);
     REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, 32) == loom::AttentionKernel::kFlashVarlen);
     for (int step = 0; step < 6; ++step) {
       train_step(in_place, b, 2e-3);
-      train_step(overlapped, b, 2e-3);
+      const auto poison = train_step(overlapped, b, 2e-3);
+      train_step(control, b, 2e-3);
     }
     loom::set_varlen_attention({});
+    // Without the hooks the forward reads weights the update has not written yet.
+    CHECK(control.losses != in_place.losses);
     // The losses are those of the forward after each update: the forward saw each updated layer.
     CHECK(overlapped.losses == in_place.losses);
     CHECK(in_place.losses.back() < in_place.losses.front());

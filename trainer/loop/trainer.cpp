@@ -91,7 +91,7 @@ cuda::MemoryBreakdown memory_breakdown(InternLM& model, const DataParallelUpdate
     grads.push_back(p.grad());
   }
   for (const auto& named : update.replicated_state()) state.push_back(named.second);
-  return cuda::memory_breakdown(device, params, grads, state);
+  return cuda::memory_breakdown(device, params, grads, state, /*gradients_transient=*/!update.sharded());
 }
 #endif
 
@@ -886,6 +886,8 @@ void Loop::end_step(const StepRecord& s) {
   // its layers, so that step's time holds whatever of the update the overlap did not hide.
 #ifdef LOOM_CUDA_KERNELS
   if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(cuda_index())).synchronize();
+#else
+  if (device_.is_cuda()) torch::cuda::synchronize(cuda_index());  // no overlapped update in this build
 #endif
   step_t_.stop();
   if (watchdog_) watchdog_->heartbeat(state_.step);

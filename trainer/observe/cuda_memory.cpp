@@ -72,25 +72,29 @@ int64_t tensor_bytes(const std::vector<torch::Tensor>& tensors) {
 
 MemoryBreakdown memory_breakdown(int device, const std::vector<torch::Tensor>& parameters,
                                  const std::vector<torch::Tensor>& gradients,
-                                 const std::vector<torch::Tensor>& optimizer_state) {
+                                 const std::vector<torch::Tensor>& optimizer_state, bool gradients_transient) {
   MemoryBreakdown b;
   b.parameters = tensor_bytes(parameters);
   b.gradients = tensor_bytes(gradients);
   b.optimizer_state = tensor_bytes(optimizer_state);
   b.stats = memory_stats(device);
-  b.activations_peak = std::max<int64_t>(0, b.stats.peak_allocated - b.parameters - b.gradients - b.optimizer_state);
+  b.gradients_transient = gradients_transient;
+  const int64_t resident = b.parameters + b.optimizer_state + (gradients_transient ? 0 : b.gradients);
+  b.activations_peak = std::max<int64_t>(0, b.stats.peak_allocated - resident);
   return b;
 }
 
 std::string describe(const MemoryBreakdown& b) {
-  return str("parameters ", gib(b.parameters), " GiB, gradients ", gib(b.gradients), " GiB, optimizer state ",
+  return str("parameters ", gib(b.parameters), " GiB, gradients ", gib(b.gradients),
+             b.gradients_transient ? " GiB (from the backward to the update)" : " GiB", ", optimizer state ",
              gib(b.optimizer_state), " GiB, activations and temporaries at peak ", gib(b.activations_peak),
-             " GiB; ", describe(b.stats));
+             b.gradients_transient ? " GiB (with the gradients made by then); " : " GiB; ", describe(b.stats));
 }
 
 std::string to_json(const MemoryBreakdown& b) {
   return str("{\"parameters\": ", b.parameters, ", \"gradients\": ", b.gradients, ", \"optimizer_state\": ",
-             b.optimizer_state, ", \"activations_peak\": ", b.activations_peak, ", \"peak_allocated\": ",
+             b.optimizer_state, ", \"gradients_transient\": ", b.gradients_transient ? "true" : "false",
+             ", \"activations_peak\": ", b.activations_peak, ", \"peak_allocated\": ",
              b.stats.peak_allocated, ", \"peak_reserved\": ", b.stats.peak_reserved, ", \"device_free\": ",
              b.stats.device_free, ", \"device_total\": ", b.stats.device_total, "}");
 }

@@ -28,12 +28,16 @@ std::string describe(const MemoryStats& s);
 struct MemoryBreakdown {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations_peak = 0;
   MemoryStats stats;
+  // The gradients exist only from the backward to the update (released after it, CUDA's replicated
+  // optimizer): at the peak some of them may not, so activations_peak is the peak minus parameters
+  // and optimizer state, gradients made so far included.
+  bool gradients_transient = false;
 };
 // Bytes of the distinct storages behind tensors (views of one storage count once; undefined skipped).
 int64_t tensor_bytes(const std::vector<torch::Tensor>& tensors);
 MemoryBreakdown memory_breakdown(int device, const std::vector<torch::Tensor>& parameters,
                                  const std::vector<torch::Tensor>& gradients,
-                                 const std::vector<torch::Tensor>& optimizer_state);
+                                 const std::vector<torch::Tensor>& optimizer_state, bool gradients_transient = false);
 std::string describe(const MemoryBreakdown& b);  // one line, GiB
 std::string to_json(const MemoryBreakdown& b);   // one JSON object, bytes
 

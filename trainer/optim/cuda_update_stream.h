@@ -42,6 +42,10 @@ class UpdateStream : public LayerHooks {
   // The caller's stream waits for every unit still pending, and the host for the side stream.
   void settle() const;
 
+  // Tests: the side stream first spins this many GPU clock cycles in every run(), so that the
+  // update is still running when the next forward starts (a small model's would be done at once).
+  void delay_for_tests(int64_t cycles) { delay_cycles_ = cycles; }
+
   void begin_forward() override;              // waits for unit 0
   void before_layer(int64_t layer) override;  // waits for unit 1 + layer
   torch::Tensor after_layer(int64_t, const torch::Tensor& out) override { return out; }
@@ -50,6 +54,7 @@ class UpdateStream : public LayerHooks {
   void wait(int64_t unit) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  int64_t delay_cycles_ = 0;
 };
 
 }  // namespace loom::cuda

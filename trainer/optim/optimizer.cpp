@@ -92,8 +92,8 @@ void Optimizer::zero_grad() {
     }
     // CUDA: released, so the next backward writes fresh gradients where adding to zeros would cost
     // a memset and an add per parameter (8 bytes per parameter: ~17 ms of a 7B step), and the
-    // memory serves the next forward's activations meanwhile. Every parameter takes part in every
-    // forward, so no update ever sees a parameter without a gradient it would have had as zeros.
+    // memory serves the next forward's activations meanwhile. update_group() gives a parameter
+    // that got no gradient since zeros, as zeroing would have left it.
 #ifdef LOOM_CUDA_KERNELS
     if (stream_) stream_->keep_until_done(g);  // the overlapped update may still be reading it
 #endif
@@ -125,8 +125,12 @@ void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepAr
   std::vector<torch::Tensor> params, grads, m, v, low;
   for (size_t i : group) {
     Slot& s = slots_[i];
-    const auto& g = s.param.grad();
-    if (!g.defined()) continue;  // unused this step (e.g. a frozen path): leave it alone
+    torch::Tensor g = s.param.grad();
+    if (!g.defined()) {
+      if (!s.updated) continue;  // no gradient yet (e.g. a frozen path): leave it alone
+      g = torch::zeros_like(s.param);  // released by zero_grad() (CUDA) and not made again since
+    }
+    s.updated = true;
     params.push_back(s.master);
     grads.push_back(g);  // adamw_step casts bf16 gradients to fp32 bucket by bucket (bounded memory)
     m.push_back(s.exp_avg);

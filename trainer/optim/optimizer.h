@@ -53,7 +53,8 @@ class Optimizer {
   void settle() const;
 
   OptimizerStepResult step(double lr);
-  // CPU: zeroes the gradients. CUDA: releases them (the next backward makes them anew).
+  // CPU: zeroes the gradients. CUDA: releases them (the next backward makes them anew). Call it
+  // after step() and before the next backward: an overlapped update may still be reading them.
   void zero_grad();
   // Global L2 norm of the current gradients (fp32; inf/nan propagate). Missing grads count as 0.
   double grad_norm() const;
@@ -78,6 +79,7 @@ class Optimizer {
     torch::Tensor master;  // fp32 copy, or param itself when param is fp32
     torch::Tensor exp_avg, exp_avg_sq;
     int64_t unit = 0;  // 0: outside the decoder layers; 1 + K: layer K (cuda_update_stream.h)
+    bool updated = false;  // has had a gradient: a missing one later counts as zeros
   };
   // The update of the slots in group (those with a gradient); step: this update's number, a float32
   // scalar on the device.

@@ -57,6 +57,9 @@ LayerBytes layer_bytes(const PlanInputs& in) {
       l.shared = B * T * T * (1 + 4);     // bool mask and its fp32 bias, shared by the layers
       break;
   }
+  // model.precision=fp8: each linear keeps W's transposed e4m3 copy (1 byte a weight) for its
+  // backward. The e4m3 x it saves in place of the bf16 one is left counted at b bytes.
+  if (m.fp8) l.full += C * (H + 2 * K) * D + C * C + 3 * C * F;
   l.checkpointed = tok * C * b;
   l.transient = tok * (3 * F + 2 * C) * b;
   return l;
