@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -55,6 +56,17 @@ TEST_CASE("memory plan: parameters, gradients and optimizer state are the model'
   CHECK(b.parameters == 2 * P);
   CHECK(b.gradients == 2 * P);
   CHECK(b.optimizer_state == 12 * P);  // + the fp32 master copy
+  // CUDA, replicated: the gradients are released after each update; beside the activations the
+  // plan counts what exists at the backward's start (outside the layers, and one layer) or the
+  // rest of all of them at its end, whichever is more.
+  PlanInputs cu = bf;
+  cu.cuda = true;
+  cu.attention = loom::AttentionKernel::kFlashVarlen;
+  const MemoryPlan c = loom::plan_memory(cu);
+  const auto layer = static_cast<uint64_t>(loom::count_parameters_per_layer(cu.model));
+  const uint64_t outside = P - 4 * layer;
+  CHECK(c.gradients == std::max(2 * (outside + layer), 2 * P > c.activations ? 2 * P - c.activations : 0));
+  CHECK(c.gradients < b.gradients);
   // ZeRO-1 over 4 ranks: a quarter of the fp32 master and moments, the fp32 gradient shard, and the
   // reduction buffers of three units plus one unit's gather (the largest unit: the embedding, here
   // larger than a layer).

@@ -97,6 +97,13 @@ void fill(MemoryPlan& p) {
   p.activations = kept + (p.checkpointed_layers > 0 ? l.full : 0) + l.transient + l.shared;
   p.layer_full_bytes = l.full;
   p.layer_checkpointed_bytes = l.checkpointed;
+  if (in.cuda && !sharded) {
+    // The replicated optimizer on CUDA releases the gradients after each update: they grow from
+    // nothing during the backward while the activations shrink. At the backward's start the head,
+    // embedding and final norm have theirs and a layer is making its own; at its end all exist
+    // and the activations are gone.
+    p.gradients = std::max((R + L) * b, P * b > p.activations ? P * b - p.activations : 0);
+  }
   p.logits_and_loss = logits_and_loss_bytes(in);
   p.workspace = (sharded ? 12 * unit + unit * b : 0) + (in.cuda ? kCudaRuntimeBytes : kCpuRuntimeBytes);
   p.total = p.parameters + p.gradients + p.optimizer_state + p.activations + p.logits_and_loss + p.workspace;

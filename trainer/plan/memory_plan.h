@@ -11,7 +11,8 @@
 //                    layers (the one running, the next one prefetched, the one freed last)
 //   gradients        P b (accumulated over micro-batches in the parameters' dtype); sharded runs
 //                    add the fp32 gradient shard 4 P / S; at z >= 2 the whole gradients live only
-//                    until their unit is reduced: R b, and two layers'
+//                    until their unit is reduced: R b, and two layers'. CUDA, replicated: released
+//                    after each update, so beside the activations only max((R + L) b, P b - activations)
 //   optimizer_state  AdamW's two fp32 moments, 8 P, plus a 4 P fp32 master copy when b < 4;
 //                    ZeRO holds 12 P / S (its master is always fp32)
 //   activations      a layer keeps, per token, what its backward reads: the two RMSNorm inputs and
