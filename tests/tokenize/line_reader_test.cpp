@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "loom/tokenize/line_reader.h"
+#include "loom/tokenize/text.h"
 
 using namespace loom::tokenize;
 
@@ -87,6 +88,49 @@ TEST_CASE("LineReader::next_block cuts whole lines that for_each_line splits as 
             g.newline.push_back(newline);
           });
           expect_offset += block.size();
+        }
+        CHECK(expect_offset == d.size());
+        CHECK(g.text == want.text);
+        CHECK(g.number == want.number);
+        CHECK(g.offset == want.offset);
+        CHECK(g.newline == want.newline);
+      }
+    }
+  }
+}
+
+TEST_CASE("LineReader::next_block at blank lines cuts only after a blank line, never inside a paragraph",
+          "[tokenize][lines]") {
+  // Blank lines of every kind (empty, ASCII and Unicode whitespace, every line ending, a CR at a
+  // buffer edge), lines that look blank and are not (an overlong U+0085, a lone continuation byte,
+  // a truncated sequence), a paragraph and a line longer than a read.
+  const std::string data = "\n \r\n\ta\r\n\r\rb\r\x0c\xe3\x80\x80\x1c\n\xc2\x85\rc\r\n\xe0\x82\x85\nd\n\x80\n\n\xe3\x80\re\r" +
+                           std::string(70000, 'P') + "\nf\r\n" + std::string(100, 'Q') + "\n\xe2\x80\xa8\r\n\r\ng";
+  for (const std::string& d : {data, data + "\r\n", data + "\n\n", std::string("\r"), std::string("\n\n"),
+                               std::string("x"), std::string("")}) {
+    const Got want = read_all_lines(d, 1 << 20);
+    for (size_t chunk : {1, 2, 3, 7, 1 << 20}) {
+      for (size_t min_bytes : {1, 2, 5, 64, 1 << 20}) {
+        INFO("chunk " << chunk << " min_bytes " << min_bytes << " size " << d.size());
+        LineReader r(std::make_unique<DribbleSource>(d, chunk));
+        Got g;
+        std::string block;
+        uint64_t offset = 0, expect_offset = 0;
+        while (r.next_block(block, offset, min_bytes, LineReader::CutAt::kBlankLine)) {
+          CHECK(offset == expect_offset);
+          CHECK(!block.empty());
+          bool last_blank = false, last_newline = false;
+          for_each_line(block, [&](std::string_view text, size_t at, bool newline) {
+            g.text.emplace_back(text);
+            g.number.push_back(g.number.size() + 1);
+            g.offset.push_back(offset + at);
+            g.newline.push_back(newline);
+            last_blank = is_blank_line(text);
+            last_newline = newline;
+          });
+          expect_offset += block.size();
+          // Only the end of the input cuts elsewhere than after a blank line.
+          if (expect_offset < d.size()) CHECK((last_blank && last_newline));
         }
         CHECK(expect_offset == d.size());
         CHECK(g.text == want.text);

@@ -33,6 +33,17 @@ TEST_CASE("python_strip strips Python whitespace and keeps a BOM", "[tokenize][t
   CHECK(python_strip("").empty());
 }
 
+TEST_CASE("is_blank_line is valid UTF-8 that python_strip empties", "[tokenize][text]") {
+  CHECK(is_blank_line(""));
+  CHECK(is_blank_line(" \t\x0b\x0c\x1c\x1f"));
+  CHECK(is_blank_line("\xe3\x80\x80\xc2\xa0\xc2\x85\xe2\x80\xa8"));  // U+3000, U+00A0, U+0085, U+2028
+  CHECK(!is_blank_line("  x"));
+  CHECK(!is_blank_line("\xef\xbb\xbf"));          // a BOM is not whitespace
+  CHECK(!is_blank_line("\xe0\x82\x85"));          // U+0085 spelled overlong: invalid, so not blank
+  CHECK(!is_blank_line(" \xe3\x80"));              // truncated U+3000
+  CHECK(!is_blank_line(" \x80"));                   // a lone continuation byte
+}
+
 TEST_CASE("find_invalid_utf8 reports the first bad byte", "[tokenize][text]") {
   CHECK(find_invalid_utf8("plain ascii") == std::string_view::npos);
   CHECK(find_invalid_utf8("\xe5\x90\xbe\xe8\xbc\xa9") == std::string_view::npos);

@@ -199,6 +199,87 @@ TEST_CASE("the output is the same for any thread count and batch size", "[tokeni
   }
 }
 
+// txt paragraphs also go to the encoders as blocks, cut by the reading thread after a blank line:
+// blank lines of every kind and line ending (CR-only files too), leading ones and runs of them,
+// paragraphs and lines longer than a 64 KiB block, cut documents, no newline at the end.
+TEST_CASE("txt paragraphs are the same for any thread count and batch size, and equal the reference", "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_paragraphs");
+  REQUIRE(python_code(dir, "import random\n"
+                           "random.seed(5)\n"
+                           "words = open('" + corpus("botchan.txt") + "', encoding='utf-8').read().split()\n"
+                           "blank = ['', ' ', '\\t', '\\u3000', '\\x0c \\x85', '\\u2028 ']\n"
+                           "def make(eol):\n"
+                           "    parts = [random.choice(blank) + random.choice(eol) for _ in range(3)]\n"
+                           "    for i in range(300):\n"
+                           "        n = 800 if i % 97 == 5 else random.randint(1, 6)\n"
+                           "        for k in range(n):\n"
+                           "            line = ' '.join(random.choice(words) for _ in range(random.randint(1, 25)))\n"
+                           "            parts.append(('  ' + line + ' \\t' if k % 4 == 3 else line) + random.choice(eol))\n"
+                           "        if i % 50 == 7: parts.append('x' * 70000 + random.choice(eol))\n"
+                           "        for k in range(random.choice([1, 1, 2, 5])): parts.append(random.choice(blank) + random.choice(eol))\n"
+                           "    return ''.join(parts) + 'the last paragraph, no newline at its end'\n"
+                           "open('" + dir / "mixed.txt" + "', 'w', encoding='utf-8', newline='').write(make(['\\n', '\\r\\n', '\\r']))\n"
+                           "open('" + dir / "cr.txt" + "', 'w', encoding='utf-8', newline='').write(make(['\\r']))\n")
+              .exit_code == 0);
+  const std::string m = q(internlm_model());
+  const std::string common = "--model " + m + " --txt-doc paragraph --max-doc-bytes 300 " + q(dir / "mixed.txt") + " " +
+                             q(dir / "cr.txt");
+  require_ok(tokenize(common + " --threads 1 --output-dir " + q(dir / "ref")));
+  for (const std::string name : {"mixed", "cr"}) {
+    auto r = run(reference_py() + " check-loom " + m + " " + q(dir / (name + ".txt")) + " " + q(dir / ("ref/" + name + ".bin")) +
+                 " --txt-doc paragraph --max-doc-bytes 300");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.rfind("OK ", 0) == 0);
+  }
+  for (int t : {1, 2, 3, 8, 16}) {
+    for (int b : {1, 100, 65536}) {
+      const std::string name = std::to_string(t) + "_" + std::to_string(b);
+      require_ok(tokenize(common + " --threads " + std::to_string(t) + " --batch-bytes " + std::to_string(b) +
+                          " --output-dir " + q(dir / name)));
+      for (const std::string f : {"mixed.bin", "mixed.bin.meta", "cr.bin", "cr.bin.meta"}) {
+        INFO(name << " " << f);
+        require_same_file(dir / ("ref/" + f), dir / (name + "/" + f));
+      }
+    }
+  }
+}
+
+// Invalid UTF-8 in a paragraph: the error names the paragraph's first line and the bad byte, and
+// the paragraph takes the rest of the file with it (later blank lines included), as the reading
+// thread's parse did, whatever the thread count and batch size.
+TEST_CASE("txt paragraphs with invalid UTF-8 are reported at the paragraph, for any thread count and batch size",
+          "[tokenize][e2e]") {
+  TempDir dir("tok_e2e_paragraph_bad");
+  std::string text = "\r\none\r\n\r\n";
+  for (int i = 0; i < 2000; ++i) text += "paragraph " + std::to_string(i) + "\nsecond line\n\n";
+  // The bad paragraph's first line ends at byte 65536, where a cut after any line would fall.
+  text += std::string(65536 - 9 - 2 - text.size(), 'z') + "\n\n";
+  const size_t at = text.size() + 17;  // the 0xff after "line 2 b"
+  text += "line 1 a\nline 2 b\xff\n\nnext paragraph\n\n";
+  for (int i = 0; i < 2000; ++i) text += "after " + std::to_string(i) + "\r\r";
+  write_all(dir / "bad.txt", text);
+  // "line 1 a" is line 3 + 3 * 2000 + 2 + 1.
+  const std::string want = dir / "bad.txt" + ":6006: invalid UTF-8 at byte offset " + std::to_string(at);
+  for (int t : {1, 3, 8}) {
+    for (int b : {1, 100, 65536}) {
+      const std::string base = "--model " + q(internlm_model()) + " --txt-doc paragraph --threads " + std::to_string(t) +
+                               " --batch-bytes " + std::to_string(b) + " " + q(dir / "bad.txt");
+      INFO(t << " threads, --batch-bytes " << b);
+      auto fail = tokenize(base + " --output-dir " + q(dir / "fail"));
+      INFO(fail.output);
+      CHECK(fail.exit_code == 1);
+      CHECK(fail.output.find("ERROR " + want + " (--on-error fail stops here") != std::string::npos);
+      auto skip = tokenize(base + " --on-error skip --output-dir " + q(dir / "skip"));
+      INFO(skip.output);
+      REQUIRE(skip.exit_code == 0);
+      CHECK(skip.output.find("WARN skipped " + want + "\n") != std::string::npos);
+      CHECK(skip.output.find("bad.bin: 2002 docs, ") != std::string::npos);
+      CHECK(skip.output.find(", 1 bad records skipped") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("gz and zst inputs give the same shards as the plain input", "[tokenize][e2e]") {
   TempDir dir("tok_e2e_compressed");
   const std::string plain = dir / "plain/neko.jsonl";

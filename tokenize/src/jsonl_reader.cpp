@@ -20,9 +20,10 @@ bool json_blank(std::string_view s) {
 class JsonlLineParser : public LineParser {
  public:
   explicit JsonlLineParser(const ReaderOptions& o) : parser_(o) {}
-  bool parse(std::string_view line, bool had_newline, uint64_t offset, Document& doc) override {
+  bool parse(std::string_view line, bool had_newline, uint64_t offset, uint64_t number, Document& doc) override {
     if (json_blank(line)) return false;
     doc.offset = offset;
+    doc.line = number;
     raw_.assign(line);
     if (had_newline) raw_.push_back('\n');
     parser_.parse(line, raw_, false, doc);
@@ -42,8 +43,7 @@ class JsonlReader : public DocumentReader {
   bool next(Document& doc) override {
     Line line;
     while (lines_.next(line)) {
-      doc.line = line.number;
-      if (!parser_.parse(line.text, line.had_newline, line.offset, doc)) continue;
+      if (!parser_.parse(line.text, line.had_newline, line.offset, line.number, doc)) continue;
       doc.record = count_++;
       return true;
     }

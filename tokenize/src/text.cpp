@@ -52,23 +52,45 @@ std::string_view python_strip(std::string_view s) {
   return s.substr(b, e - b);
 }
 
+namespace {
+
+// Length of the valid UTF-8 character at s[i] (i < s.size()), or 0 when the bytes there are not one.
+size_t valid_char_len(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >= 0xC2 && c < 0xE0) ? 2 : (c >= 0xE0 && c < 0xF0) ? 3 : (c >= 0xF0 && c < 0xF5) ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if (!is_continuation(static_cast<unsigned char>(s[i + k]))) return 0;
+  }
+  const auto c1 = static_cast<unsigned char>(s[i + 1 < s.size() ? i + 1 : i]);
+  if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90))
+    return 0;  // overlong, surrogate or > U+10FFFF
+  return n;
+}
+
+}  // namespace
+
 size_t find_invalid_utf8(std::string_view s) {
   // Fast path: simdjson validates at several GB/s; only a bad string is walked byte by byte.
   if (simdjson::validate_utf8(s.data(), s.size())) return std::string_view::npos;
   size_t i = 0;
   while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >= 0xC2 && c < 0xE0) ? 2 : (c >= 0xE0 && c < 0xF0) ? 3 : (c >= 0xF0 && c < 0xF5) ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return i;
-    for (size_t k = 1; k < n; ++k) {
-      if (!is_continuation(static_cast<unsigned char>(s[i + k]))) return i;
-    }
-    const auto c1 = static_cast<unsigned char>(s[i + 1 < s.size() ? i + 1 : i]);
-    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90))
-      return i;  // overlong, surrogate or > U+10FFFF
+    const size_t n = valid_char_len(s, i);
+    if (n == 0) return i;
     i += n;
   }
   return i;  // unreachable when simdjson and this walk agree; report the end rather than nothing
+}
+
+bool is_blank_line(std::string_view s) {
+  // A character that is not whitespace makes the strip non-empty, and an invalid one the line
+  // invalid: either way the rest of the line cannot make it blank.
+  size_t i = 0, len = 0;
+  while (i < s.size()) {
+    if (valid_char_len(s, i) == 0 || !is_python_space(decode_at(s, i, len))) return false;
+    i += len;
+  }
+  return true;
 }
 
 std::vector<std::string_view> split_on_whitespace(std::string_view text, size_t max_bytes) {

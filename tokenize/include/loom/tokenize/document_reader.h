@@ -31,22 +31,32 @@ struct Document {
   bool in_array = false;  // an element of a json array: messages name the record too
   // Non-empty: this record is bad and has no text (what was wrong, without the location).
   std::string error;
+  // A bad record that takes the rest of the input with it: no document follows. A txt paragraph
+  // with invalid UTF-8 does: its later lines, blank ones included, belong to it (and Python would
+  // refuse the whole file).
+  bool ends_input = false;
 };
 
 // "FILE:LINE: " for messages about a document ("FILE:LINE: record R: " inside a json array, where
 // one line may hold many records).
 std::string location(const std::string& path, const Document& doc);
 
-// Readers whose every document is one line (txt --txt-doc line, jsonl) also hand out blocks of whole
-// lines (DocumentReader::next_block, on the reading thread), which worker threads turn into documents,
-// each with a LineParser of its own: splitting lines, checking UTF-8, stripping and parsing JSON then
-// run in parallel and the reading thread only reads.
+// Readers whose documents are made of whole lines (txt --txt-doc line and paragraph, jsonl) also hand
+// out blocks of whole lines (DocumentReader::next_block, on the reading thread) that no document
+// spans, which worker threads turn into documents, each with a LineParser of its own: splitting
+// lines, checking UTF-8, stripping, joining paragraphs and parsing JSON then run in parallel and the
+// reading thread only reads (and finds where to cut).
 class LineParser {
  public:
   virtual ~LineParser() = default;
   // One line (without its ending; had_newline: it had one) that starts at byte `offset` of the
-  // decompressed input. False: the line is no document (blank); else doc.text or doc.error is set.
-  virtual bool parse(std::string_view line, bool had_newline, uint64_t offset, Document& doc) = 0;
+  // decompressed input and is line `number` (1-based, of the file or of the block). True: a
+  // document ends here (doc.text or doc.error is set, doc.line is the number of its first line);
+  // false: none does (a blank line, or a paragraph still open).
+  virtual bool parse(std::string_view line, bool had_newline, uint64_t offset, uint64_t number, Document& doc) = 0;
+  // After the last line of a block or file: true and the document still open (a paragraph), if
+  // any; the parser is then empty for the next block.
+  virtual bool finish(Document& /*doc*/) { return false; }
 };
 
 // Whole lines of the input, from byte `offset` of the decompressed stream.
@@ -61,7 +71,7 @@ class DocumentReader {
   // Line readers: a parser for one worker thread (any thread may call this); nullptr for the others.
   virtual std::unique_ptr<LineParser> make_line_parser() const { return nullptr; }
   // Line readers: the next whole lines, at least min_bytes of them unless the input ends first (a
-  // longer line is taken whole); false at the end. Not mixed with next().
+  // longer line, or paragraph, is taken whole); false at the end. Not mixed with next().
   virtual bool next_block(LineBlock& /*block*/, size_t /*min_bytes*/) { return false; }
   // Next document or bad record; false at the end. Errors that make the rest of the file unreadable
   // (corrupt compression, a broken json array) throw loom::Error instead.

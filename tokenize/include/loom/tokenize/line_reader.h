@@ -27,7 +27,11 @@ class LineReader {
   // Instead of next(): the next whole lines, at least min_bytes unless the stream ends (a block is
   // cut after a "\n", or after a "\r" whose next byte is known and is not "\n", so no line ending
   // is split); block.offset is the offset of its first byte. False at the end.
-  bool next_block(std::string& block, uint64_t& offset, size_t min_bytes);
+  // With at == kBlankLine the cut also ends a blank line (is_blank_line: valid UTF-8, only Python
+  // whitespace), so no txt paragraph spans two blocks (a longer one is taken whole); only the
+  // stream's end cuts elsewhere.
+  enum class CutAt { kLine, kBlankLine };
+  bool next_block(std::string& block, uint64_t& offset, size_t min_bytes, CutAt at = CutAt::kLine);
   const ByteSource& source() const { return *source_; }
 
  private:
