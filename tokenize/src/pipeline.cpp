@@ -55,7 +55,6 @@ struct Batch {
   // A line block:
   bool is_block = false;
   LineBlock block;
-  bool ends_input = false;      // a bad record in it took the rest of the input (Document::ends_input)
   SerializedDocs out;           // its documents, as the shard stores them
   uint64_t lines = 0;           // lines in the block
   FileStats stats;              // docs, tokens, text_bytes, empty, bad of the block
@@ -72,7 +71,6 @@ struct Batch {
     is_block = false;
     block.bytes.clear();
     block.offset = 0;
-    ends_input = false;
     out.clear();
     lines = 0;
     stats = FileStats();
@@ -247,7 +245,6 @@ class alignas(64) Pipeline {
           b.bad.push_back({doc.line, doc.error});
         }
         failed = opt.on_error == OnError::kFail;
-        b.ends_input = doc.ends_input;
         return;
       }
       if (doc.text.empty()) {
@@ -273,17 +270,15 @@ class alignas(64) Pipeline {
     };
     for_each_line(b.block.bytes, [&](std::string_view line, size_t at, bool had_newline) {
       ++b.lines;
-      if (failed || b.ends_input || !parser.parse(line, had_newline, b.block.offset + at, b.lines, doc)) return;
+      if (failed || !parser.parse(line, had_newline, b.block.offset + at, b.lines, doc)) return;
       take();
     });
     // Called even after a failure, so that the parser starts the next block empty.
-    if (parser.finish(doc) && !failed && !b.ends_input) take();
+    if (parser.finish(doc) && !failed) take();
   }
 
   // Writing thread, a line block: its bad records in input order, then its bytes.
   void write_block(const Batch& b) {
-    if (input_ended_) return;  // the documents after a bad record that ended the input are none
-    input_ended_ = b.ends_input;
     for (const BadLine& bad : b.bad) report_bad(str(reader_.path(), ":", lines_before_ + bad.line, ": ", bad.error));
     if (!b.out.tokens.empty()) sink_.add_serialized(b.out);
     lines_before_ += b.lines;
@@ -346,13 +341,12 @@ class alignas(64) Pipeline {
     std::unique_ptr<Batch> batch;  // encoded, not yet handed back
     double encoded_at = 0;
     for (;;) {
-      bool wake_writer = false, skip = false;
+      bool wake_writer = false;
       {
         std::unique_lock<std::mutex> lock(m_);
         if (batch) {
           if (first_block_s_ == 0) first_block_s_ = encoded_at;
           last_block_s_ = std::max(last_block_s_, encoded_at);
-          if (batch->ends_input) ended_at_ = std::min(ended_at_, batch->seq);
           done_[batch->seq % max_in_flight_] = std::move(batch);
           wake_writer = writer_waiting_ && writer_may_go();
         }
@@ -371,13 +365,11 @@ class alignas(64) Pipeline {
         if (!stop_ && !todo_.empty()) {
           batch = std::move(todo_.front());
           todo_.pop_front();
-          // A block after one that ended the input is not written: not worth encoding.
-          skip = batch->seq > ended_at_;
         }
       }
       if (wake_writer) done_cv_.notify_one();
       if (!batch) return;  // stop, or nothing left
-      if (batch->is_block && !skip) encode_block(v, *batch, *parser, doc, ids);
+      if (batch->is_block) encode_block(v, *batch, *parser, doc, ids);
       for (const Piece& p : batch->pieces) {
         const std::string_view text = std::string_view(batch->text).substr(p.begin, p.len);
         if (p.first) v.encoder.encode(text, batch->ids);
@@ -475,7 +467,6 @@ class alignas(64) Pipeline {
   std::vector<std::unique_ptr<Batch>> done_;   // encoded batches by seq % max_in_flight_ (in flight: distinct)
   std::vector<std::unique_ptr<Batch>> free_;   // written batches, emptied, buffers kept (the reader's next)
   uint64_t write_seq_ = 0;      // the batch the writer writes next
-  uint64_t ended_at_ = UINT64_MAX;  // the first encoded block known to end the input (Document::ends_input)
   uint64_t next_seq_ = 0;
   size_t in_flight_ = 0;
   bool reader_waiting_ = false; // the reader waits for room (see push)
@@ -486,7 +477,6 @@ class alignas(64) Pipeline {
   double first_block_s_ = 0, last_block_s_ = 0;  // when the first and the last batch were encoded
 
   alignas(64) uint64_t lines_before_ = 0;   // lines of the blocks written so far (writing thread)
-  bool input_ended_ = false;                // a written block ended the input (writing thread)
   // Written by the reader thread (bad, empty, text_bytes, bad_examples) and the writer (docs,
   // tokens): disjoint fields, read after join. With line blocks the writer writes them all.
   FileStats stats_;

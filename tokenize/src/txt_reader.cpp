@@ -38,10 +38,10 @@ class TxtLineParser : public LineParser {
 };
 
 // --txt-doc paragraph: a run of non-blank lines (is_blank_line), joined with "\n" (Python's
-// universal newlines) and stripped. A line with invalid UTF-8 makes its paragraph a bad record
-// that ends the input (Document::ends_input): once one is found, no later line is looked at.
-// UTF-8 is checked once per paragraph, not per line (a call per line costs more than the check):
-// a line with invalid UTF-8 is never blank, so it is in the paragraph it would have been found in.
+// universal newlines) and stripped. A line with invalid UTF-8 makes its paragraph a bad record,
+// as a bad line is one in line mode; the paragraphs after it are read as usual (such a line is
+// never blank, so it cannot move a paragraph boundary). UTF-8 is checked once per paragraph, not
+// per line (a call per line costs more than the check).
 class TxtParagraphParser : public LineParser {
  public:
   bool parse(std::string_view line, bool /*had_newline*/, uint64_t offset, uint64_t number, Document& doc) override {
@@ -71,11 +71,9 @@ class TxtParagraphParser : public LineParser {
       --it;
       doc.text.clear();
       doc.error = str("invalid UTF-8 at byte offset ", it->offset + (bad - it->text_at));
-      doc.ends_input = true;
       return true;
     }
     doc.error.clear();
-    doc.ends_input = false;
     const std::string_view s = python_strip(text_);  // not empty: its lines are not blank
     if (s.data() == text_.data()) {
       text_.resize(s.size());
@@ -120,19 +118,12 @@ class TxtReader : public DocumentReader {
  private:
   // Line and paragraph modes, one line at a time through the same parsers the blocks use.
   bool next_lines(Document& doc) {
-    if (ended_) return false;
     LineParser& parser = mode_ == TxtDoc::kLine ? static_cast<LineParser&>(line_parser_) : paragraph_parser_;
     Line line;
     bool got = false;
     while (!got && lines_.next(line)) got = parser.parse(line.text, line.had_newline, line.offset, line.number, doc);
     if (!got) got = parser.finish(doc);
     if (!got) return false;
-    if (doc.ends_input) {
-      // Read to the end all the same: a corrupt compressed stream after it is still reported.
-      while (lines_.next(line)) {
-      }
-      ended_ = true;
-    }
     doc.record = count_++;
     return true;
   }
@@ -171,7 +162,6 @@ class TxtReader : public DocumentReader {
   TxtParagraphParser paragraph_parser_;
   TxtDoc mode_;
   uint64_t count_ = 0;
-  bool ended_ = false;  // a bad paragraph took the rest of the input (Document::ends_input)
 };
 
 }  // namespace

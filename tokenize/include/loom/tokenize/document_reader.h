@@ -31,10 +31,6 @@ struct Document {
   bool in_array = false;  // an element of a json array: messages name the record too
   // Non-empty: this record is bad and has no text (what was wrong, without the location).
   std::string error;
-  // A bad record that takes the rest of the input with it: no document follows. A txt paragraph
-  // with invalid UTF-8 does: its later lines, blank ones included, belong to it (and Python would
-  // refuse the whole file).
-  bool ends_input = false;
 };
 
 // "FILE:LINE: " for messages about a document ("FILE:LINE: record R: " inside a json array, where
