@@ -42,6 +42,14 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderCho
     }
   };
   std::thread loom_thread;
+  // Joined on every way out: Load() below may throw (bad_alloc on a hostile file), and destroying a
+  // joinable thread ends the process where an error should be reported.
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{loom_thread};
   if (encoder != EncoderChoice::kSentencePiece) {
     try {
       loom_thread = std::thread(build_loom);
