@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "loom/hash.h"
 #include "loom/shard_format.h"
@@ -177,6 +179,29 @@ TEST_CASE("the output is the same for any thread count", "[tokenize][e2e]") {
   }
 }
 
+namespace {
+
+// Runs `common` at 1, 2, 3, 8 and 16 threads x --batch-bytes 1, 100 and 65536, each into its own
+// folder of dir, and requires every shard (NAME.bin, NAME.bin.meta) to equal dir/ref's.
+void require_same_at_any_threads_and_batch(const TempDir& dir, const std::string& common,
+                                           const std::vector<std::string>& names) {
+  for (int t : {1, 2, 3, 8, 16}) {
+    for (int b : {1, 100, 65536}) {
+      const std::string run_name = std::to_string(t) + "_" + std::to_string(b);
+      require_ok(tokenize(common + " --threads " + std::to_string(t) + " --batch-bytes " + std::to_string(b) +
+                          " --output-dir " + q(dir / run_name)));
+      for (const std::string& name : names) {
+        for (const std::string f : {name + ".bin", name + ".bin.meta"}) {
+          INFO(run_name << " " << f);
+          require_same_file(dir / ("ref/" + f), dir / (run_name + "/" + f));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 // The pipeline's hand-offs at their edges: one line per batch (--batch-bytes 1: a window of 16N
 // batches, the reader refilled 2N at a time, the writer woken for runs of up to 8), more encoder
 // threads than batches in a run, and more threads than cores; txt lines go as blocks to the
@@ -186,17 +211,7 @@ TEST_CASE("the output is the same for any thread count and batch size", "[tokeni
   const std::string common = "--model " + q(internlm_model()) + " --max-doc-bytes 300 " + q(sample("botchan_head.txt")) +
                              " " + q(sample("botchan_tail.json"));
   require_ok(tokenize(common + " --threads 1 --output-dir " + q(dir / "ref")));
-  for (int t : {1, 2, 3, 8, 16}) {
-    for (int b : {1, 100, 65536}) {
-      const std::string name = std::to_string(t) + "_" + std::to_string(b);
-      require_ok(tokenize(common + " --threads " + std::to_string(t) + " --batch-bytes " + std::to_string(b) +
-                          " --output-dir " + q(dir / name)));
-      for (const std::string f : {"botchan_head.bin", "botchan_head.bin.meta", "botchan_tail.bin", "botchan_tail.bin.meta"}) {
-        INFO(name << " " << f);
-        require_same_file(dir / ("ref/" + f), dir / (name + "/" + f));
-      }
-    }
-  }
+  require_same_at_any_threads_and_batch(dir, common, {"botchan_head", "botchan_tail"});
 }
 
 // txt paragraphs also go to the encoders as blocks, cut by the reading thread after a blank line:
@@ -232,17 +247,7 @@ TEST_CASE("txt paragraphs are the same for any thread count and batch size, and 
     CHECK(r.exit_code == 0);
     CHECK(r.output.rfind("OK ", 0) == 0);
   }
-  for (int t : {1, 2, 3, 8, 16}) {
-    for (int b : {1, 100, 65536}) {
-      const std::string name = std::to_string(t) + "_" + std::to_string(b);
-      require_ok(tokenize(common + " --threads " + std::to_string(t) + " --batch-bytes " + std::to_string(b) +
-                          " --output-dir " + q(dir / name)));
-      for (const std::string f : {"mixed.bin", "mixed.bin.meta", "cr.bin", "cr.bin.meta"}) {
-        INFO(name << " " << f);
-        require_same_file(dir / ("ref/" + f), dir / (name + "/" + f));
-      }
-    }
-  }
+  require_same_at_any_threads_and_batch(dir, common, {"mixed", "cr"});
 }
 
 // Invalid UTF-8 in a paragraph: the error names the paragraph's first line and the bad byte; with

@@ -33,6 +33,15 @@ PlanInputs small(torch::Dtype dtype) {
   return in;
 }
 
+// InternLM-7B's shape (configs/internlm_7b.ini).
+void internlm_7b_shape(loom::ModelOptions& m) {
+  m.hidden_size = 4096;
+  m.num_layers = 32;
+  m.num_attention_heads = 32;
+  m.num_kv_attention_heads = 0;
+  m.vocab_size = 103168;
+}
+
 }  // namespace
 
 TEST_CASE("memory plan: parameters, gradients and optimizer state are the model's exact sizes", "[plan]") {
@@ -202,11 +211,7 @@ TEST_CASE("memory plan: a run that does not fit names its largest term and what 
   big.cuda = true;
   big.attention = loom::AttentionKernel::kFlashVarlen;
   big.world_size = 8;
-  big.model.hidden_size = 4096;
-  big.model.num_layers = 32;
-  big.model.num_attention_heads = 32;
-  big.model.num_kv_attention_heads = 0;
-  big.model.vocab_size = 103168;
+  internlm_7b_shape(big.model);
   big.seq_len = 4096;
   big.micro_bsz = 1;
   big.device_bytes = uint64_t{80} << 30;
@@ -230,11 +235,7 @@ TEST_CASE("memory plan: the table for people groups the digits of large counts",
   // InternLM-7B in fp32 on one rank: 7,321,948,160 parameters (docs/TRAIN.md), 32,768-token rows;
   // every term a GiB figure with two decimals, the total past a thousand GiB.
   PlanInputs in = small(torch::kFloat32);
-  in.model.hidden_size = 4096;
-  in.model.num_layers = 32;
-  in.model.num_attention_heads = 32;
-  in.model.num_kv_attention_heads = 0;
-  in.model.vocab_size = 103168;
+  internlm_7b_shape(in.model);
   in.seq_len = 32768;
   in.micro_bsz = 1;
   in.attention = loom::AttentionKernel::kCpuSegments;

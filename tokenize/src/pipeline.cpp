@@ -30,6 +30,16 @@ double thread_cpu_s() {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// A thread about to wait on the pipeline's lock first delivers the wake-up it owes (`wake`), with
+// the lock released so that the woken thread does not block on it at once.
+void wake_before_sleeping(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, bool& wake) {
+  if (!wake) return;
+  lock.unlock();
+  cv.notify_one();
+  wake = false;
+  lock.lock();
+}
+
 // A piece of a document: text[begin, begin+len) of its batch.
 struct Piece {
   size_t begin, len;
@@ -352,12 +362,7 @@ class alignas(64) Pipeline {
         }
         const auto ready = [&] { return stop_ || !todo_.empty() || produced_all_; };
         if (!ready()) {
-          if (wake_writer) {  // before sleeping
-            lock.unlock();
-            done_cv_.notify_one();
-            wake_writer = false;
-            lock.lock();
-          }
+          wake_before_sleeping(lock, done_cv_, wake_writer);
           const Clock::time_point w0 = Clock::now();
           work_cv_.wait(lock, ready);
           waited += seconds_since(w0);
@@ -400,12 +405,7 @@ class alignas(64) Pipeline {
         write_seq_ = seq;
         std::unique_ptr<Batch>& slot = done_[seq % max_in_flight_];
         if (!stop_ && slot == nullptr && !(produced_all_ && seq == next_seq_)) {
-          if (wake_reader) {  // before sleeping
-            lock.unlock();
-            room_cv_.notify_one();
-            wake_reader = false;
-            lock.lock();
-          }
+          wake_before_sleeping(lock, room_cv_, wake_reader);
           const Clock::time_point w0 = Clock::now();
           writer_waiting_ = true;
           done_cv_.wait(lock, [&] { return writer_may_go(); });
