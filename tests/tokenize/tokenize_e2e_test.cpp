@@ -191,7 +191,7 @@ void require_same_at_any_threads_and_batch(const TempDir& dir, const std::string
       require_ok(tokenize(common + " --threads " + std::to_string(t) + " --batch-bytes " + std::to_string(b) +
                           " --output-dir " + q(dir / run_name)));
       for (const std::string& name : names) {
-        for (const std::string f : {name + ".bin", name + ".bin.meta"}) {
+        for (const std::string& f : {name + ".bin", name + ".bin.meta"}) {
           INFO(run_name << " " << f);
           require_same_file(dir / ("ref/" + f), dir / (run_name + "/" + f));
         }
