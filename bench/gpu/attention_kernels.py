@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Varlen causal attention over packed documents, forward + backward, on the kernels this torch
+ships: FlashAttention-2 (aten::_flash_attention_forward/_backward, what loom runs today) against
+cuDNN's SDPA (aten::_cudnn_attention_forward/_backward with cumulative sequence lengths).
+
+Each case draws documents the way bench/gpu/make_packed.py does (lengths log-uniform in
+[64, 4 * seq_len], cut at pack ends), so the segment count changes from call to call as in training.
+cuDNN builds a graph per shape key; the 'fixed' variant pads cu_seqlens with empty segments to a fixed
+count and passes max_seqlen = seq_len, so one graph serves every call. '_packs' variants run one causal
+sequence per pack on both kernels (the kernels' speed without segments); 'cudnn_forward_only' the
+forward alone. Prints one JSON line per (case, kernel), each run in a process of its own: milliseconds
+per call (host included, synchronised), TFLOP/s of the causal attention done, and the largest
+difference from FlashAttention-2 on the same segments in the output and the three gradients.
+
+Usage: attention_kernels.py [--iters 30]
+"""
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+aten = torch.ops.aten
+
+
+def cu_seqlens(rng, packs, seq_len):
+    cuts = [0]
+    left = 0
+    for _ in range(packs):
+        start = 0
+        while start < seq_len:
+            if left == 0:
+                left = int(np.exp(rng.uniform(np.log(64), np.log(4 * seq_len))))
+            n = min(seq_len - start, left)
+            start += n
+            left -= n
+            cuts.append(cuts[-1] + n)
+        # a document continuing into the next pack starts a new segment there
+    return cuts
+
+
+def flash(q, k, v, cu, max_len, scale, g):
+    out, lse, seed, off, _ = aten._flash_attention_forward(q, k, v, cu, cu, max_len, max_len, 0.0, True, False,
+                                                           scale=scale)
+    dq, dk, dv = aten._flash_attention_backward(g, q, k, v, out, lse, cu, cu, max_len, max_len, 0.0, True, seed,
+                                                off, scale=scale)
+    return out, dq, dk, dv
+
+
+def cudnn(q, k, v, cu, max_len, scale, g, backward=True):
+    r = aten._cudnn_attention_forward(q, k, v, None, cu, cu, max_len, max_len, True, 0.0, True, False, scale=scale)
+    out, lse, seed, off = r[0], r[1], r[6], r[7]
+    if not backward:
+        return out, None, None, None
+    dq, dk, dv = aten._cudnn_attention_backward(g, q, k, v, out, lse, seed, off, None, cu, cu, max_len, max_len,
+                                                0.0, True, scale=scale)
+    return out, dq, dk, dv
+
+
+def cudnn_forward(*args):
+    return cudnn(*args, backward=False)
+
+
+def cudnn_dense(q, k, v, cu, max_len, scale, g):
+    """One causal sequence per pack ([B, H, S, D] views of the packed rows): the kernel's speed
+    without the segment machinery, set beside flash2_packs (the same attention)."""
+    b = q.size(0) // max_len
+    view = lambda t: t.view(b, max_len, t.size(1), t.size(2)).transpose(1, 2)
+    qd, kd, vd, gd = view(q), view(k), view(v), view(g)
+    r = aten._cudnn_attention_forward(qd, kd, vd, None, None, None, max_len, max_len, True, 0.0, True, False,
+                                      scale=scale)
+    out, lse, seed, off = r[0], r[1], r[6], r[7]
+    dq, dk, dv = aten._cudnn_attention_backward(gd, qd, kd, vd, out, lse, seed, off, None, None, None,
+                                                max_len, max_len, 0.0, True, scale=scale)
+    back = lambda t: t.transpose(1, 2).reshape(q.size(0), t.size(1), t.size(3))
+    return back(out), back(dq), back(dk), back(dv)
+
+
+KERNELS = {"flash2": (flash, "docs"), "cudnn": (cudnn, "docs"), "cudnn_fixed": (cudnn, "docs_padded"),
+           "cudnn_forward_only": (cudnn_forward, "docs"), "flash2_packs": (flash, "packs"),
+           "cudnn_packs": (cudnn_dense, "packs")}
+CASES = {"1b": (4, 4096, 16, 16, 128), "7b": (1, 4096, 32, 32, 128), "gqa": (2, 4096, 32, 8, 128)}
+
+
+def run(case, kernel, iters):
+    packs, seq_len, h, hk, d = CASES[case]
+    fn, segs = KERNELS[kernel]
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(0)
+    tok = packs * seq_len
+    if segs == "packs":
+        cus = [list(range(0, tok + 1, seq_len))] * iters
+    else:
+        cus = [cu_seqlens(rng, packs, seq_len) for _ in range(iters)]
+    most = max(len(c) for c in cus) - 1
+    fixed_count = 1 << math.ceil(math.log2(max(most, 1) * 2))
+    pad = segs == "docs_padded"
+    gen = torch.Generator(device=dev).manual_seed(0)
+    q = torch.randn(tok, h, d, device=dev, dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(tok, hk, d, device=dev, dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(tok, hk, d, device=dev, dtype=torch.bfloat16, generator=gen)
+    g = torch.randn(tok, h, d, device=dev, dtype=torch.bfloat16, generator=gen)
+    scale = 1 / math.sqrt(d)
+    # causal FLOPs of the segments (forward 2 matmuls, backward 5; half the square), for TFLOP/s
+    per_pass = 2 if fn is cudnn_forward else 7
+    flops = [sum((c[i + 1] - c[i]) ** 2 for i in range(len(c) - 1)) * h * d * 2 * per_pass / 2 for c in cus]
+
+    def inputs(c):
+        lens = c + [c[-1]] * (fixed_count + 1 - len(c)) if pad else c
+        t = torch.tensor(lens, dtype=torch.int32, device=dev)
+        return t, (seq_len if pad else max(c[i + 1] - c[i] for i in range(len(c) - 1)))
+
+    row = dict(case=case, kernel=kernel, tokens=tok, heads=h, kv_heads=hk, head_dim=d, segments_max=most,
+               padded_to=fixed_count if pad else None)
+    try:
+        first = torch.tensor(cus[0], dtype=torch.int32, device=dev)
+        ref = flash(q, k, v, first, max(cus[0][i + 1] - cus[0][i] for i in range(len(cus[0]) - 1)), scale, g)
+        got = fn(q, k, v, *inputs(cus[0]), scale, g)
+        torch.cuda.synchronize()
+        row["max_diff"] = {n: float((x.float() - y.float()).abs().max()) for n, x, y in
+                           zip(("out", "dq", "dk", "dv"), got, ref) if x is not None}
+        for c in cus[:3]:  # warm-up
+            fn(q, k, v, *inputs(c), scale, g)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for c in cus:
+            fn(q, k, v, *inputs(c), scale, g)
+        torch.cuda.synchronize()
+        secs = (time.perf_counter() - t0) / len(cus)
+        row["ms"] = round(secs * 1e3, 3)
+        row["tflops"] = round(sum(flops) / len(flops) / secs / 1e12, 1)
+    except Exception as e:  # noqa: BLE001 - the probe reports what this build lacks
+        row["error"] = str(e).splitlines()[0][:300]
+    print(json.dumps(row), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--one", nargs=2, metavar=("CASE", "KERNEL"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        return run(*a.one, a.iters)
+    print(json.dumps(dict(torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
+                          device=torch.cuda.get_device_name())))
+    for name in ("_cudnn_attention_forward", "_cudnn_attention_backward"):
+        print(f"# {getattr(aten, name).default._schema}")
+    # One process per variant: a kernel that faults leaves the context unusable.
+    for case in CASES:
+        for kernel in KERNELS:
+            r = subprocess.run([sys.executable, __file__, "--iters", str(a.iters), "--one", case, kernel],
+                               capture_output=True, text=True, timeout=300)
+            out = r.stdout.strip() or json.dumps(dict(case=case, kernel=kernel, error=r.stderr.strip()[-300:]))
+            print(out, flush=True)
+
+
+if __name__ == "__main__":
+    main()
