@@ -12,7 +12,7 @@ forward alone. Prints one JSON line per (case, kernel), each run in a process of
 per call (host included, synchronised), TFLOP/s of the causal attention done, and the largest
 difference from FlashAttention-2 on the same segments in the output and the three gradients.
 
-Usage: attention_kernels.py [--iters 30]
+Usage: attention_kernels.py [--iters 30] [--cases 1b,7b] [--kernels flash2,hybrid_fixed]
 """
 import argparse
 import json
@@ -65,6 +65,20 @@ def cudnn_forward(*args):
     return cudnn(*args, backward=False)
 
 
+def hybrid(q, k, v, cu, max_len, scale, g, flash_cu=None, flash_max=None):
+    """cuDNN's forward, FlashAttention-2's backward from cuDNN's output and log-sum-exp (the same
+    quantity; cuDNN keeps it per token and head, FlashAttention-2 per head and token)."""
+    r = aten._cudnn_attention_forward(q, k, v, None, cu, cu, max_len, max_len, True, 0.0, True, False, scale=scale)
+    out, lse = r[0], r[1]
+    lse = lse.reshape(q.size(0), q.size(1)).t().contiguous() if lse.size(0) == q.size(0) else lse.reshape(q.size(1), -1)
+    fcu = cu if flash_cu is None else flash_cu
+    fmax = max_len if flash_max is None else flash_max
+    empty = torch.empty(2, dtype=torch.int64, device=q.device)
+    dq, dk, dv = aten._flash_attention_backward(g, q, k, v, out, lse, fcu, fcu, fmax, fmax, 0.0, True, empty, empty,
+                                                scale=scale)
+    return out, dq, dk, dv
+
+
 def cudnn_dense(q, k, v, cu, max_len, scale, g):
     """One causal sequence per pack ([B, H, S, D] views of the packed rows): the kernel's speed
     without the segment machinery, set beside flash2_packs (the same attention)."""
@@ -81,7 +95,8 @@ def cudnn_dense(q, k, v, cu, max_len, scale, g):
 
 
 KERNELS = {"flash2": (flash, "docs"), "cudnn": (cudnn, "docs"), "cudnn_fixed": (cudnn, "docs_padded"),
-           "cudnn_forward_only": (cudnn_forward, "docs"), "flash2_packs": (flash, "packs"),
+           "cudnn_forward_only": (cudnn_forward, "docs"), "cudnn_fixed_forward_only": (cudnn_forward, "docs_padded"),
+           "hybrid_fixed": (hybrid, "docs_padded"), "flash2_packs": (flash, "packs"),
            "cudnn_packs": (cudnn_dense, "packs")}
 CASES = {"1b": (4, 4096, 16, 16, 128), "7b": (1, 4096, 32, 32, 128), "gqa": (2, 4096, 32, 8, 128)}
 
@@ -107,28 +122,49 @@ def run(case, kernel, iters):
     scale = 1 / math.sqrt(d)
     # causal FLOPs of the segments (forward 2 matmuls, backward 5; half the square), for TFLOP/s
     per_pass = 2 if fn is cudnn_forward else 7
+    if kernel == "flash2":
+        f = aten._flash_attention_forward(torch.zeros(64, h, d, device=dev, dtype=torch.bfloat16),
+                                          torch.zeros(64, hk, d, device=dev, dtype=torch.bfloat16),
+                                          torch.zeros(64, hk, d, device=dev, dtype=torch.bfloat16),
+                                          torch.tensor([0, 64], dtype=torch.int32, device=dev),
+                                          torch.tensor([0, 64], dtype=torch.int32, device=dev), 64, 64, 0.0, True, False)
+        c = aten._cudnn_attention_forward(torch.zeros(64, h, d, device=dev, dtype=torch.bfloat16),
+                                          torch.zeros(64, hk, d, device=dev, dtype=torch.bfloat16),
+                                          torch.zeros(64, hk, d, device=dev, dtype=torch.bfloat16), None,
+                                          torch.tensor([0, 64], dtype=torch.int32, device=dev),
+                                          torch.tensor([0, 64], dtype=torch.int32, device=dev), 64, 64, True, 0.0, True,
+                                          False)
+        print(json.dumps(dict(case=case, flash_lse=list(f[1].shape), flash_lse_stride=list(f[1].stride()),
+                              cudnn_lse=list(c[1].shape), cudnn_lse_stride=list(c[1].stride()))), flush=True)
     flops = [sum((c[i + 1] - c[i]) ** 2 for i in range(len(c) - 1)) * h * d * 2 * per_pass / 2 for c in cus]
 
     def inputs(c):
         lens = c + [c[-1]] * (fixed_count + 1 - len(c)) if pad else c
         t = torch.tensor(lens, dtype=torch.int32, device=dev)
-        return t, (seq_len if pad else max(c[i + 1] - c[i] for i in range(len(c) - 1)))
+        real = torch.tensor(c, dtype=torch.int32, device=dev)
+        return t, (seq_len if pad else max(c[i + 1] - c[i] for i in range(len(c) - 1))), real
+
+    def call(f, q, k, v, cu, max_len, real, scale, g):
+        if f is hybrid:  # FlashAttention-2's backward takes the segments without the padding
+            return f(q, k, v, cu, max_len, scale, g, flash_cu=real, flash_max=seq_len)
+        return f(q, k, v, cu, max_len, scale, g)
 
     row = dict(case=case, kernel=kernel, tokens=tok, heads=h, kv_heads=hk, head_dim=d, segments_max=most,
                padded_to=fixed_count if pad else None)
     try:
         first = torch.tensor(cus[0], dtype=torch.int32, device=dev)
         ref = flash(q, k, v, first, max(cus[0][i + 1] - cus[0][i] for i in range(len(cus[0]) - 1)), scale, g)
-        got = fn(q, k, v, *inputs(cus[0]), scale, g)
+        got = call(fn, q, k, v, *inputs(cus[0]), scale, g)
         torch.cuda.synchronize()
         row["max_diff"] = {n: float((x.float() - y.float()).abs().max()) for n, x, y in
                            zip(("out", "dq", "dk", "dv"), got, ref) if x is not None}
-        for c in cus[:3]:  # warm-up
-            fn(q, k, v, *inputs(c), scale, g)
+        prepared = [inputs(c) for c in cus]  # host-to-device copies outside the timing
+        for args in prepared[:3]:  # warm-up
+            call(fn, q, k, v, *args, scale, g)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        for c in cus:
-            fn(q, k, v, *inputs(c), scale, g)
+        for args in prepared:
+            call(fn, q, k, v, *args, scale, g)
         torch.cuda.synchronize()
         secs = (time.perf_counter() - t0) / len(cus)
         row["ms"] = round(secs * 1e3, 3)
@@ -141,6 +177,8 @@ def run(case, kernel, iters):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated, of " + ",".join(CASES))
+    ap.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated, of " + ",".join(KERNELS))
     ap.add_argument("--one", nargs=2, metavar=("CASE", "KERNEL"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -150,8 +188,8 @@ def main():
     for name in ("_cudnn_attention_forward", "_cudnn_attention_backward"):
         print(f"# {getattr(aten, name).default._schema}")
     # One process per variant: a kernel that faults leaves the context unusable.
-    for case in CASES:
-        for kernel in KERNELS:
+    for case in a.cases.split(","):
+        for kernel in a.kernels.split(","):
             r = subprocess.run([sys.executable, __file__, "--iters", str(a.iters), "--one", case, kernel],
                                capture_output=True, text=True, timeout=300)
             out = r.stdout.strip() or json.dumps(dict(case=case, kernel=kernel, error=r.stderr.strip()[-300:]))

@@ -140,7 +140,9 @@ class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
     check_launch(cuda::rotary(to_cuda(qkv), base + H * D * es, W, cos.data_ptr<float>(), sin.data_ptr<float>(),
                               k.data_ptr(), K * D, tokens, K, D, false, stream()),
                  "rotary");
-    torch::Tensor v = qkv.narrow(-1, (H + K) * D, K * D).reshape(l.head_sizes(K)).contiguous();
+    torch::Tensor v = torch::empty(l.head_sizes(K), qkv.options());
+    check_launch(cuda::copy_rows(to_cuda(qkv), base + (H + K) * D * es, W, v.data_ptr(), K * D, tokens, K * D, stream()),
+                 "copy_rows");
     ctx->save_for_backward({cos, sin});
     l.save(ctx);
     return {q, k, v};
@@ -165,11 +167,15 @@ class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
     };
     rotate_back(grads[0], 0, H);
     rotate_back(grads[1], H * D, K);
-    torch::Tensor dv = dqkv.narrow(-1, (H + K) * D, K * D);
     if (grads[2].defined()) {
-      dv.copy_(grads[2].reshape(dv.sizes()));
+      const torch::Tensor gv = grads[2].contiguous();
+      LOOM_ASSERT(gv.scalar_type() == dqkv.scalar_type(), "QKV rotary backward: v's gradient is ", gv.scalar_type(),
+                  ", q's and k's ", dqkv.scalar_type());
+      check_launch(cuda::copy_rows(to_cuda(gv), gv.data_ptr(), K * D, base + (H + K) * D * es, W, tokens, K * D,
+                                   stream()),
+                   "copy_rows");
     } else {
-      dv.zero_();
+      dqkv.narrow(-1, (H + K) * D, K * D).zero_();
     }
     return {dqkv, {}, {}, {}, {}};
   }

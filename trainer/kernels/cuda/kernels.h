@@ -29,6 +29,11 @@ const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const v
 // cos/sin [tokens, D/2] fp32. inverse = true rotates by -angle (the backward). D even.
 const char* rotary(Dtype dtype, const void* x, int64_t x_token_stride, const float* cos, const float* sin, void* y,
                    int64_t y_token_stride, int64_t tokens, int64_t heads, int64_t D, bool inverse, void* stream);
+// y[t, :width] = x[t, :width] for t < tokens, rows at the token strides (elements) as in rotary:
+// v out of the fused QKV projection and its gradient back, 16 bytes a load where the layout
+// allows (ATen's copy of a strided view moved about 1.5 TB/s on the H200).
+const char* copy_rows(Dtype dtype, const void* x, int64_t x_token_stride, void* y, int64_t y_token_stride,
+                      int64_t tokens, int64_t width, void* stream);
 
 // AdamW (ATen's fused AdamW math, fp32) over fp32 weights p and moments m, v with bf16 gradients
 // g, read as they are and multiplied by grad_scale; out (optional, bf16) receives the updated

@@ -1,7 +1,8 @@
 // Fused rotary embedding (rotate-half layout): one read and one write of q or k, in place of
 // LibTorch's fp32 cast, narrow/cat of rotate_half, two products and a sum. The backward is the
 // same rotation by the opposite angle. bf16 rows whose half dim is a multiple of 8 move 16 bytes
-// per load (the element-wise kernel ran at a third of the memory bandwidth).
+// per load (the element-wise kernel ran at a third of the memory bandwidth). v, which is not
+// rotated, moves between the fused QKV tensor and its own with the same row-strided pattern.
 #include <cstdint>
 
 #include "common.cuh"
@@ -61,7 +62,29 @@ __global__ void rotary_kernel_vec8(const __nv_bfloat16* __restrict__ x, int64_t 
   }
 }
 
+// Row r's `row_words` words of V from x + r * x_stride to y + r * y_stride (strides in bytes).
+template <typename V>
+__global__ void copy_rows_kernel(const char* __restrict__ x, int64_t x_stride, char* __restrict__ y, int64_t y_stride,
+                                 int64_t rows, int64_t row_words) {
+  const int64_t n = rows * row_words;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = idx / row_words, w = idx - r * row_words;
+    *reinterpret_cast<V*>(y + r * y_stride + w * sizeof(V)) =
+        *reinterpret_cast<const V*>(x + r * x_stride + w * sizeof(V));
+  }
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <typename V>
+const char* launch_copy_rows(const void* x, int64_t x_stride, void* y, int64_t y_stride, int64_t rows, int64_t bytes,
+                             cudaStream_t s) {
+  const int64_t words = bytes / static_cast<int64_t>(sizeof(V));
+  copy_rows_kernel<V><<<detail::grid_for(rows * words), 256, 0, s>>>(static_cast<const char*>(x), x_stride,
+                                                                    static_cast<char*>(y), y_stride, rows, words);
+  return detail::launch_error();
+}
 
 }  // namespace
 
@@ -82,6 +105,21 @@ const char* rotary(Dtype dtype, const void* x, int64_t x_token_stride, const flo
                                 static_cast<const T*>(x), x_token_stride, cos, sin, static_cast<T*>(y), y_token_stride,
                                 tokens, heads, half, sign));
   return detail::launch_error();
+}
+
+const char* copy_rows(Dtype dtype, const void* x, int64_t x_token_stride, void* y, int64_t y_token_stride,
+                      int64_t tokens, int64_t width, void* stream) {
+  if (tokens == 0 || width == 0) return nullptr;
+  const int64_t es = dtype == Dtype::kBFloat16 ? 2 : 4;
+  const int64_t bytes = width * es, xs = x_token_stride * es, ys = y_token_stride * es;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const auto all_multiples_of = [&](int64_t k) {
+    return bytes % k == 0 && xs % k == 0 && ys % k == 0 && reinterpret_cast<uintptr_t>(x) % k == 0 &&
+           reinterpret_cast<uintptr_t>(y) % k == 0;
+  };
+  if (all_multiples_of(16)) return launch_copy_rows<uint4>(x, xs, y, ys, tokens, bytes, s);
+  if (all_multiples_of(4)) return launch_copy_rows<uint32_t>(x, xs, y, ys, tokens, bytes, s);
+  return launch_copy_rows<uint16_t>(x, xs, y, ys, tokens, bytes, s);
 }
 
 }  // namespace loom::cuda
