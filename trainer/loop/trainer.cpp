@@ -429,15 +429,17 @@ void Loop::reduce(StepRecord& step, bool stop_here) {
   // One small vector, one collective: [loss, correct, real tokens, stop, per-dataset loss/tokens/correct].
   const int64_t nd = static_cast<int64_t>(data_.datasets().size());
   const bool computed = s.loss_sum.defined() && s.ds_loss.defined();
-  std::vector<torch::Tensor> parts;
   auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  parts.push_back(computed ? s.loss_sum.to(torch::kCPU, torch::kFloat64).reshape(1) : torch::zeros({1}, f64));
-  parts.push_back(computed ? s.correct.to(torch::kCPU, torch::kFloat64).reshape(1) : torch::zeros({1}, f64));
-  parts.push_back(torch::full({1}, static_cast<double>(s.real_tokens), f64));
-  parts.push_back(torch::full({1}, stop_here ? 1.0 : 0.0, f64));
-  for (const torch::Tensor* t : {&s.ds_loss, &s.ds_tokens, &s.ds_correct})
-    parts.push_back(computed ? t->to(torch::kCPU, torch::kFloat64).reshape(nd) : torch::zeros({nd}, f64));
-  torch::Tensor all = torch::cat(parts);
+  // The device's figures in one read-back (one wait for the device, not one per figure).
+  torch::Tensor measured = torch::zeros({2 + 3 * nd}, f64);
+  if (computed) {
+    std::vector<torch::Tensor> parts{s.loss_sum.reshape(1), s.correct.reshape(1), s.ds_loss.reshape(nd),
+                                     s.ds_tokens.reshape(nd), s.ds_correct.reshape(nd)};
+    for (auto& p : parts) p = p.to(torch::kFloat64);
+    measured = torch::cat(parts).to(torch::kCPU);
+  }
+  const torch::Tensor host = torch::tensor({static_cast<double>(s.real_tokens), stop_here ? 1.0 : 0.0}, f64);
+  torch::Tensor all = torch::cat({measured.narrow(0, 0, 2), host, measured.narrow(0, 2, 3 * nd)});
   if (comm_.distributed()) {
     torch::Tensor on_comm = all.to(comm_.device());
     comm_.all_reduce(on_comm);
