@@ -2,9 +2,7 @@
 // (no fp32 copy of every gradient), scales it (the clip coefficient), updates the weight and both
 // moments, and optionally writes the weight's bf16 copy (the model's parameter) in the same pass.
 // ATen's fused kernel needs gradients in the weights' dtype: a cast pass before it and a copy
-// pass after it moved 12 of every 40 bytes per parameter. The fp32 state and the gradient are
-// touched once per step: streaming loads and stores (evict first) keep them from pushing the
-// operands of the GEMMs the update runs beside (adam.overlap_update) out of L2.
+// pass after it moved 12 of every 40 bytes per parameter.
 #include <cstdint>
 
 #include "common.cuh"
@@ -63,24 +61,24 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
   int64_t i = begin + threadIdx.x * 4;
   if (aligned) {
     for (; i + 4 <= end; i += kThreads * 4) {
-      float4 pv = __ldcs(reinterpret_cast<const float4*>(p + i));
-      float4 mv = __ldcs(reinterpret_cast<const float4*>(m + i));
-      float4 vv = __ldcs(reinterpret_cast<const float4*>(v + i));
-      const uint2 graw = __ldcs(reinterpret_cast<const uint2*>(g + i));
+      float4 pv = *reinterpret_cast<const float4*>(p + i);
+      float4 mv = *reinterpret_cast<const float4*>(m + i);
+      float4 vv = *reinterpret_cast<const float4*>(v + i);
+      const uint2 graw = *reinterpret_cast<const uint2*>(g + i);
       const __nv_bfloat162 g01 = *reinterpret_cast<const __nv_bfloat162*>(&graw.x);
       const __nv_bfloat162 g23 = *reinterpret_cast<const __nv_bfloat162*>(&graw.y);
       update(pv.x, mv.x, vv.x, __low2float(g01), s, step_size, bc2_sqrt);
       update(pv.y, mv.y, vv.y, __high2float(g01), s, step_size, bc2_sqrt);
       update(pv.z, mv.z, vv.z, __low2float(g23), s, step_size, bc2_sqrt);
       update(pv.w, mv.w, vv.w, __high2float(g23), s, step_size, bc2_sqrt);
-      __stcs(reinterpret_cast<float4*>(p + i), pv);
-      __stcs(reinterpret_cast<float4*>(m + i), mv);
-      __stcs(reinterpret_cast<float4*>(v + i), vv);
+      *reinterpret_cast<float4*>(p + i) = pv;
+      *reinterpret_cast<float4*>(m + i) = mv;
+      *reinterpret_cast<float4*>(v + i) = vv;
       if (out != nullptr) {
         uint2 o;
         *reinterpret_cast<__nv_bfloat162*>(&o.x) = __floats2bfloat162_rn(pv.x, pv.y);
         *reinterpret_cast<__nv_bfloat162*>(&o.y) = __floats2bfloat162_rn(pv.z, pv.w);
-        *reinterpret_cast<uint2*>(out + i) = o;  // cached: the next forward reads it
+        *reinterpret_cast<uint2*>(out + i) = o;
       }
     }
     // The tail (end - begin not a multiple of 4 here): element by element below.
