@@ -135,24 +135,30 @@ TEST_CASE("memory plan: activations grow with the tokens and shrink with recompu
   CHECK(masked.layer_full_bytes - twice.layer_full_bytes == 4u * 8 * 128 * 128 * 2 - 4u * 128 * 8 * 4);
 }
 
-TEST_CASE("memory plan: model.precision=fp8 adds each kept layer's transposed e4m3 weights", "[plan]") {
+TEST_CASE("memory plan: model.precision=fp8 adds each kept layer's e4m3 weights, keeps its linears' inputs in e4m3",
+          "[plan]") {
   PlanInputs in = small(torch::kBFloat16);
   in.cuda = true;
   in.attention = loom::AttentionKernel::kFlashVarlen;
   const MemoryPlan bf16 = loom::plan_memory(in);
   in.model.fp8 = true;
   const MemoryPlan fp8 = loom::plan_memory(in);
-  // wqkv (C x (H + 2K) D), wo (C x C), w1 w2 w3 (3 C F): one byte each, per layer.
-  const uint64_t C = 64, H = 8, K = 2, D = 8, F = static_cast<uint64_t>(in.model.ffn_hidden());
-  const uint64_t weights = C * (H + 2 * K) * D + C * C + 3 * C * F;
-  CHECK(fp8.layer_full_bytes - bf16.layer_full_bytes == weights);
-  CHECK(fp8.activations - bf16.activations == 4 * weights);
+  // wqkv (C x (H + 2K) D), wo (C x C), w1 w2 w3 (3 C F): one byte each, per layer. Per token the
+  // linears' inputs go from the norm outputs and the SwiGLU product in bf16 ((2 C + F) 2 bytes) to
+  // one byte each of the four inputs (3 C + F: the attention output's copy is extra).
+  const int64_t C = 64, H = 8, K = 2, D = 8, F = in.model.ffn_hidden(), tok = in.micro_bsz * in.seq_len;
+  const int64_t weights = C * (H + 2 * K) * D + C * C + 3 * C * F;
+  const int64_t inputs = tok * (3 * C + F) - tok * (2 * C + F) * 2;
+  REQUIRE(inputs < 0);
+  const auto diff = [](uint64_t a, uint64_t b) { return static_cast<int64_t>(a) - static_cast<int64_t>(b); };
+  CHECK(diff(fp8.layer_full_bytes, bf16.layer_full_bytes) == weights + inputs);
+  CHECK(diff(fp8.activations, bf16.activations) == 4 * (weights + inputs));
   // A recomputed layer keeps only its input; the one live again in backward holds its copies.
   in.model.checkpoint = 1;
   const MemoryPlan fp8_all = loom::plan_memory(in);
   in.model.fp8 = false;
   const MemoryPlan bf16_all = loom::plan_memory(in);
-  CHECK(fp8_all.activations - bf16_all.activations == weights);
+  CHECK(diff(fp8_all.activations, bf16_all.activations) == weights + inputs);
 }
 
 TEST_CASE("memory plan: model.checkpoint=auto picks 0 when all fits, more when memory is cut", "[plan]") {

@@ -58,8 +58,13 @@ LayerBytes layer_bytes(const PlanInputs& in) {
       break;
   }
   // model.precision=fp8: each linear keeps W's transposed e4m3 copy (1 byte a weight) for its
-  // backward. The e4m3 x it saves in place of the bf16 one is left counted at b bytes.
-  if (m.fp8) l.full += C * (H + 2 * K) * D + C * C + 3 * C * F;
+  // backward, and a 1-byte copy of its input in place of the b-byte one: the two norm outputs and
+  // the SwiGLU product are no longer kept, while the attention output's copy comes beside the one
+  // flash keeps. Per token (3 C + F) - (2 C + F) b bytes, negative for b = 2.
+  if (m.fp8) {
+    l.full += C * (H + 2 * K) * D + C * C + 3 * C * F;
+    l.full = l.full + tok * (3 * C + F) - tok * (2 * C + F) * b;
+  }
   l.checkpointed = tok * C * b;
   l.transient = tok * (3 * F + 2 * C) * b;
   return l;
