@@ -65,6 +65,15 @@ def cudnn_forward(*args):
     return cudnn(*args, backward=False)
 
 
+def lse_layouts(h, hk, d, dev):
+    """The log-sum-exp shapes and strides each kernel returns for one 64-token segment."""
+    z = lambda heads: torch.zeros(64, heads, d, device=dev, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 64], dtype=torch.int32, device=dev)
+    f = aten._flash_attention_forward(z(h), z(hk), z(hk), cu, cu, 64, 64, 0.0, True, False)[1]
+    c = aten._cudnn_attention_forward(z(h), z(hk), z(hk), None, cu, cu, 64, 64, True, 0.0, True, False)[1]
+    return dict(flash2=[list(f.shape), list(f.stride())], cudnn=[list(c.shape), list(c.stride())])
+
+
 def hybrid(q, k, v, cu, max_len, scale, g, flash_cu=None, flash_max=None):
     """cuDNN's forward, FlashAttention-2's backward from cuDNN's output and log-sum-exp (the same
     quantity; cuDNN keeps it per token and head, FlashAttention-2 per head and token)."""
@@ -122,20 +131,6 @@ def run(case, kernel, iters):
     scale = 1 / math.sqrt(d)
     # causal FLOPs of the segments (forward 2 matmuls, backward 5; half the square), for TFLOP/s
     per_pass = 2 if fn is cudnn_forward else 7
-    if kernel == "flash2":
-        f = aten._flash_attention_forward(torch.zeros(64, h, d, device=dev, dtype=torch.bfloat16),
-                                          torch.zeros(64, hk, d, device=dev, dtype=torch.bfloat16),
-                                          torch.zeros(64, hk, d, device=dev, dtype=torch.bfloat16),
-                                          torch.tensor([0, 64], dtype=torch.int32, device=dev),
-                                          torch.tensor([0, 64], dtype=torch.int32, device=dev), 64, 64, 0.0, True, False)
-        c = aten._cudnn_attention_forward(torch.zeros(64, h, d, device=dev, dtype=torch.bfloat16),
-                                          torch.zeros(64, hk, d, device=dev, dtype=torch.bfloat16),
-                                          torch.zeros(64, hk, d, device=dev, dtype=torch.bfloat16), None,
-                                          torch.tensor([0, 64], dtype=torch.int32, device=dev),
-                                          torch.tensor([0, 64], dtype=torch.int32, device=dev), 64, 64, True, 0.0, True,
-                                          False)
-        print(json.dumps(dict(case=case, flash_lse=list(f[1].shape), flash_lse_stride=list(f[1].stride()),
-                              cudnn_lse=list(c[1].shape), cudnn_lse_stride=list(c[1].stride()))), flush=True)
     flops = [sum((c[i + 1] - c[i]) ** 2 for i in range(len(c) - 1)) * h * d * 2 * per_pass / 2 for c in cus]
 
     def inputs(c):
@@ -152,6 +147,8 @@ def run(case, kernel, iters):
     row = dict(case=case, kernel=kernel, tokens=tok, heads=h, kv_heads=hk, head_dim=d, segments_max=most,
                padded_to=fixed_count if pad else None)
     try:
+        if fn is hybrid:
+            row["lse_layouts"] = lse_layouts(h, hk, d, dev)
         first = torch.tensor(cus[0], dtype=torch.int32, device=dev)
         ref = flash(q, k, v, first, max(cus[0][i + 1] - cus[0][i] for i in range(len(cus[0]) - 1)), scale, g)
         got = call(fn, q, k, v, *inputs(cus[0]), scale, g)
