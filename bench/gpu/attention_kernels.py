@@ -187,8 +187,12 @@ def main():
     # One process per variant: a kernel that faults leaves the context unusable.
     for case in a.cases.split(","):
         for kernel in a.kernels.split(","):
-            r = subprocess.run([sys.executable, __file__, "--iters", str(a.iters), "--one", case, kernel],
-                               capture_output=True, text=True, timeout=300)
+            try:
+                r = subprocess.run([sys.executable, __file__, "--iters", str(a.iters), "--one", case, kernel],
+                                   capture_output=True, text=True, timeout=300)
+            except subprocess.TimeoutExpired:
+                print(json.dumps(dict(case=case, kernel=kernel, error="no result in 300 s")), flush=True)
+                continue
             out = r.stdout.strip() or json.dumps(dict(case=case, kernel=kernel, error=r.stderr.strip()[-300:]))
             print(out, flush=True)
 

@@ -111,8 +111,9 @@ TEST_CASE("fused SwiGLU equals silu of a times b forward and backward") {
 TEST_CASE("fused QKV rotary equals narrow, rotary and contiguous forward and backward") {
   const int64_t B = 2, T = 100, H = 8, K = 2;
   const loom::Batch b = loom::test::make_packed_batch({{60, 40}, {100}}, T, 1000, 75).to(cuda());
-  // D = 128: bf16 takes the 16-byte rotary kernel; D = 12 (half 6) the element-wise one.
-  for (int64_t D : {128, 12}) {
+  // D = 128: bf16 takes the 16-byte rotary kernel; D = 12 (half 6) the element-wise one. v's rows
+  // move 16 bytes at a time but at D = 10 in bf16 (40 bytes a row: 4 at a time).
+  for (int64_t D : {128, 12, 10}) {
     const loom::PackedContext ctx = loom::make_packed_context(b, D, 10000.0);
     const torch::Tensor cos = ctx.cos.squeeze(2).narrow(-1, 0, D / 2), sin = ctx.sin.squeeze(2).narrow(-1, 0, D / 2);
     for (auto dtype : {torch::kBFloat16, torch::kFloat32}) {

@@ -159,6 +159,12 @@ TEST_CASE("memory plan: model.precision=fp8 adds each kept layer's e4m3 weights,
   in.model.fp8 = false;
   const MemoryPlan bf16_all = loom::plan_memory(in);
   CHECK(diff(fp8_all.activations, bf16_all.activations) == weights + inputs);
+  // Rows not a multiple of 16: every linear runs in bf16, so fp8 plans as bf16 does.
+  in.seq_len = 100;
+  in.micro_bsz = 1;
+  const MemoryPlan bf16_odd = loom::plan_memory(in);
+  in.model.fp8 = true;
+  CHECK(loom::plan_memory(in).activations == bf16_odd.activations);
 }
 
 TEST_CASE("memory plan: model.checkpoint=auto picks 0 when all fits, more when memory is cut", "[plan]") {

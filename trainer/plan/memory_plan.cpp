@@ -57,13 +57,21 @@ LayerBytes layer_bytes(const PlanInputs& in) {
       l.shared = B * T * T * (1 + 4);     // bool mask and its fp32 bias, shared by the layers
       break;
   }
-  // model.precision=fp8: each linear keeps W's transposed e4m3 copy (1 byte a weight) for its
-  // backward, and a 1-byte copy of its input in place of the b-byte one: the two norm outputs and
-  // the SwiGLU product are no longer kept, while the attention output's copy comes beside the one
-  // flash keeps. Per token (3 C + F) - (2 C + F) b bytes, negative for b = 2.
+  // model.precision=fp8, for each linear that runs in FP8 (fp8_linear_applies: rows, in and out
+  // features multiples of 16; another runs in bf16): W's transposed e4m3 copy (1 byte a weight)
+  // until its backward, and a 1-byte copy of its input in place of the b-byte input the linear
+  // would keep. The norm outputs and the SwiGLU product are then kept by nobody; flash keeps the
+  // attention output anyway, so wo's copy comes beside it.
   if (m.fp8) {
-    l.full += C * (H + 2 * K) * D + C * C + 3 * C * F;
-    l.full = l.full + tok * (3 * C + F) - tok * (2 * C + F) * b;
+    const auto fp8 = [tok](uint64_t in_features, uint64_t out_features) {
+      return tok % 16 == 0 && in_features % 16 == 0 && out_features % 16 == 0;
+    };
+    uint64_t add = 0, drop = 0;
+    if (fp8(C, (H + 2 * K) * D)) add += C * (H + 2 * K) * D + tok * C, drop += tok * C * b;  // wqkv
+    if (fp8(H * D, C)) add += H * D * C + tok * H * D;                                       // wo
+    if (fp8(C, F)) add += 2 * C * F + tok * C, drop += tok * C * b;  // w1, w2: one copy of their input
+    if (fp8(F, C)) add += F * C + tok * F, drop += tok * F * b;      // w3
+    l.full = l.full + add - drop;  // drop < l.full: it is part of per_token
   }
   l.checkpointed = tok * C * b;
   l.transient = tok * (3 * F + 2 * C) * b;

@@ -23,9 +23,9 @@
 //                    probabilities). A recomputed layer (model.checkpoint) keeps only its input
 //                    (C b) and, in backward, one layer is live again at a time. Backward adds one
 //                    layer's transient gradients ((3 F + 2 C) b per token). With model.precision=fp8
-//                    a kept layer also holds its linears' transposed e4m3 weights (1 byte each),
-//                    and its linears keep 1-byte copies of their inputs: per token 3 C + F bytes
-//                    in place of the norm outputs and the SwiGLU product ((2 C + F) b).
+//                    the linears that run in FP8 (sizes multiples of 16) hold, per kept layer, their
+//                    transposed e4m3 weights (1 byte each) and 1-byte copies of their inputs: per
+//                    token 3 C + F bytes in place of the norm outputs and the SwiGLU product ((2 C + F) b).
 //   logits_and_loss  the chunked loss: one [chunk, V] fp32 block (chunk = 2^30 / (4 V) tokens),
 //                    the hidden states' gradient (fp32) and the final norm's input and output
 //   workspace        ZeRO's reduction buffers, fp32, of at most three units at once, and the gather
