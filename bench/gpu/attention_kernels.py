@@ -103,10 +103,39 @@ def cudnn_dense(q, k, v, cu, max_len, scale, g):
     return back(out), back(dq), back(dk), back(dv)
 
 
+def doc_bias(cu, packs, seq_len, dev, masked=float("-inf")):
+    """[packs, 1, S, S] bf16: 0 where query and key lie in one document, `masked` elsewhere; the
+    heads share it (stride 0), so one copy per pack serves every head and layer of a step."""
+    starts = torch.zeros(packs * seq_len, dtype=torch.int32, device=dev)
+    starts[torch.tensor(cu[:-1], dtype=torch.int64, device=dev)] = 1
+    doc = torch.cumsum(starts, 0).view(packs, seq_len)
+    same = doc[:, :, None] == doc[:, None, :]
+    zero = torch.zeros((), dtype=torch.bfloat16, device=dev)
+    return torch.where(same, zero, torch.tensor(masked, dtype=torch.bfloat16, device=dev)).unsqueeze(1)
+
+
+def cudnn_docmask(q, k, v, bias, max_len, scale, g):
+    """cuDNN's dense (cached-graph) entry on one causal sequence per pack, with the documents
+    kept apart by an additive bias: per-document attention at the cost of the cross-document
+    tiles below the diagonal (computed, then masked)."""
+    b = q.size(0) // max_len
+    view = lambda t: t.view(b, max_len, t.size(1), t.size(2)).transpose(1, 2)
+    qd, kd, vd, gd = view(q), view(k), view(v), view(g)
+    bias = bias.expand(b, q.size(1), max_len, max_len)
+    r = aten._cudnn_attention_forward(qd, kd, vd, bias, None, None, max_len, max_len, True, 0.0, True, False,
+                                      scale=scale)
+    out, lse, seed, off = r[0], r[1], r[6], r[7]
+    dq, dk, dv = aten._cudnn_attention_backward(gd, qd, kd, vd, out, lse, seed, off, bias, None, None,
+                                                max_len, max_len, 0.0, True, scale=scale)
+    back = lambda t: t.transpose(1, 2).reshape(q.size(0), t.size(1), t.size(3))
+    return back(out), back(dq), back(dk), back(dv)
+
+
 KERNELS = {"flash2": (flash, "docs"), "cudnn": (cudnn, "docs"), "cudnn_fixed": (cudnn, "docs_padded"),
            "cudnn_forward_only": (cudnn_forward, "docs"), "cudnn_fixed_forward_only": (cudnn_forward, "docs_padded"),
            "hybrid_fixed": (hybrid, "docs_padded"), "flash2_packs": (flash, "packs"),
-           "cudnn_packs": (cudnn_dense, "packs")}
+           "cudnn_packs": (cudnn_dense, "packs"), "cudnn_docmask": (cudnn_docmask, "docs_bias"),
+           "cudnn_docmask_finite": (cudnn_docmask, "docs_bias_finite")}
 CASES = {"1b": (4, 4096, 16, 16, 128), "7b": (1, 4096, 32, 32, 128), "gqa": (2, 4096, 32, 8, 128)}
 
 
@@ -134,6 +163,9 @@ def run(case, kernel, iters):
     flops = [sum((c[i + 1] - c[i]) ** 2 for i in range(len(c) - 1)) * h * d * 2 * per_pass / 2 for c in cus]
 
     def inputs(c):
+        if segs.startswith("docs_bias"):
+            masked = -1e4 if segs.endswith("finite") else float("-inf")
+            return doc_bias(c, packs, seq_len, dev, masked), seq_len, None
         lens = c + [c[-1]] * (fixed_count + 1 - len(c)) if pad else c
         t = torch.tensor(lens, dtype=torch.int32, device=dev)
         real = torch.tensor(c, dtype=torch.int32, device=dev)
@@ -166,6 +198,14 @@ def run(case, kernel, iters):
         secs = (time.perf_counter() - t0) / len(cus)
         row["ms"] = round(secs * 1e3, 3)
         row["tflops"] = round(sum(flops) / len(flops) / secs / 1e12, 1)
+        row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        if segs.startswith("docs_bias"):  # the mask's own cost, once per step in training
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for c in cus:
+                doc_bias(c, packs, seq_len, dev)
+            torch.cuda.synchronize()
+            row["bias_ms"] = round((time.perf_counter() - t0) / len(cus) * 1e3, 3)
     except Exception as e:  # noqa: BLE001 - the probe reports what this build lacks
         row["error"] = str(e).splitlines()[0][:300]
     print(json.dumps(row), flush=True)

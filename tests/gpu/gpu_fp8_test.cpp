@@ -119,6 +119,31 @@ TEST_CASE("FP8 linear pair of one input equals two FP8 linears, forward and back
   CHECK(rel_norm_err(got[2], want[2]) < 1e-6);
 }
 
+TEST_CASE("FP8 linear uses a weight's published maximum while the weight is unchanged, then measures it again") {
+  require_fp8();
+  torch::manual_seed(84);
+  const auto bf16 = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+  const torch::Tensor x = torch::randn({64, 128}, bf16), w = torch::randn({96, 128}, bf16);
+  const auto forward = [&] {
+    torch::NoGradGuard no_grad;
+    return loom::fp8_linear(x, w, {});
+  };
+  const torch::Tensor ref = forward();
+  const torch::Tensor true_amax = w.abs().max().to(torch::kFloat32);
+  loom::fp8_publish_weight_amax(w, true_amax);
+  CHECK(torch::equal(forward(), ref));  // the same scale, measured elsewhere
+  // Proof that the published value is the one used. Not a power of two: scaling by one moves only
+  // the exponents, and every weight would round to the same product.
+  loom::fp8_publish_weight_amax(w, true_amax * 3);
+  CHECK(!torch::equal(forward(), ref));
+  w.mul_(1.0);                           // an in-place write: the published value is stale
+  CHECK(!loom::fp8_published_weight_amax(w).defined());
+  CHECK(torch::equal(forward(), ref));
+  loom::fp8_publish_weight_amax(w, true_amax * 3);
+  loom::fp8_forget_weight_amax(w);
+  CHECK(torch::equal(forward(), ref));
+}
+
 TEST_CASE("FP8 linear scales stay finite on a planted large activation and on zeros") {
   require_fp8();
   torch::manual_seed(83);

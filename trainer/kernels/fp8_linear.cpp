@@ -1,5 +1,6 @@
 #include "fp8_linear.h"
 
+#include <unordered_map>
 #include <utility>
 
 #include "loom/error.h"
@@ -49,6 +50,36 @@ bool fp8_linear_applies(const torch::Tensor& x, const torch::Tensor& weight) {
 #endif
 }
 
+namespace {
+
+struct PublishedAmax {
+  torch::Tensor weight;  // held, so that its TensorImpl (the key) cannot be reused by another tensor
+  int64_t version = 0;
+  torch::Tensor amax;
+};
+
+std::unordered_map<const c10::TensorImpl*, PublishedAmax>& published() {
+  static std::unordered_map<const c10::TensorImpl*, PublishedAmax> map;
+  return map;
+}
+
+}  // namespace
+
+void fp8_publish_weight_amax(const torch::Tensor& weight, const torch::Tensor& amax) {
+  LOOM_ASSERT(amax.defined() && amax.numel() == 1 && amax.scalar_type() == torch::kFloat32 &&
+                  amax.device() == weight.device(),
+              "fp8_publish_weight_amax: amax must be one fp32 value on the weight's device");
+  published()[weight.unsafeGetTensorImpl()] = PublishedAmax{weight, static_cast<int64_t>(weight._version()), amax};
+}
+
+void fp8_forget_weight_amax(const torch::Tensor& weight) { published().erase(weight.unsafeGetTensorImpl()); }
+
+torch::Tensor fp8_published_weight_amax(const torch::Tensor& weight) {
+  const auto it = published().find(weight.unsafeGetTensorImpl());
+  if (it == published().end() || it->second.version != static_cast<int64_t>(weight._version())) return {};
+  return it->second.amax;
+}
+
 #if LOOM_FP8
 namespace {
 
@@ -66,11 +97,14 @@ struct Quantized {
   torch::Tensor scale;  // fp32 scalar on the device: x ~ q * scale
 };
 
-// x [rows, cols] contiguous bf16 on CUDA: its absolute maximum, then both layouts asked for in one pass.
-Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_major, bool transposed) {
+// x [rows, cols] contiguous bf16 on CUDA: its absolute maximum (unless known: an fp32 scalar on the
+// device), then both layouts asked for in one pass.
+Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_major, bool transposed,
+                   const torch::Tensor& known_amax = {}) {
   LOOM_ASSERT(x.is_contiguous() && x.scalar_type() == torch::kBFloat16, "quantize: x must be contiguous bf16");
   // The kernels load 8 and 16 bytes at a time: a view at an odd offset is copied to fresh memory.
-  if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return quantize(x.clone(), format, row_major, transposed);
+  if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0)
+    return quantize(x.clone(), format, row_major, transposed, known_amax);
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto f32 = x.options().dtype(torch::kFloat32);
   const auto fp8 = x.options().dtype(format == cuda::Fp8Format::kE4M3 ? at::ScalarType::Float8_e4m3fn
@@ -79,8 +113,11 @@ Quantized quantize(const torch::Tensor& x, cuda::Fp8Format format, bool row_majo
   r.scale = torch::empty({}, f32);
   if (row_major) r.q = torch::empty({rows, cols}, fp8);
   if (transposed) r.q_t = torch::empty({cols, rows}, fp8);
-  const torch::Tensor amax = torch::empty({1}, f32);  // max |x|, read by the quantize kernel
-  check_launch(cuda::fp8_amax_bf16(x.data_ptr(), x.numel(), amax.data_ptr<float>(), stream()), "fp8_amax_bf16");
+  torch::Tensor amax = known_amax;  // max |x|, read by the quantize kernel
+  if (!amax.defined()) {
+    amax = torch::empty({1}, f32);
+    check_launch(cuda::fp8_amax_bf16(x.data_ptr(), x.numel(), amax.data_ptr<float>(), stream()), "fp8_amax_bf16");
+  }
   check_launch(cuda::fp8_quantize_bf16(x.data_ptr(), rows, cols, amax.data_ptr<float>(), format,
                                        row_major ? r.q.data_ptr() : nullptr, transposed ? r.q_t.data_ptr() : nullptr,
                                        r.scale.data_ptr<float>(), stream()),
@@ -97,10 +134,14 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
 }
 
 // One linear's forward GEMM from its input's quantization: y [rows, N] bf16. W is quantized in
-// both layouts in the same pass; the transposed one (and its scale) goes to the backward in *qw_t,
-// where quantizing W again would read its bf16 bytes twice more (amax and values).
-torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& w, const torch::Tensor& bias, Quantized* qw_t) {
-  Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true);
+// both layouts in the same pass, from its published maximum where one holds; the transposed copy
+// (and its scale) goes to the backward in *qw_t, where quantizing W again would read its bf16
+// bytes twice more (amax and values).
+torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& weight, const torch::Tensor& bias,
+                           Quantized* qw_t) {
+  const torch::Tensor w = weight.contiguous();
+  Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true,
+                          w.is_same(weight) ? fp8_published_weight_amax(weight) : torch::Tensor());
   torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
   qw.q = torch::Tensor();  // the forward's layout is not kept
   *qw_t = std::move(qw);
@@ -131,13 +172,12 @@ torch::Tensor output_view(const torch::Tensor& y, const torch::Tensor& x, int64_
 
 torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                           const torch::Tensor& bias) {
-  const torch::Tensor w = weight.contiguous();
   const Quantized qx = quantize_input(x);
   Quantized qw;
-  const torch::Tensor y = forward_gemm(qx, w, bias, &qw);
+  const torch::Tensor y = forward_gemm(qx, weight, bias, &qw);
   ctx->save_for_backward({qx.q_t, qx.scale, qw.q_t, qw.scale});
   ctx->saved_data["x_sizes"] = x.sizes().vec();
-  return output_view(y, x, w.size(0));
+  return output_view(y, x, weight.size(0));
 }
 
 // {dx, dW, db}; db only when with_bias.
@@ -178,9 +218,8 @@ class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
     const Quantized qx = quantize_input(x);
     variable_list out, saved{qx.q_t, qx.scale};
     for (const torch::Tensor& weight : {w1, w2}) {
-      const torch::Tensor w = weight.contiguous();
       Quantized qw;
-      out.push_back(output_view(forward_gemm(qx, w, {}, &qw), x, w.size(0)));
+      out.push_back(output_view(forward_gemm(qx, weight, {}, &qw), x, weight.size(0)));
       saved.push_back(qw.q_t);
       saved.push_back(qw.scale);
     }

@@ -302,6 +302,7 @@ void Loop::start() {
   select_attention(device_, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.job.attention));
   startup_.phase("model plan, build and init");
   update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer_options(), c_.parallel);
+  if (c_.model.fp8) update_->publish_fp8_weight_amax();
   startup_.phase("optimizer");
   flops_per_token_ = model_flops_per_token(c_.model, c_.data.seq_len);
   log::info("model: ", format_count(static_cast<int64_t>(model_->num_parameters())), " parameters, ", update_->num_decay(),

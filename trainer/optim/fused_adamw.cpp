@@ -93,12 +93,16 @@ bool takes_kernel(size_t i, const std::vector<torch::Tensor>& params, const std:
 void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                 const std::vector<torch::Tensor>& exp_avg, const std::vector<torch::Tensor>& exp_avg_sq,
                 const torch::Tensor& step, const OptimizerOptions& options, const AdamWStepArgs& args,
-                const torch::Tensor& found_inf, const std::vector<torch::Tensor>& low_precision) {
+                const torch::Tensor& found_inf, const std::vector<torch::Tensor>& low_precision,
+                const std::vector<torch::Tensor>& amax) {
   LOOM_ASSERT(grads.size() == params.size() && exp_avg.size() == params.size() && exp_avg_sq.size() == params.size(),
               "adamw_step: ", params.size(), " params but ", grads.size(), " grads, ", exp_avg.size(), " exp_avg, ",
               exp_avg_sq.size(), " exp_avg_sq");
   LOOM_ASSERT(low_precision.empty() || low_precision.size() == params.size(), "adamw_step: ", params.size(),
               " params but ", low_precision.size(), " low-precision copies");
+  LOOM_ASSERT(amax.empty() || (amax.size() == params.size() && !low_precision.empty()), "adamw_step: ",
+              amax.size(), " amax outputs for ", params.size(), " params and ", low_precision.size(),
+              " low-precision copies");
   if (params.empty()) return;
   const Hyper o{args.lr, options.beta1, options.beta2, options.eps, args.decay ? options.weight_decay : 0.0,
                 args.grad_scale};
@@ -107,13 +111,17 @@ void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torc
 #ifdef LOOM_CUDA_KERNELS
   std::vector<cuda::AdamWTensor> kernel;
   for (size_t i = 0; i < params.size(); ++i) {
-    if (!takes_kernel(i, params, grads, exp_avg, exp_avg_sq, low_precision, step, found_inf)) {
+    const bool amax_ok = amax.empty() || !amax[i].defined() ||
+                         (amax[i].scalar_type() == torch::kFloat32 && amax[i].device() == params[i].device());
+    if (!amax_ok || !takes_kernel(i, params, grads, exp_avg, exp_avg_sq, low_precision, step, found_inf)) {
       rest.push_back(i);
       continue;
     }
     kernel.push_back(cuda::AdamWTensor{params[i].data_ptr<float>(), exp_avg[i].data_ptr<float>(),
                                        exp_avg_sq[i].data_ptr<float>(), grads[i].data_ptr(),
-                                       low_precision.empty() ? nullptr : low_precision[i].data_ptr(), params[i].numel()});
+                                       low_precision.empty() ? nullptr : low_precision[i].data_ptr(),
+                                       amax.empty() || !amax[i].defined() ? nullptr : amax[i].data_ptr<float>(),
+                                       params[i].numel()});
   }
   if (!kernel.empty()) {
     const char* error = cuda::adamw_bf16_grads(
@@ -145,21 +153,55 @@ void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torc
     }
     adamw_step_same_dtype(p, g, m, v, step, o, found_inf);
     if (!low_precision.empty())
-      for (size_t k = begin; k < end; ++k) low_precision[rest[k]].copy_(params[rest[k]]);
+      for (size_t k = begin; k < end; ++k) {
+        const size_t i = rest[k];
+        low_precision[i].copy_(params[i]);
+        if (!amax.empty() && amax[i].defined()) amax[i].copy_(low_precision[i].abs().max());
+      }
     begin = end;
   }
 }
 
 torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads) {
   torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> rest;  // those loom's kernel does not take
+  for (const auto& g : grads)
+    if (g.defined()) rest.push_back(g);
+  if (rest.empty()) return torch::zeros({}, torch::kFloat32);
+  torch::Tensor sq;  // the kernel's sum of squares, fp32 scalar
+#ifdef LOOM_CUDA_KERNELS
+  // Contiguous bf16 on one device (the bf16 model's gradients): one pass at the bandwidth's limit.
+  const torch::Device device = rest.front().device();
+  std::vector<const void*> ptrs;
+  std::vector<int64_t> sizes;
+  std::vector<torch::Tensor> others;
+  for (const auto& g : rest) {
+    if (g.is_cuda() && g.device() == device && g.scalar_type() == torch::kBFloat16 && g.is_contiguous()) {
+      ptrs.push_back(g.data_ptr());
+      sizes.push_back(g.numel());
+    } else {
+      others.push_back(g);
+    }
+  }
+  if (!ptrs.empty()) {
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+    const torch::Tensor partials =
+        torch::empty({cuda::sum_squares_partials(sizes.data(), static_cast<int64_t>(sizes.size()))}, f32);
+    sq = torch::empty({}, f32);
+    const char* error = cuda::sum_squares_bf16(ptrs.data(), sizes.data(), static_cast<int64_t>(ptrs.size()),
+                                               partials.data_ptr<float>(), sq.data_ptr<float>(),
+                                               at::cuda::getCurrentCUDAStream(device.index()).stream());
+    LOOM_CHECK(error == nullptr, "CUDA kernel sum_squares_bf16 failed to launch: ", error);
+    rest = std::move(others);
+  }
+#endif
   std::vector<torch::Tensor> norms;
 #if LOOM_TORCH2
-  if (!grads.empty() && grads.front().defined() && grads.front().is_cuda()) {
+  if (!rest.empty() && rest.front().is_cuda()) {
     // CUDA: one multi-tensor launch per dtype (the foreach kernel wants one dtype per list) in place
     // of a reduction per tensor: 218 launches and 1.2 ms of host-bound idle GPU in a 1b step.
     std::vector<std::vector<torch::Tensor>> by_dtype;
-    for (const auto& g : grads) {
-      if (!g.defined()) continue;
+    for (const auto& g : rest) {
       auto it = std::find_if(by_dtype.begin(), by_dtype.end(),
                              [&g](const auto& list) { return list.front().scalar_type() == g.scalar_type(); });
       if (it == by_dtype.end()) by_dtype.push_back({g});
@@ -170,11 +212,11 @@ torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads) {
   } else
 #endif
   {
-    for (const auto& g : grads)
-      if (g.defined()) norms.push_back(at::linalg_vector_norm(g, 2, /*dim=*/{}, false, torch::kFloat32));
+    for (const auto& g : rest) norms.push_back(at::linalg_vector_norm(g, 2, /*dim=*/{}, false, torch::kFloat32));
   }
-  if (norms.empty()) return torch::zeros({}, torch::kFloat32);
-  return at::linalg_vector_norm(torch::stack(norms), 2, /*dim=*/{}, false, torch::kFloat32);
+  if (!sq.defined()) return at::linalg_vector_norm(torch::stack(norms), 2, /*dim=*/{}, false, torch::kFloat32);
+  if (!norms.empty()) sq = sq + torch::stack(norms).square().sum();
+  return sq.sqrt();
 }
 
 }  // namespace loom

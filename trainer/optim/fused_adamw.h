@@ -53,6 +53,9 @@ double clip_coefficient(double max_norm, double norm);
 // skipped entirely (params and moments unchanged), again without a host sync on CUDA.
 // low_precision (optional, one per param): receives each updated param in its own dtype (the bf16
 // model's weights of fp32 masters), as low_precision[i].copy_(params[i]) would.
+// amax (optional, one per param, each an fp32 scalar on the device or undefined): receives the
+// largest |low_precision[i]| after the update, the scale an FP8 matmul of that weight needs
+// (fp8_linear.h); the bf16 kernel finds it in its update pass, other paths with a reduction.
 //
 // On CUDA, fp32 params with bf16 grads (the bf16 model's) take loom's kernel (cuda/adamw.cu): the
 // gradient is read as bf16, scaled, and the bf16 copy written in the same pass; no fp32 copies.
@@ -60,11 +63,14 @@ void adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torc
                 const std::vector<torch::Tensor>& exp_avg, const std::vector<torch::Tensor>& exp_avg_sq,
                 const torch::Tensor& step, const OptimizerOptions& options, const AdamWStepArgs& args,
                 const torch::Tensor& found_inf = torch::Tensor(),
-                const std::vector<torch::Tensor>& low_precision = {});
+                const std::vector<torch::Tensor>& low_precision = {},
+                const std::vector<torch::Tensor>& amax = {});
 
 // sqrt(sum of squares) over every defined gradient, as an fp32 scalar on their device (read it back
-// once): fp32-accumulating per-tensor norms (no fp32 copy of a bf16 gradient; on CUDA one
-// multi-tensor launch per dtype) and one over them. Zero when no gradient is defined.
+// once), without fp32 copies of bf16 gradients: on CUDA, contiguous bf16 ones go through loom's
+// deterministic sum-of-squares kernel (cuda/sum_squares.cu) and the rest through one multi-tensor
+// norm launch per dtype; elsewhere one fp32-accumulating norm per tensor. Zero when no gradient is
+// defined.
 torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads);
 
 // Whether adamw_step takes the fused kernel for tensors on this device.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fp8_linear.h"
 #include "fused_adamw.h"
 #include "loom/error.h"
 #include "torch_compat.h"
@@ -46,8 +47,20 @@ Optimizer::Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& n
 Optimizer::~Optimizer() {
   try {
     settle();  // the side stream must not outlive the tensors it writes
+    forget_weight_amax();
   } catch (...) {
   }
+}
+
+void Optimizer::publish_weight_amax() {
+  for (Slot& s : slots_)
+    if (s.param.is_cuda() && s.param.dim() == 2 && s.param.scalar_type() == torch::kBFloat16 && !s.amax.defined())
+      s.amax = torch::zeros({}, s.master.options());
+}
+
+void Optimizer::forget_weight_amax() {
+  for (const Slot& s : slots_)
+    if (s.amax.defined()) fp8_forget_weight_amax(s.param);
 }
 
 bool Optimizer::overlap_updates() {
@@ -122,7 +135,8 @@ double Optimizer::grad_norm() const {
 void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepArgs& args, const torch::Tensor& step) {
   // CUDA: the update writes the model's low-precision weights itself (adamw_step's low_precision).
   const bool cuda = !slots_.empty() && slots_.front().master.is_cuda();
-  std::vector<torch::Tensor> params, grads, m, v, low;
+  std::vector<torch::Tensor> params, grads, m, v, low, amax;
+  std::vector<size_t> published;
   for (size_t i : group) {
     Slot& s = slots_[i];
     torch::Tensor g = s.param.grad();
@@ -136,8 +150,12 @@ void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepAr
     m.push_back(s.exp_avg);
     v.push_back(s.exp_avg_sq);
     if (cuda) low.push_back(s.param);
+    amax.push_back(cuda ? s.amax : torch::Tensor());
+    if (cuda && s.amax.defined()) published.push_back(i);
   }
-  adamw_step(params, grads, m, v, step, o_, args, torch::Tensor(), low);
+  adamw_step(params, grads, m, v, step, o_, args, torch::Tensor(), low, published.empty() ? decltype(amax){} : amax);
+  // Queued on this stream behind the update: what a forward reads after waiting for it.
+  for (size_t i : published) fp8_publish_weight_amax(slots_[i].param, slots_[i].amax);
 }
 
 OptimizerStepResult Optimizer::step(double lr) {
@@ -218,6 +236,7 @@ void Optimizer::load_state(const safetensors::NamedTensors& state, const std::st
 void Optimizer::load_state_from(const std::function<torch::Tensor(const std::string&)>& get,
                                 const std::string& where) {
   settle();
+  forget_weight_amax();
   torch::NoGradGuard no_grad;
   auto load = [&](const std::string& name, torch::Tensor& into) {
     torch::Tensor t = get(name);

@@ -52,6 +52,13 @@ class Optimizer {
   // other than through the model's forward. state() and load_state() call it themselves.
   void settle() const;
 
+  // FP8 runs: from now on each update on CUDA also measures its bf16 matrices' absolute maxima, in
+  // the same pass, and publishes them to fp8_linear (fp8_linear.h), which then skips its own pass
+  // over those weights. forget_weight_amax() withdraws them (a write that bypasses ATen, such as a
+  // broadcast into the weights, must call it; load_state() does).
+  void publish_weight_amax();
+  void forget_weight_amax();
+
   OptimizerStepResult step(double lr);
   // CPU: zeroes the gradients. CUDA: releases them (the next backward makes them anew). Call it
   // after step() and before the next backward: an overlapped update may still be reading them.
@@ -80,6 +87,7 @@ class Optimizer {
     torch::Tensor exp_avg, exp_avg_sq;
     int64_t unit = 0;  // 0: outside the decoder layers; 1 + K: layer K (cuda_update_stream.h)
     bool updated = false;  // has had a gradient: a missing one later counts as zeros
+    torch::Tensor amax;    // publish_weight_amax(): max |param| after the last update (fp32 scalar)
   };
   // The update of the slots in group (those with a gradient); step: this update's number, a float32
   // scalar on the device.

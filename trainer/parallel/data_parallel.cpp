@@ -50,12 +50,17 @@ DataParallelUpdate::DataParallelUpdate(Communicator& comm, const safetensors::Na
 DataParallelUpdate::~DataParallelUpdate() = default;
 
 void DataParallelUpdate::broadcast_parameters() {
+  if (opt_) opt_->forget_weight_amax();  // the collective writes the weights behind ATen's back
   if (comm_.distributed()) {
     std::vector<torch::Tensor> params;
     for (const auto& kv : named_) params.push_back(kv.second);
     loom::broadcast_parameters(comm_, params);
   }
   if (zero_) zero_->shard_parameters();
+}
+
+void DataParallelUpdate::publish_fp8_weight_amax() {
+  if (opt_) opt_->publish_weight_amax();
 }
 
 LayerHooks* DataParallelUpdate::layer_hooks() { return zero_ ? zero_->hooks() : opt_->layer_hooks(); }

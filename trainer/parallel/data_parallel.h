@@ -59,6 +59,10 @@ class DataParallelUpdate {
   // Makes every rank's parameters rank 0's (after initialisation or loading); at ZeRO stage 3 the
   // parameters are then sharded: from here on the model reaches them through layer_hooks().
   void broadcast_parameters();
+  // FP8 runs: the replicated optimizer measures the weights' maxima in its update
+  // (Optimizer::publish_weight_amax). ZeRO leaves them to the forward: a shard's maximum is not
+  // its weight's.
+  void publish_fp8_weight_amax();
   // What the model must call around its layers (ZeRO stage 3, or the replicated optimizer's update
   // overlapped with the forward: adam.overlap_update on CUDA), else nullptr.
   LayerHooks* layer_hooks();

@@ -2,7 +2,9 @@
 // (no fp32 copy of every gradient), scales it (the clip coefficient), updates the weight and both
 // moments, and optionally writes the weight's bf16 copy (the model's parameter) in the same pass.
 // ATen's fused kernel needs gradients in the weights' dtype: a cast pass before it and a copy
-// pass after it moved 12 of every 40 bytes per parameter.
+// pass after it moved 12 of every 40 bytes per parameter. The bf16 copy's absolute maximum comes
+// out of the same pass when asked for: an FP8 forward would otherwise read the weight once more
+// to find its scale.
 #include <cstdint>
 
 #include "common.cuh"
@@ -21,6 +23,7 @@ struct Batch {
   float* v[kAdamWMaxTensors];
   const __nv_bfloat16* g[kAdamWMaxTensors];
   __nv_bfloat16* out[kAdamWMaxTensors];
+  float* amax[kAdamWMaxTensors];
   int64_t n[kAdamWMaxTensors];
   int64_t block_start[kAdamWMaxTensors + 1];
   int count;
@@ -39,6 +42,29 @@ __device__ __forceinline__ void update(float& p, float& m, float& v, float g, co
   p -= step_size * m / (sqrtf(v) / bc2_sqrt + s.eps);
 }
 
+// The largest |bf16(x)| of a block's elements into *amax: |x| >= 0, so its float bits order as
+// the float does, and atomicMax on them as int is a float max (NaN, above +inf, wins).
+__device__ __forceinline__ void block_amax(float m, float* amax) {
+  __shared__ float partial[kThreads / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, partial[w]);
+    atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
+  }
+}
+
+__device__ __forceinline__ float abs_bf16(__nv_bfloat16 x) { return fabsf(__bfloat162float(x)); }
+
+// Zeroes the maxima a launch is about to take, unless the update is skipped: they then keep
+// describing the weights, which stay as they were.
+__global__ void zero_amax(Batch b, const float* __restrict__ found_inf) {
+  if (found_inf != nullptr && *found_inf != 0.0f) return;
+  if (threadIdx.x < b.count && b.amax[threadIdx.x] != nullptr) *b.amax[threadIdx.x] = 0.0f;
+}
+
 __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, const float* __restrict__ step,
                                                          const float* __restrict__ found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
@@ -55,6 +81,8 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
   float* __restrict__ v = b.v[t];
   const __nv_bfloat16* __restrict__ g = b.g[t];
   __nv_bfloat16* __restrict__ out = b.out[t];
+  float* amax = out != nullptr ? b.amax[t] : nullptr;
+  float m_out = 0.0f;  // the largest |out| this thread wrote
   const bool aligned = ((reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(m) |
                          reinterpret_cast<uintptr_t>(v)) % 16 == 0) &&
                        ((reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(out)) % 8 == 0);
@@ -76,9 +104,11 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
       *reinterpret_cast<float4*>(v + i) = vv;
       if (out != nullptr) {
         uint2 o;
-        *reinterpret_cast<__nv_bfloat162*>(&o.x) = __floats2bfloat162_rn(pv.x, pv.y);
-        *reinterpret_cast<__nv_bfloat162*>(&o.y) = __floats2bfloat162_rn(pv.z, pv.w);
+        const __nv_bfloat162 o01 = __floats2bfloat162_rn(pv.x, pv.y), o23 = __floats2bfloat162_rn(pv.z, pv.w);
+        *reinterpret_cast<__nv_bfloat162*>(&o.x) = o01;
+        *reinterpret_cast<__nv_bfloat162*>(&o.y) = o23;
         *reinterpret_cast<uint2*>(out + i) = o;
+        m_out = fmaxf(m_out, fmaxf(fmaxf(abs_bf16(o01.x), abs_bf16(o01.y)), fmaxf(abs_bf16(o23.x), abs_bf16(o23.y))));
       }
     }
     // The tail (end - begin not a multiple of 4 here): element by element below.
@@ -87,17 +117,25 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
         float pj = p[j], mj = m[j], vj = v[j];
         update(pj, mj, vj, to_f32(g[j]), s, step_size, bc2_sqrt);
         p[j] = pj, m[j] = mj, v[j] = vj;
-        if (out != nullptr) out[j] = __float2bfloat16(pj);
+        if (out != nullptr) {
+          out[j] = __float2bfloat16(pj);
+          m_out = fmaxf(m_out, abs_bf16(out[j]));
+        }
       }
     }
+    if (amax != nullptr) block_amax(m_out, amax);
     return;
   }
   for (int64_t j = begin + threadIdx.x; j < end; j += kThreads) {
     float pj = p[j], mj = m[j], vj = v[j];
     update(pj, mj, vj, to_f32(g[j]), s, step_size, bc2_sqrt);
     p[j] = pj, m[j] = mj, v[j] = vj;
-    if (out != nullptr) out[j] = __float2bfloat16(pj);
+    if (out != nullptr) {
+      out[j] = __float2bfloat16(pj);
+      m_out = fmaxf(m_out, abs_bf16(out[j]));
+    }
   }
+  if (amax != nullptr) block_amax(m_out, amax);
 }
 
 }  // namespace
@@ -109,6 +147,7 @@ const char* adamw_bf16_grads(const AdamWTensor* tensors, int64_t count, float lr
   for (int64_t first = 0; first < count; first += kAdamWMaxTensors) {
     Batch b{};
     b.count = 0;
+    bool wants_amax = false;
     int64_t blocks = 0;
     for (int64_t k = first; k < count && k < first + kAdamWMaxTensors; ++k) {
       const AdamWTensor& t = tensors[k];
@@ -117,12 +156,15 @@ const char* adamw_bf16_grads(const AdamWTensor* tensors, int64_t count, float lr
       b.p[c] = t.p, b.m[c] = t.m, b.v[c] = t.v;
       b.g[c] = static_cast<const __nv_bfloat16*>(t.g);
       b.out[c] = static_cast<__nv_bfloat16*>(t.out);
+      b.amax[c] = t.out != nullptr ? t.amax : nullptr;
+      wants_amax = wants_amax || b.amax[c] != nullptr;
       b.n[c] = t.n;
       b.block_start[c] = blocks;
       blocks += (t.n + kChunk - 1) / kChunk;
     }
     if (b.count == 0) continue;
     b.block_start[b.count] = blocks;
+    if (wants_amax) zero_amax<<<1, kAdamWMaxTensors, 0, static_cast<cudaStream_t>(stream)>>>(b, found_inf);
     adamw_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(b, s, step,
                                                                                                      found_inf);
     if (const char* e = detail::launch_error()) return e;

@@ -37,8 +37,10 @@ const char* copy_rows(Dtype dtype, const void* x, int64_t x_token_stride, void* 
 
 // AdamW (ATen's fused AdamW math, fp32) over fp32 weights p and moments m, v with bf16 gradients
 // g, read as they are and multiplied by grad_scale; out (optional, bf16) receives the updated
-// weight rounded to bf16. step and found_inf are fp32 scalars on the device (found_inf optional:
-// non-zero skips the update). Up to kAdamWMaxTensors tensors per launch.
+// weight rounded to bf16, and amax (optional, with out; an fp32 scalar) the largest |out|, as
+// FP8 quantization of out would measure it (the launch zeroes it first; a skipped update leaves it
+// as it was, as it leaves out). step and found_inf are fp32 scalars on the device (found_inf
+// optional: non-zero skips the update). Up to kAdamWMaxTensors tensors per launch.
 inline constexpr int kAdamWMaxTensors = 32;
 struct AdamWTensor {
   float* p;
@@ -46,11 +48,20 @@ struct AdamWTensor {
   float* v;
   const void* g;
   void* out;
+  float* amax;
   int64_t n;
 };
 const char* adamw_bf16_grads(const AdamWTensor* tensors, int64_t count, float lr, float beta1, float beta2, float eps,
                              float weight_decay, float grad_scale, const float* step, const float* found_inf,
                              void* stream);
+
+// Sum of squares over count bf16 tensors (sizes[k] elements at tensors[k]) into the fp32 scalar
+// *out, fp32 within a block's chunk and fp64 across chunks, in an order fixed by the sizes alone
+// (the same bits every run). partials: sum_squares_partials(sizes, count) fp32 of scratch.
+inline constexpr int kSumSquaresMaxTensors = 64;
+int64_t sum_squares_partials(const int64_t* sizes, int64_t count);
+const char* sum_squares_bf16(const void* const* tensors, const int64_t* sizes, int64_t count, float* partials,
+                             float* out, void* stream);
 
 // SwiGLU gate: y = silu(a) * b over n elements; backward da = dy * b * silu'(a), db = dy * silu(a).
 const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, int64_t n, void* stream);
