@@ -8,7 +8,9 @@ Each case draws documents the way bench/gpu/make_packed.py does (lengths log-uni
 cuDNN builds a graph per shape key; the 'fixed' variant pads cu_seqlens with empty segments to a fixed
 count and passes max_seqlen = seq_len, so one graph serves every call. '_packs' variants run one causal
 sequence per pack on both kernels (the kernels' speed without segments); 'cudnn_forward_only' the
-forward alone. Prints one JSON line per (case, kernel), each run in a process of its own: milliseconds
+forward alone; 'cudnn_docmask' cuDNN's dense entry on one causal sequence per pack with the documents
+kept apart by an additive [packs, 1, S, S] bf16 bias (-inf across documents, '_finite': -1e4), whose
+rows also report the bias's own build time and the peak memory. Prints one JSON line per (case, kernel), each run in a process of its own: milliseconds
 per call (host included, synchronised), TFLOP/s of the causal attention done, and the largest
 difference from FlashAttention-2 on the same segments in the output and the three gradients.
 

@@ -164,25 +164,25 @@ TEST_CASE("the optimizer publishes its bf16 matrices' maxima for fp8_linear, and
   opt.publish_weight_amax();
   w.mutable_grad() = torch::randn({48, 64}, bf16);
   b.mutable_grad() = torch::randn({48}, bf16);
-  CHECK(!loom::fp8_published_weight_amax(w).defined());
+  CHECK(!loom::fp8_published_amax(w).defined());
   opt.step(1e-2);
   opt.settle();
-  const torch::Tensor a = loom::fp8_published_weight_amax(w);
+  const torch::Tensor a = loom::fp8_published_amax(w);
   REQUIRE(a.defined());
   CHECK(a.item<float>() == w.detach().abs().max().to(torch::kFloat32).item<float>());
-  CHECK(!loom::fp8_published_weight_amax(b).defined());  // a vector never runs in FP8
+  CHECK(!loom::fp8_published_amax(b).defined());  // a vector never runs in FP8
   {
     torch::NoGradGuard no_grad;
     w.add_(1.0);  // an in-place write through ATen: the published value no longer holds
   }
-  CHECK(!loom::fp8_published_weight_amax(w).defined());
+  CHECK(!loom::fp8_published_amax(w).defined());
   w.mutable_grad() = torch::randn({48, 64}, bf16);
   b.mutable_grad() = torch::randn({48}, bf16);
   opt.step(1e-2);
   opt.settle();
-  REQUIRE(loom::fp8_published_weight_amax(w).defined());
+  REQUIRE(loom::fp8_published_amax(w).defined());
   opt.load_state(opt.state(), "the test's own state");
-  CHECK(!loom::fp8_published_weight_amax(w).defined());
+  CHECK(!loom::fp8_published_amax(w).defined());
 }
 
 TEST_CASE("global_grad_norm equals the fp64 norm over bf16 and fp32 gradients") {

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "fp8_linear.h"
+#include "fused_ops.h"
 #include "gpu_util.h"
 #include "model.h"
 
@@ -130,18 +131,133 @@ TEST_CASE("FP8 linear uses a weight's published maximum while the weight is unch
   };
   const torch::Tensor ref = forward();
   const torch::Tensor true_amax = w.abs().max().to(torch::kFloat32);
-  loom::fp8_publish_weight_amax(w, true_amax);
+  loom::fp8_publish_amax(w, true_amax);
   CHECK(torch::equal(forward(), ref));  // the same scale, measured elsewhere
   // Proof that the published value is the one used. Not a power of two: scaling by one moves only
   // the exponents, and every weight would round to the same product.
-  loom::fp8_publish_weight_amax(w, true_amax * 3);
+  loom::fp8_publish_amax(w, true_amax * 3);
   CHECK(!torch::equal(forward(), ref));
   w.mul_(1.0);                           // an in-place write: the published value is stale
-  CHECK(!loom::fp8_published_weight_amax(w).defined());
+  CHECK(!loom::fp8_published_amax(w).defined());
   CHECK(torch::equal(forward(), ref));
-  loom::fp8_publish_weight_amax(w, true_amax * 3);
-  loom::fp8_forget_weight_amax(w);
+  loom::fp8_publish_amax(w, true_amax * 3);
+  loom::fp8_forget_amax(w);
   CHECK(torch::equal(forward(), ref));
+}
+
+TEST_CASE("a published maximum dies with its tensor") {
+  require_fp8();
+  const auto opt = torch::TensorOptions().device(cuda());
+  const torch::Tensor amax = torch::ones({}, opt);
+  for (int k = 0; k < 3000; ++k) {  // past the registry's first sweep
+    const torch::Tensor t = torch::empty({16}, opt);
+    loom::fp8_publish_amax(t, amax);
+    REQUIRE(loom::fp8_published_amax(t).defined());
+  }
+  // A new tensor, whether or not it lands where a dead one lived, has no maximum.
+  CHECK(!loom::fp8_published_amax(torch::empty({16}, opt)).defined());
+  CHECK(amax.use_count() < 2000);  // entries of dead tensors are swept, not kept one per tensor
+}
+
+namespace {
+
+// Identity whose backward keeps the gradient autograd hands it: the tensor an FP8 linear's
+// backward would receive in its place.
+struct Probe : torch::autograd::Function<Probe> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x) { return x.clone(); }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    received().push_back(grads[0]);
+    return {grads[0]};
+  }
+  static std::vector<torch::Tensor>& received() {
+    static std::vector<torch::Tensor> r;
+    return r;
+  }
+};
+
+// The published maximum of t, which must equal max |t| exactly.
+void check_published(const torch::Tensor& t) {
+  const torch::Tensor a = loom::fp8_published_amax(t);
+  REQUIRE(a.defined());
+  CHECK(a.item<float>() == t.abs().max().to(torch::kFloat32).item<float>());
+}
+
+}  // namespace
+
+TEST_CASE("fused RMSNorm and SwiGLU publish the maxima of what they make, as stored") {
+  torch::manual_seed(85);
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat32}) {
+    const auto opt = torch::TensorOptions().device(cuda()).dtype(dtype);
+    const torch::Tensor x = torch::randn({3, 37, 256}, opt) * 5, w = torch::randn({256}, opt);
+    const torch::Tensor y = loom::fused_rmsnorm(x, w, 1e-5, /*publish_fp8_amax=*/true);
+    check_published(y);
+    CHECK(torch::equal(y, loom::fused_rmsnorm(x, w, 1e-5)));
+    CHECK(!loom::fp8_published_amax(loom::fused_rmsnorm(x, w, 1e-5)).defined());
+    // bf16 of 8-multiple size takes the 16-byte kernels; 5 x 333 and fp32 the scalar ones.
+    for (const int64_t cols : {int64_t{512}, int64_t{333}}) {
+      const torch::Tensor a0 = (torch::randn({5, cols}, opt) * 4).requires_grad_(true);
+      const torch::Tensor b0 = (torch::randn({5, cols}, opt) * 4).requires_grad_(true);
+      Probe::received().clear();
+      const torch::Tensor g = loom::fused_swiglu(Probe::apply(a0), Probe::apply(b0), /*publish_fp8_amax=*/true);
+      check_published(g);
+      g.backward(torch::randn_like(g) * 100);
+      REQUIRE(Probe::received().size() == 2);
+      for (const auto& grad : Probe::received()) check_published(grad);
+      Probe::received().clear();
+    }
+  }
+}
+
+TEST_CASE("fused QKV rotary publishes the maximum of the fused gradient it hands back") {
+  torch::manual_seed(87);
+  const int64_t B = 2, T = 24, H = 4, K = 2;
+  // D 128 (bf16: 16-byte rotation and copy), 10 (element-wise rotation, 4-byte copy); v's gradient
+  // present or not (then zeros).
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat32})
+    for (const int64_t D : {int64_t{128}, int64_t{10}})
+      for (const bool use_v : {true, false}) {
+        INFO("dtype " << dtype << " D " << D << " v used " << use_v);
+        const auto opt = torch::TensorOptions().device(cuda()).dtype(dtype);
+        const auto f32 = torch::TensorOptions().device(cuda()).dtype(torch::kFloat32);
+        const torch::Tensor angle = torch::rand({B, T, D / 2}, f32) * 6.3;
+        const torch::Tensor x = (torch::randn({B, T, (H + 2 * K) * D}, opt)).requires_grad_(true);
+        Probe::received().clear();
+        const std::vector<torch::Tensor> r =
+            loom::fused_qkv_rotary(Probe::apply(x), H, K, angle.cos(), angle.sin(), /*publish_fp8_amax=*/true);
+        torch::Tensor loss = (r[0].to(torch::kFloat32) * 3).sum() + (r[1].to(torch::kFloat32) * -2).sum();
+        if (use_v) loss = loss + (r[2].to(torch::kFloat32) * torch::randn(r[2].sizes(), f32) * 50).sum();
+        loss.backward();
+        REQUIRE(Probe::received().size() == 1);
+        check_published(Probe::received()[0]);
+        Probe::received().clear();
+      }
+}
+
+TEST_CASE("an FP8 MLP fed published maxima equals one that measures them itself, bit for bit") {
+  require_fp8();
+  torch::manual_seed(86);
+  const auto bf16 = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+  const torch::Tensor x0 = torch::randn({2, 128, 128}, bf16), nw0 = torch::rand({128}, bf16) + 0.5;
+  const torch::Tensor w10 = torch::randn({256, 128}, bf16) * 0.1, w20 = torch::randn({256, 128}, bf16) * 0.1;
+  const torch::Tensor w30 = torch::randn({128, 256}, bf16) * 0.1, up = torch::randn({2, 128, 128}, bf16);
+  const auto run_mlp = [&](bool publish) {
+    std::vector<torch::Tensor> leaves;
+    for (const auto& t : {x0, nw0, w10, w20, w30}) leaves.push_back(t.clone().requires_grad_(true));
+    const torch::Tensor h = loom::fused_rmsnorm(leaves[0], leaves[1], 1e-5, publish);
+    CHECK(loom::fp8_published_amax(h).defined() == publish);
+    const std::vector<torch::Tensor> gu = loom::fp8_linear_pair(h, leaves[2], leaves[3]);
+    const torch::Tensor y = loom::fp8_linear(loom::fused_swiglu(gu[0], gu[1], publish), leaves[4], {});
+    (y.to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+    std::vector<torch::Tensor> out{y.detach()};
+    for (const auto& l : leaves) out.push_back(l.grad());
+    return out;
+  };
+  const auto published = run_mlp(true), measured = run_mlp(false);
+  for (size_t i = 0; i < published.size(); ++i) {
+    INFO("output " << i << " (y, then the gradients of x, the norm's weight, w1, w2, w3)");
+    CHECK(torch::equal(published[i], measured[i]));
+  }
 }
 
 TEST_CASE("FP8 linear scales stay finite on a planted large activation and on zeros") {

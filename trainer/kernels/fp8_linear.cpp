@@ -53,30 +53,46 @@ bool fp8_linear_applies(const torch::Tensor& x, const torch::Tensor& weight) {
 namespace {
 
 struct PublishedAmax {
-  torch::Tensor weight;  // held, so that its TensorImpl (the key) cannot be reused by another tensor
+  // Weak: an activation's entry must not keep it alive; and a dead tensor's address, reused by a
+  // new one, no longer matches.
+  c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
   int64_t version = 0;
   torch::Tensor amax;
 };
 
-std::unordered_map<const c10::TensorImpl*, PublishedAmax>& published() {
-  static std::unordered_map<const c10::TensorImpl*, PublishedAmax> map;
-  return map;
+struct Registry {
+  std::unordered_map<const c10::TensorImpl*, PublishedAmax> map;
+  size_t sweep_at = 1024;  // entries of dead tensors are dropped when the map grows past this
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
 }
 
 }  // namespace
 
-void fp8_publish_weight_amax(const torch::Tensor& weight, const torch::Tensor& amax) {
-  LOOM_ASSERT(amax.defined() && amax.numel() == 1 && amax.scalar_type() == torch::kFloat32 &&
-                  amax.device() == weight.device(),
-              "fp8_publish_weight_amax: amax must be one fp32 value on the weight's device");
-  published()[weight.unsafeGetTensorImpl()] = PublishedAmax{weight, static_cast<int64_t>(weight._version()), amax};
+void fp8_publish_amax(const torch::Tensor& t, const torch::Tensor& amax) {
+  LOOM_ASSERT(amax.defined() && amax.numel() == 1 && amax.scalar_type() == torch::kFloat32 && amax.device() == t.device(),
+              "fp8_publish_amax: amax must be one fp32 value on the tensor's device");
+  Registry& r = registry();
+  r.map.insert_or_assign(t.unsafeGetTensorImpl(),
+                         PublishedAmax{c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()),
+                                       static_cast<int64_t>(t._version()), amax});
+  if (r.map.size() > r.sweep_at) {
+    for (auto it = r.map.begin(); it != r.map.end();) it = it->second.tensor.expired() ? r.map.erase(it) : std::next(it);
+    r.sweep_at = 2 * r.map.size() + 1024;
+  }
 }
 
-void fp8_forget_weight_amax(const torch::Tensor& weight) { published().erase(weight.unsafeGetTensorImpl()); }
+void fp8_forget_amax(const torch::Tensor& t) { registry().map.erase(t.unsafeGetTensorImpl()); }
 
-torch::Tensor fp8_published_weight_amax(const torch::Tensor& weight) {
-  const auto it = published().find(weight.unsafeGetTensorImpl());
-  if (it == published().end() || it->second.version != static_cast<int64_t>(weight._version())) return {};
+torch::Tensor fp8_published_amax(const torch::Tensor& t) {
+  Registry& r = registry();
+  const auto it = r.map.find(t.unsafeGetTensorImpl());
+  if (it == r.map.end()) return {};
+  const c10::intrusive_ptr<c10::TensorImpl> alive = it->second.tensor.lock();
+  if (alive.get() != t.unsafeGetTensorImpl() || it->second.version != static_cast<int64_t>(t._version())) return {};
   return it->second.amax;
 }
 
@@ -139,20 +155,22 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
 // bytes twice more (amax and values).
 torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& weight, const torch::Tensor& bias,
                            Quantized* qw_t) {
-  const torch::Tensor w = weight.contiguous();
-  Quantized qw = quantize(w, cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true,
-                          w.is_same(weight) ? fp8_published_weight_amax(weight) : torch::Tensor());
+  Quantized qw = quantize(weight.contiguous(), cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true,
+                          fp8_published_amax(weight));
   torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
   qw.q = torch::Tensor();  // the forward's layout is not kept
   *qw_t = std::move(qw);
   return y;
 }
 
-// One linear's backward GEMMs from dy [rows, N]: {dx [rows, K], dW [N, K]}.
-std::pair<torch::Tensor, torch::Tensor> backward_gemms(const torch::Tensor& dy, const torch::Tensor& qw_t,
+// One linear's backward GEMMs from its output's gradient as autograd hands it over: {dx [rows, K],
+// dW [N, K]}.
+std::pair<torch::Tensor, torch::Tensor> backward_gemms(const torch::Tensor& grad, const torch::Tensor& qw_t,
                                                        const torch::Tensor& scale_w, const torch::Tensor& qx_t,
                                                        const torch::Tensor& scale_x) {
-  const Quantized qdy = quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true);
+  const torch::Tensor dy = grad.reshape({-1, qw_t.size(1)}).contiguous();
+  const Quantized qdy =
+      quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true, fp8_published_amax(grad));
   return {scaled_mm(qdy.q, qw_t.t(), qdy.scale, scale_w, {}, /*fast_accum=*/false),
           scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false)};
 }
@@ -160,7 +178,7 @@ std::pair<torch::Tensor, torch::Tensor> backward_gemms(const torch::Tensor& dy, 
 // x [..., K] -> [rows, K], quantized in both layouts (the backward keeps the transposed one).
 Quantized quantize_input(const torch::Tensor& x) {
   return quantize(x.reshape({-1, x.size(-1)}).contiguous(), cuda::Fp8Format::kE4M3, /*row_major=*/true,
-                  /*transposed=*/true);
+                  /*transposed=*/true, fp8_published_amax(x));
 }
 
 // y viewed as x's leading dims and n outputs.
@@ -184,10 +202,12 @@ torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const to
 variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
   const variable_list saved = ctx->get_saved_variables();
   const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &qw_t = saved[2], &scale_w = saved[3];
-  const torch::Tensor dy = grads[0].reshape({-1, qw_t.size(1)}).contiguous();
-  const auto [dx, dw] = backward_gemms(dy, qw_t, scale_w, qx_t, scale_x);
+  const auto [dx, dw] = backward_gemms(grads[0], qw_t, scale_w, qx_t, scale_x);
   variable_list out{dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw};
-  if (with_bias) out.push_back(dy.sum(0, /*keepdim=*/false, torch::kFloat32).to(dy.scalar_type()));
+  if (with_bias) {
+    const torch::Tensor dy = grads[0].reshape({-1, qw_t.size(1)});
+    out.push_back(dy.sum(0, /*keepdim=*/false, torch::kFloat32).to(dy.scalar_type()));
+  }
   return out;
 }
 
@@ -239,8 +259,7 @@ class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
         dws.emplace_back();
         continue;
       }
-      const torch::Tensor dy = grads[i].reshape({-1, qw_t.size(1)}).contiguous();
-      auto [dxi, dwi] = backward_gemms(dy, qw_t, scale_w, qx_t, scale_x);
+      auto [dxi, dwi] = backward_gemms(grads[i], qw_t, scale_w, qx_t, scale_x);
       dx = dx.defined() ? dx.add_(dxi) : dxi;
       dws.push_back(dwi);
     }

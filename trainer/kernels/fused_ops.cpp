@@ -1,6 +1,7 @@
 #include "fused_ops.h"
 
 #include "cpu_kernels.h"
+#include "fp8_linear.h"
 #include "loom/error.h"
 #include "qkv_layout.h"
 
@@ -63,18 +64,29 @@ void check_launch(const char* error, const char* kernel) {
   LOOM_CHECK(error == nullptr, "CUDA kernel ", kernel, " failed to launch: ", error);
 }
 
+// An fp32 scalar for a kernel's optional amax output, or undefined when none is wanted.
+torch::Tensor amax_for(bool wanted, const torch::Tensor& like) {
+  return wanted ? torch::empty({}, like.options().dtype(torch::kFloat32)) : torch::Tensor();
+}
+float* ptr(const torch::Tensor& amax) { return amax.defined() ? amax.data_ptr<float>() : nullptr; }
+void publish(const torch::Tensor& t, const torch::Tensor& amax) {
+  if (amax.defined()) fp8_publish_amax(t, amax);
+}
+
 class RMSNormFn : public torch::autograd::Function<RMSNormFn> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& weight,
-                               double eps) {
+                               double eps, bool publish_fp8_amax) {
     const torch::Tensor x = x_in.contiguous();
     const int64_t C = x.size(-1), rows = x.numel() / C;
     torch::Tensor y = torch::empty_like(x);
     torch::Tensor rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
     const torch::Tensor w = weight.contiguous();
+    const torch::Tensor amax = amax_for(publish_fp8_amax, x);
     check_launch(cuda::rmsnorm_forward(to_cuda(x), x.data_ptr(), w.data_ptr(), y.data_ptr(), rstd.data_ptr<float>(),
-                                       rows, C, static_cast<float>(eps), stream()),
+                                       rows, C, static_cast<float>(eps), ptr(amax), stream()),
                  "rmsnorm_forward");
+    publish(y, amax);
     ctx->save_for_backward({x, w, rstd});
     return y;
   }
@@ -89,7 +101,7 @@ class RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     check_launch(cuda::rmsnorm_backward(to_cuda(x), dy.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(),
                                         dx.data_ptr(), dw_partial.data_ptr<float>(), rows, C, stream()),
                  "rmsnorm_backward");
-    return {dx, dw_partial.sum(0).to(w.scalar_type()), {}};
+    return {dx, dw_partial.sum(0).to(w.scalar_type()), {}, {}};
   }
 };
 
@@ -117,7 +129,7 @@ class RotaryFn : public torch::autograd::Function<RotaryFn> {
     const int64_t token_stride = strided ? x_in.stride(-3) : heads * D;
     torch::Tensor y = torch::empty(x_in.sizes(), x_in.options());
     check_launch(cuda::rotary(to_cuda(x), x.data_ptr(), token_stride, cos.data_ptr<float>(), sin.data_ptr<float>(),
-                              y.data_ptr(), heads * D, tokens, heads, D, inverse, stream()),
+                              y.data_ptr(), heads * D, tokens, heads, D, inverse, nullptr, stream()),
                  "rotary");
     return y;
   }
@@ -128,22 +140,24 @@ class RotaryFn : public torch::autograd::Function<RotaryFn> {
 class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& qkv, const torch::Tensor& cos,
-                               const torch::Tensor& sin, int64_t H, int64_t K) {
+                               const torch::Tensor& sin, int64_t H, int64_t K, bool publish_fp8_amax) {
     const QkvLayout l(qkv.sizes().vec(), H, K);
     const int64_t W = l.W, D = l.D, tokens = l.tokens;
     torch::Tensor q = torch::empty(l.head_sizes(H), qkv.options()), k = torch::empty(l.head_sizes(K), qkv.options());
     char* base = static_cast<char*>(qkv.data_ptr());
     const int64_t es = qkv.element_size();
     check_launch(cuda::rotary(to_cuda(qkv), base, W, cos.data_ptr<float>(), sin.data_ptr<float>(), q.data_ptr(), H * D,
-                              tokens, H, D, false, stream()),
+                              tokens, H, D, false, nullptr, stream()),
                  "rotary");
     check_launch(cuda::rotary(to_cuda(qkv), base + H * D * es, W, cos.data_ptr<float>(), sin.data_ptr<float>(),
-                              k.data_ptr(), K * D, tokens, K, D, false, stream()),
+                              k.data_ptr(), K * D, tokens, K, D, false, nullptr, stream()),
                  "rotary");
     torch::Tensor v = torch::empty(l.head_sizes(K), qkv.options());
-    check_launch(cuda::copy_rows(to_cuda(qkv), base + (H + K) * D * es, W, v.data_ptr(), K * D, tokens, K * D, stream()),
+    check_launch(cuda::copy_rows(to_cuda(qkv), base + (H + K) * D * es, W, v.data_ptr(), K * D, tokens, K * D, nullptr,
+                                 stream()),
                  "copy_rows");
     ctx->save_for_backward({cos, sin});
+    ctx->saved_data["publish_fp8_amax"] = publish_fp8_amax;
     l.save(ctx);
     return {q, k, v};
   }
@@ -153,6 +167,10 @@ class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
     const int64_t H = l.H, K = l.K, W = l.W, D = l.D, tokens = l.tokens;
     const torch::Tensor& any = grads[0].defined() ? grads[0] : grads[1].defined() ? grads[1] : grads[2];
     torch::Tensor dqkv = torch::empty(l.qkv_sizes, any.options());
+    // The three pieces fold their maxima into one (zeroed here: the kernels do not).
+    const torch::Tensor amax = ctx->saved_data["publish_fp8_amax"].toBool()
+                                   ? torch::zeros({}, any.options().dtype(torch::kFloat32))
+                                   : torch::Tensor();
     const int64_t es = dqkv.element_size();
     char* base = static_cast<char*>(dqkv.data_ptr());
     const auto rotate_back = [&](const torch::Tensor& g, int64_t offset, int64_t heads) {
@@ -162,7 +180,7 @@ class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
       }
       const torch::Tensor gc = g.contiguous();
       check_launch(cuda::rotary(to_cuda(gc), gc.data_ptr(), heads * D, s[0].data_ptr<float>(), s[1].data_ptr<float>(),
-                                base + offset * es, W, tokens, heads, D, true, stream()),
+                                base + offset * es, W, tokens, heads, D, true, ptr(amax), stream()),
                    "rotary");
     };
     rotate_back(grads[0], 0, H);
@@ -172,50 +190,61 @@ class QkvRotaryFn : public torch::autograd::Function<QkvRotaryFn> {
       LOOM_ASSERT(gv.scalar_type() == dqkv.scalar_type(), "QKV rotary backward: v's gradient is ", gv.scalar_type(),
                   ", q's and k's ", dqkv.scalar_type());
       check_launch(cuda::copy_rows(to_cuda(gv), gv.data_ptr(), K * D, base + (H + K) * D * es, W, tokens, K * D,
-                                   stream()),
+                                   ptr(amax), stream()),
                    "copy_rows");
     } else {
       dqkv.narrow(-1, (H + K) * D, K * D).zero_();
     }
-    return {dqkv, {}, {}, {}, {}};
+    publish(dqkv, amax);
+    return {dqkv, {}, {}, {}, {}, {}};
   }
 };
 
 class SwiGLUFn : public torch::autograd::Function<SwiGLUFn> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a_in, const torch::Tensor& b_in) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a_in, const torch::Tensor& b_in,
+                               bool publish_fp8_amax) {
     const torch::Tensor a = a_in.contiguous(), b = b_in.contiguous();
     torch::Tensor y = torch::empty_like(a);
-    check_launch(cuda::swiglu_forward(to_cuda(a), a.data_ptr(), b.data_ptr(), y.data_ptr(), a.numel(), stream()),
+    const torch::Tensor amax = amax_for(publish_fp8_amax, a);
+    check_launch(cuda::swiglu_forward(to_cuda(a), a.data_ptr(), b.data_ptr(), y.data_ptr(), a.numel(), ptr(amax),
+                                      stream()),
                  "swiglu_forward");
+    publish(y, amax);
     ctx->save_for_backward({a, b});
+    ctx->saved_data["publish_fp8_amax"] = publish_fp8_amax;
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list s = ctx->get_saved_variables();
     const torch::Tensor dy = grads[0].contiguous();
     torch::Tensor da = torch::empty_like(s[0]), db = torch::empty_like(s[1]);
+    const bool wanted = ctx->saved_data["publish_fp8_amax"].toBool();
+    const torch::Tensor amax_da = amax_for(wanted, da), amax_db = amax_for(wanted, db);
     check_launch(cuda::swiglu_backward(to_cuda(s[0]), dy.data_ptr(), s[0].data_ptr(), s[1].data_ptr(), da.data_ptr(),
-                                       db.data_ptr(), s[0].numel(), stream()),
+                                       db.data_ptr(), s[0].numel(), ptr(amax_da), ptr(amax_db), stream()),
                  "swiglu_backward");
-    return {da, db};
+    publish(da, amax_da);
+    publish(db, amax_db);
+    return {da, db, {}};
   }
 };
 
 }  // namespace
 #endif
 
-torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, bool publish_fp8_amax) {
   LOOM_CHECK(weight.dim() == 1 && x.size(-1) == weight.size(0), "RMSNorm weight ", weight.sizes(),
              " does not match input ", x.sizes());
 #ifdef LOOM_CUDA_KERNELS
   const int64_t C = x.size(-1);
   if (x.is_cuda() && kernel_dtype(x) && weight.scalar_type() == x.scalar_type() && C % 8 == 0 && C <= 12288 &&
       x.numel() > 0) {
-    return RMSNormFn::apply(x, weight, eps);
+    return RMSNormFn::apply(x, weight, eps, publish_fp8_amax);
   }
 #endif
   if (cpu_fused_applies(x) && cpu_fused_applies(weight)) return cpu::rmsnorm(x, weight, eps);
+  (void)publish_fp8_amax;  // nothing to publish: no FP8 matmul reads a CPU tensor
   return rmsnorm_reference(x, weight, eps);
 }
 
@@ -243,7 +272,7 @@ bool fused_qkv_rotary_applies(const torch::Tensor& qkv) {
 }
 
 std::vector<torch::Tensor> fused_qkv_rotary(const torch::Tensor& qkv, int64_t H, int64_t K, const torch::Tensor& cos,
-                                            const torch::Tensor& sin) {
+                                            const torch::Tensor& sin, bool publish_fp8_amax) {
   LOOM_CHECK(H > 0 && K > 0 && qkv.dim() >= 2 && qkv.size(-1) % (H + 2 * K) == 0 &&
                  (qkv.size(-1) / (H + 2 * K)) % 2 == 0,
              "fused QKV needs qkv [..., (H + 2K) D] with even D, got ", qkv.sizes(), " for H = ", H, ", K = ", K);
@@ -255,19 +284,22 @@ std::vector<torch::Tensor> fused_qkv_rotary(const torch::Tensor& qkv, int64_t H,
               qkv.device());
   if (qkv.is_cpu()) return cpu::qkv_rotary(qkv, H, K, cos, sin);
 #ifdef LOOM_CUDA_KERNELS
-  return QkvRotaryFn::apply(qkv, cos.to(torch::kFloat32).contiguous(), sin.to(torch::kFloat32).contiguous(), H, K);
+  return QkvRotaryFn::apply(qkv, cos.to(torch::kFloat32).contiguous(), sin.to(torch::kFloat32).contiguous(), H, K,
+                            publish_fp8_amax);
 #else
+  (void)publish_fp8_amax;
   LOOM_ASSERT(false, "fused_qkv_rotary: no kernel for ", qkv.device());
   return {};
 #endif
 }
 
-torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b) {
+torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b, bool publish_fp8_amax) {
   LOOM_CHECK(a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type(), "SwiGLU needs a and b of one shape and dtype, got ",
              a.sizes(), " ", a.scalar_type(), " and ", b.sizes(), " ", b.scalar_type());
 #ifdef LOOM_CUDA_KERNELS
-  if (a.is_cuda() && kernel_dtype(a)) return SwiGLUFn::apply(a, b);
+  if (a.is_cuda() && kernel_dtype(a)) return SwiGLUFn::apply(a, b, publish_fp8_amax);
 #endif
+  (void)publish_fp8_amax;  // nothing to publish: no FP8 matmul reads a CPU tensor
   if (cpu_fused_applies(a) && cpu_fused_applies(b)) return cpu::swiglu(a, b);
   return swiglu_reference(a, b);
 }

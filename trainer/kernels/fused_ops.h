@@ -22,10 +22,17 @@ bool fused_kernels_available();
 // Whether t takes the CPU kernels (trainer/kernels/cpu_kernels.h): a CPU fp32 tensor.
 bool cpu_fused_applies(const torch::Tensor& t);
 
+// publish_fp8_amax (RMSNorm, SwiGLU, QKV rotary): where the CUDA kernel runs, it also measures
+// the absolute maximum of each tensor it makes for an FP8 linear (the output; the SwiGLU
+// backward's da and db; the QKV rotary backward's fused gradient) and publishes it for that linear
+// (fp8_publish_amax, fp8_linear.h), which then skips its own pass over it. The results are the
+// same bits either way.
+
 // RMSNorm over the last dim C: weight * x / sqrt(mean(x^2) + eps), fp32 inside, result in x's
 // dtype. Fused on CUDA when x and weight share a dtype (bf16 or fp32), C % 8 == 0 and C <= 12288;
 // on CPU when both are fp32.
-torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
+                            bool publish_fp8_amax = false);
 torch::Tensor rmsnorm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 // Rotary embedding in the rotate-half layout for x [..., N, D] (N heads) and angle tables
@@ -40,13 +47,14 @@ torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos,
 // with cos, sin [..., D/2] as fused_rotary's. Its backward writes the three gradients straight into
 // one [..., (H + 2K) D] tensor; autograd's narrow-backward zero-fills a full-size tensor per slice
 // and adds them up (8 ms of a 1b step on an H200). Callers check fused_qkv_rotary_applies first.
+// publish_fp8_amax: the backward publishes that gradient's maximum (qkv comes from an FP8 linear).
 bool fused_qkv_rotary_applies(const torch::Tensor& qkv);
 std::vector<torch::Tensor> fused_qkv_rotary(const torch::Tensor& qkv, int64_t H, int64_t K, const torch::Tensor& cos,
-                                            const torch::Tensor& sin);
+                                            const torch::Tensor& sin, bool publish_fp8_amax = false);
 
 // The SwiGLU gate silu(a) * b for a, b of one shape and dtype (w1 x and w2 x of the MLP). Fused on
 // CUDA for bf16 and fp32, on CPU for fp32.
-torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b);
+torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b, bool publish_fp8_amax = false);
 torch::Tensor swiglu_reference(const torch::Tensor& a, const torch::Tensor& b);
 
 // Cross entropy of a chunk of bf16 logits [n, V] in one kernel: writes loss [n] and lse [n]

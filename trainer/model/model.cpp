@@ -90,7 +90,7 @@ RMSNormImpl::RMSNormImpl(const RMSNormOptions& o, const torch::TensorOptions& t)
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   // CUDA, and CPU fp32: one fused pass (fused_ops.h), same math with a single rounding.
   if (((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x)) && x.scalar_type() == weight.scalar_type()) {
-    return fused_rmsnorm(x, weight, o_.eps);
+    return fused_rmsnorm(x, weight, o_.eps, feeds_fp8);
   }
   const torch::Tensor xf = x.to(torch::kFloat32);
   const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + o_.eps);
@@ -127,7 +127,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const PackedContext
     // the QKV gradient in one piece.
     const int64_t half = D / 2;
     const std::vector<torch::Tensor> r = fused_qkv_rotary(qkv, H, K, ctx.cos.squeeze(2).narrow(-1, 0, half),
-                                                          ctx.sin.squeeze(2).narrow(-1, 0, half));
+                                                          ctx.sin.squeeze(2).narrow(-1, 0, half),
+                                                          /*publish_fp8_amax=*/wqkv->fp8);
     return project(wo, packed_attention(r[0], r[1], r[2], ctx).reshape({B, T, H * D}));
   }
   const torch::Tensor q = apply_rotary(qkv.narrow(-1, 0, H * D).view({B, T, H, D}), ctx);
@@ -146,7 +147,7 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::Tenso
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   if (w1->fp8 && fp8_linear_applies(x, w1->weight) && fp8_linear_applies(x, w2->weight)) {
     const std::vector<torch::Tensor> gate_up = fp8_linear_pair(x, w1->weight, w2->weight);  // x quantized once
-    return w3(fused_swiglu(gate_up[0], gate_up[1]));
+    return w3(fused_swiglu(gate_up[0], gate_up[1], /*publish_fp8_amax=*/w3->fp8));
   }
   // One pass for the gate on CUDA, and on CPU for fp32.
   if ((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x)) return w3(fused_swiglu(w1(x), w2(x)));
@@ -235,6 +236,7 @@ void InternLMImpl::build(const torch::TensorOptions& t) {
       for (Linear* lin : {&l->attention->wqkv, &l->attention->wo, &l->feed_forward->w1, &l->feed_forward->w2,
                           &l->feed_forward->w3})
         (*lin)->fp8 = true;
+      l->attention_norm->feeds_fp8 = l->ffn_norm->feeds_fp8 = true;
     }
     layers->push_back(layer_list_.back());
   }

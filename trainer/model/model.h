@@ -90,6 +90,8 @@ class RMSNormImpl : public torch::nn::Module {
   explicit RMSNormImpl(const RMSNormOptions& o, const torch::TensorOptions& t = {});
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
+  // The output feeds FP8 linears: the fused kernel publishes its maximum for them (fused_ops.h).
+  bool feeds_fp8 = false;
 
  private:
   RMSNormOptions o_;

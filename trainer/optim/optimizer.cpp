@@ -60,7 +60,7 @@ void Optimizer::publish_weight_amax() {
 
 void Optimizer::forget_weight_amax() {
   for (const Slot& s : slots_)
-    if (s.amax.defined()) fp8_forget_weight_amax(s.param);
+    if (s.amax.defined()) fp8_forget_amax(s.param);
 }
 
 bool Optimizer::overlap_updates() {
@@ -155,7 +155,7 @@ void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepAr
   }
   adamw_step(params, grads, m, v, step, o_, args, torch::Tensor(), low, published.empty() ? decltype(amax){} : amax);
   // Queued on this stream behind the update: what a forward reads after waiting for it.
-  for (size_t i : published) fp8_publish_weight_amax(slots_[i].param, slots_[i].amax);
+  for (size_t i : published) fp8_publish_amax(slots_[i].param, slots_[i].amax);
 }
 
 OptimizerStepResult Optimizer::step(double lr) {

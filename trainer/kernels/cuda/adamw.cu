@@ -42,20 +42,6 @@ __device__ __forceinline__ void update(float& p, float& m, float& v, float g, co
   p -= step_size * m / (sqrtf(v) / bc2_sqrt + s.eps);
 }
 
-// The largest |bf16(x)| of a block's elements into *amax: |x| >= 0, so its float bits order as
-// the float does, and atomicMax on them as int is a float max (NaN, above +inf, wins).
-__device__ __forceinline__ void block_amax(float m, float* amax) {
-  __shared__ float partial[kThreads / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, partial[w]);
-    atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
-  }
-}
-
 __device__ __forceinline__ float abs_bf16(__nv_bfloat16 x) { return fabsf(__bfloat162float(x)); }
 
 // Zeroes the maxima a launch is about to take, unless the update is skipped: they then keep
@@ -123,7 +109,7 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
         }
       }
     }
-    if (amax != nullptr) block_amax(m_out, amax);
+    if (amax != nullptr) detail::block_max_into(m_out, amax);
     return;
   }
   for (int64_t j = begin + threadIdx.x; j < end; j += kThreads) {
@@ -135,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
       m_out = fmaxf(m_out, abs_bf16(out[j]));
     }
   }
-  if (amax != nullptr) block_amax(m_out, amax);
+  if (amax != nullptr) detail::block_max_into(m_out, amax);
 }
 
 }  // namespace

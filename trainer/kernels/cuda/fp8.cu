@@ -100,7 +100,7 @@ __global__ void quantize_bf16(const __nv_bfloat16* __restrict__ x, int64_t rows,
 
 const char* fp8_amax_bf16(const void* x, int64_t n, float* amax, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  if (cudaMemsetAsync(amax, 0, sizeof(float), s) != cudaSuccess) return detail::launch_error();
+  if (const char* e = detail::zero_maxima(s, amax)) return e;
   const int64_t n8 = n / 8;
   if (n8 > 0) {
     const unsigned blocks = detail::grid_for(n8) < 2048 ? detail::grid_for(n8) : 2048;  // few atomics

@@ -11,10 +11,14 @@ namespace loom::cuda {
 
 enum class Dtype { kFloat32, kBFloat16 };
 
+// The optional `amax` outputs below (fp32 scalars, nullptr: none) receive the largest |value| of
+// an output as stored (after rounding), as fp8_amax_bf16 would measure it: the launcher zeroes
+// them first, on the stream. The FP8 linear an output feeds then skips its own pass over it.
+
 // RMSNorm over rows of C: y = w * x / sqrt(mean(x^2) + eps), fp32 arithmetic, one rounding.
 // x, y [rows, C] and w [C] of dtype; rstd [rows] fp32 (saved for backward). C % 8 == 0, C <= 8192.
 const char* rmsnorm_forward(Dtype dtype, const void* x, const void* w, void* y, float* rstd, int64_t rows,
-                            int64_t C, float eps, void* stream);
+                            int64_t C, float eps, float* amax, void* stream);
 // dx [rows, C] (dtype) and dw_partial [blocks, C] fp32 (summed over blocks by the caller);
 // blocks = rmsnorm_backward_blocks(rows).
 int64_t rmsnorm_backward_blocks(int64_t rows);
@@ -27,13 +31,16 @@ const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const v
 // so q and k can be read straight out of the fused QKV projection), y likewise with
 // y_token_stride (heads * D: contiguous; the backward writes into the fused QKV gradient),
 // cos/sin [tokens, D/2] fp32. inverse = true rotates by -angle (the backward). D even.
+// rotary and copy_rows fold the largest |y| into *amax (optional) without zeroing it first: the
+// pieces of one fused QKV gradient share a maximum.
 const char* rotary(Dtype dtype, const void* x, int64_t x_token_stride, const float* cos, const float* sin, void* y,
-                   int64_t y_token_stride, int64_t tokens, int64_t heads, int64_t D, bool inverse, void* stream);
+                   int64_t y_token_stride, int64_t tokens, int64_t heads, int64_t D, bool inverse, float* amax,
+                   void* stream);
 // y[t, :width] = x[t, :width] for t < tokens, rows at the token strides (elements) as in rotary:
 // v out of the fused QKV projection and its gradient back, 16 bytes a load where the layout
 // allows (ATen's copy of a strided view moved about 1.5 TB/s on the H200).
 const char* copy_rows(Dtype dtype, const void* x, int64_t x_token_stride, void* y, int64_t y_token_stride,
-                      int64_t tokens, int64_t width, void* stream);
+                      int64_t tokens, int64_t width, float* amax, void* stream);
 
 // AdamW (ATen's fused AdamW math, fp32) over fp32 weights p and moments m, v with bf16 gradients
 // g, read as they are and multiplied by grad_scale; out (optional, bf16) receives the updated
@@ -64,9 +71,10 @@ const char* sum_squares_bf16(const void* const* tensors, const int64_t* sizes, i
                              float* out, void* stream);
 
 // SwiGLU gate: y = silu(a) * b over n elements; backward da = dy * b * silu'(a), db = dy * silu(a).
-const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, int64_t n, void* stream);
+const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, int64_t n, float* amax_y,
+                           void* stream);
 const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const void* b, void* da, void* db,
-                            int64_t n, void* stream);
+                            int64_t n, float* amax_da, float* amax_db, void* stream);
 
 // Cross entropy of one chunk of bf16 logits [rows, V] (V % 8 == 0) with labels [rows] int64
 // (ignore_index: no loss, zero gradient), label smoothing eps: writes loss [rows], lse [rows]

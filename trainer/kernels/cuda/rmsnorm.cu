@@ -50,7 +50,7 @@ __device__ float block_sum(float v) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x, const T* __restrict__ w,
                                                         T* __restrict__ y, float* __restrict__ rstd, int64_t C,
-                                                        float eps) {
+                                                        float eps, float* __restrict__ amax) {
   using V = Vec<T>;
   constexpr int N = V::N;
   const T* xr = x + blockIdx.x * C;
@@ -64,14 +64,19 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x,
   }
   const float r = rsqrtf(block_sum(ss) / static_cast<float>(C) + eps);
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+  float m = 0;  // the largest |y| this thread stored
   for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
     float v[N], wv[N];
     V::load(xr + c, v);
     V::load(w + c, wv);
 #pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = v[i] * r * wv[i];
+    for (int i = 0; i < N; ++i) {
+      v[i] = v[i] * r * wv[i];
+      if (amax != nullptr) m = fmaxf(m, detail::stored_abs<T>(v[i]));
+    }
     V::store(yr + c, v);
   }
+  if (amax != nullptr) detail::block_max_into(m, amax);
 }
 
 // dx = r * (g - xh * mean(g * xh)) with xh = x * r, g = dy * w;  dw += dy * xh.
@@ -124,10 +129,13 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_bwd(const T* __restrict__ dy
 }  // namespace
 
 const char* rmsnorm_forward(Dtype dtype, const void* x, const void* w, void* y, float* rstd, int64_t rows,
-                            int64_t C, float eps, void* stream) {
+                            int64_t C, float eps, float* amax, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  if (const char* e = detail::zero_maxima(s, amax)) return e;
   if (rows == 0) return nullptr;
-  LOOM_CUDA_DISPATCH(dtype, rmsnorm_fwd<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-                                static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, C, eps));
+  LOOM_CUDA_DISPATCH(dtype, rmsnorm_fwd<T><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+                                static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, C, eps,
+                                amax));
   return detail::launch_error();
 }
 
