@@ -90,16 +90,19 @@ def hybrid(q, k, v, cu, max_len, scale, g, flash_cu=None, flash_max=None):
     return out, dq, dk, dv
 
 
-def cudnn_dense(q, k, v, cu, max_len, scale, g):
+def cudnn_dense(q, k, v, cu, max_len, scale, g, bias=None):
     """One causal sequence per pack ([B, H, S, D] views of the packed rows): the kernel's speed
-    without the segment machinery, set beside flash2_packs (the same attention)."""
+    without the segment machinery, set beside flash2_packs (the same attention). bias: an additive
+    [B, 1, S, S] mask, broadcast over the heads."""
     b = q.size(0) // max_len
     view = lambda t: t.view(b, max_len, t.size(1), t.size(2)).transpose(1, 2)
     qd, kd, vd, gd = view(q), view(k), view(v), view(g)
-    r = aten._cudnn_attention_forward(qd, kd, vd, None, None, None, max_len, max_len, True, 0.0, True, False,
+    if bias is not None:
+        bias = bias.expand(b, q.size(1), max_len, max_len)
+    r = aten._cudnn_attention_forward(qd, kd, vd, bias, None, None, max_len, max_len, True, 0.0, True, False,
                                       scale=scale)
     out, lse, seed, off = r[0], r[1], r[6], r[7]
-    dq, dk, dv = aten._cudnn_attention_backward(gd, qd, kd, vd, out, lse, seed, off, None, None, None,
+    dq, dk, dv = aten._cudnn_attention_backward(gd, qd, kd, vd, out, lse, seed, off, bias, None, None,
                                                 max_len, max_len, 0.0, True, scale=scale)
     back = lambda t: t.transpose(1, 2).reshape(q.size(0), t.size(1), t.size(3))
     return back(out), back(dq), back(dk), back(dv)
@@ -120,17 +123,7 @@ def cudnn_docmask(q, k, v, bias, max_len, scale, g):
     """cuDNN's dense (cached-graph) entry on one causal sequence per pack, with the documents
     kept apart by an additive bias: per-document attention at the cost of the cross-document
     tiles below the diagonal (computed, then masked)."""
-    b = q.size(0) // max_len
-    view = lambda t: t.view(b, max_len, t.size(1), t.size(2)).transpose(1, 2)
-    qd, kd, vd, gd = view(q), view(k), view(v), view(g)
-    bias = bias.expand(b, q.size(1), max_len, max_len)
-    r = aten._cudnn_attention_forward(qd, kd, vd, bias, None, None, max_len, max_len, True, 0.0, True, False,
-                                      scale=scale)
-    out, lse, seed, off = r[0], r[1], r[6], r[7]
-    dq, dk, dv = aten._cudnn_attention_backward(gd, qd, kd, vd, out, lse, seed, off, bias, None, None,
-                                                max_len, max_len, 0.0, True, scale=scale)
-    back = lambda t: t.transpose(1, 2).reshape(q.size(0), t.size(1), t.size(3))
-    return back(out), back(dq), back(dk), back(dv)
+    return cudnn_dense(q, k, v, None, max_len, scale, g, bias=bias)
 
 
 KERNELS = {"flash2": (flash, "docs"), "cudnn": (cudnn, "docs"), "cudnn_fixed": (cudnn, "docs_padded"),

@@ -1,5 +1,6 @@
 #include "fp8_linear.h"
 
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 
@@ -60,7 +61,9 @@ struct PublishedAmax {
   torch::Tensor amax;
 };
 
+// The forward publishes from the training thread, a CUDA backward from the autograd engine's.
 struct Registry {
+  std::mutex mu;
   std::unordered_map<const c10::TensorImpl*, PublishedAmax> map;
   size_t sweep_at = 1024;  // entries of dead tensors are dropped when the map grows past this
 };
@@ -76,6 +79,7 @@ void fp8_publish_amax(const torch::Tensor& t, const torch::Tensor& amax) {
   LOOM_ASSERT(amax.defined() && amax.numel() == 1 && amax.scalar_type() == torch::kFloat32 && amax.device() == t.device(),
               "fp8_publish_amax: amax must be one fp32 value on the tensor's device");
   Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
   r.map.insert_or_assign(t.unsafeGetTensorImpl(),
                          PublishedAmax{c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()),
                                        static_cast<int64_t>(t._version()), amax});
@@ -85,10 +89,15 @@ void fp8_publish_amax(const torch::Tensor& t, const torch::Tensor& amax) {
   }
 }
 
-void fp8_forget_amax(const torch::Tensor& t) { registry().map.erase(t.unsafeGetTensorImpl()); }
+void fp8_forget_amax(const torch::Tensor& t) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  r.map.erase(t.unsafeGetTensorImpl());
+}
 
 torch::Tensor fp8_published_amax(const torch::Tensor& t) {
   Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
   const auto it = r.map.find(t.unsafeGetTensorImpl());
   if (it == r.map.end()) return {};
   const c10::intrusive_ptr<c10::TensorImpl> alive = it->second.tensor.lock();

@@ -37,16 +37,15 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, co
 // x quantized and saved once (the MLP's w1 and w2). Both weights must satisfy fp8_linear_applies.
 std::vector<torch::Tensor> fp8_linear_pair(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);
 
-// A tensor's absolute maximum, measured by whoever wrote it in the same pass (the optimizer for a
-// weight; RMSNorm and the SwiGLU gate for the activations and gradients they make), so that
-// fp8_linear, quantizing that tensor as its input, weight or output gradient, skips its own pass
-// over it: a third of the bytes quantizing moves. fp8_linear uses it while the tensor is alive and
-// its version counter, which every in-place ATen op bumps, reads as at publication; a write that
-// bypasses ATen (a collective into a weight's storage) must forget it. amax: an fp32 scalar on
-// the tensor's device, holding the value before any kernel queued after this call on the current
-// stream reads it (or after an event that stream waits on). The registry holds neither tensor
-// alive past its last user. Host-side bookkeeping, not thread-safe: publish from the training
-// thread.
+// A tensor's absolute maximum, measured by whoever wrote it in the same pass (the optimizer for
+// a weight; RMSNorm, the SwiGLU gate and the QKV rotary backward for the activations and
+// gradients they make), so that fp8_linear, quantizing that tensor as its input, weight or output
+// gradient, skips its own pass over it: a third of the bytes quantizing moves. fp8_linear uses it
+// while the tensor is alive and its version counter, which every in-place ATen op bumps, reads as
+// at publication; a write that bypasses ATen (a collective into a weight's storage) must forget
+// it. amax: an fp32 scalar on the tensor's device, holding the value before any kernel queued
+// after this call on the current stream reads it (or after an event that stream waits on). The
+// registry holds neither tensor alive past its last user. Thread-safe host-side bookkeeping.
 void fp8_publish_amax(const torch::Tensor& t, const torch::Tensor& amax);
 void fp8_forget_amax(const torch::Tensor& t);
 // The published maximum fp8_linear would use for t now, or an undefined tensor.
