@@ -5,6 +5,8 @@
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
+#include <array>
+
 #include <catch2/catch.hpp>
 
 #include "fp8_linear.h"
@@ -63,14 +65,16 @@ TEST_CASE("FP8 round trips keep e4m3 and e5m2 relative precision and the tensor'
 
 TEST_CASE("FP8 linear equals fp32 matmuls of its rounded operands, forward and backward") {
   require_fp8();
+  // [B, T, K] x [N, K]: whole and partial 128 x 128 quantization tiles in every operand's layouts.
+  for (const auto& [B, T, K, N] : {std::array<int64_t, 4>{4, 48, 256, 384}, std::array<int64_t, 4>{3, 16, 208, 80}})
   for (bool bias : {true, false}) {
-    INFO("bias " << bias);
+    INFO("bias " << bias << " x [" << B << ", " << T << ", " << K << "], w [" << N << ", " << K << "]");
     torch::manual_seed(82);
     const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
-    const torch::Tensor x = torch::randn({4, 48, 256}, bf);
-    const torch::Tensor w = torch::randn({384, 256}, bf) * 0.05;
-    const torch::Tensor b = bias ? torch::randn({384}, bf) : torch::Tensor();
-    const torch::Tensor up = torch::randn({4, 48, 384}, bf);
+    const torch::Tensor x = torch::randn({B, T, K}, bf);
+    const torch::Tensor w = torch::randn({N, K}, bf) * 0.05;
+    const torch::Tensor b = bias ? torch::randn({N}, bf) : torch::Tensor();
+    const torch::Tensor up = torch::randn({B, T, N}, bf);
     const Grads got = run([](auto& a, auto& c, auto& d) { return loom::fp8_linear(a, c, d); }, x, w, b, up);
     CHECK(got.y.scalar_type() == torch::kBFloat16);
     CHECK(got.dx.sizes() == x.sizes());
@@ -78,14 +82,14 @@ TEST_CASE("FP8 linear equals fp32 matmuls of its rounded operands, forward and b
 
     // The reference multiplies exactly what the GEMMs see, in fp32: only the summation order and
     // the final bf16 rounding differ.
-    const torch::Tensor x2 = x.reshape({-1, 256});
+    const torch::Tensor x2 = x.reshape({-1, K});
     const torch::Tensor qx = loom::fp8_round_trip(x2, false), qw = loom::fp8_round_trip(w, false);
     torch::Tensor y_ref = torch::matmul(qx, qw.t());
     if (bias) y_ref = y_ref + b.to(torch::kFloat32);
-    CHECK(rel_norm_err(got.y.reshape({-1, 384}), y_ref) < 6e-3);
-    const torch::Tensor dy = up.reshape({-1, 384});  // d sum(y * up) / dy
+    CHECK(rel_norm_err(got.y.reshape({-1, N}), y_ref) < 6e-3);
+    const torch::Tensor dy = up.reshape({-1, N});  // d sum(y * up) / dy
     const torch::Tensor qdy = loom::fp8_round_trip(dy, true);
-    CHECK(rel_norm_err(got.dx.reshape({-1, 256}), torch::matmul(qdy, qw)) < 6e-3);
+    CHECK(rel_norm_err(got.dx.reshape({-1, K}), torch::matmul(qdy, qw)) < 6e-3);
     CHECK(rel_norm_err(got.dw, torch::matmul(qdy.t(), qx)) < 6e-3);
     if (bias) CHECK(rel_norm_err(got.db, dy.to(torch::kFloat32).sum(0)) < 6e-3);
 

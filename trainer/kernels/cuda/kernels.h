@@ -88,7 +88,7 @@ const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int6
 // device scalar *amax (zeroed first, on the stream). fp8_quantize_bf16: with scale = *amax /
 // format max (1 when *amax is 0), writes q = round_satfinite(x / scale) as the row-major [rows,
 // cols] out and/or the transposed [cols, rows] out_t (either may be null), and scale into
-// *scale_out, for the GEMM to multiply back. x 16-byte aligned. rows and cols multiples of 4.
+// *scale_out, for the GEMM to multiply back. x 16-byte aligned. rows and cols multiples of 16.
 enum class Fp8Format { kE4M3, kE5M2 };
 inline constexpr float kFp8E4M3Max = 448.0f;
 inline constexpr float kFp8E5M2Max = 57344.0f;
