@@ -150,8 +150,8 @@ void Optimizer::update_group(const std::vector<size_t>& group, const AdamWStepAr
     m.push_back(s.exp_avg);
     v.push_back(s.exp_avg_sq);
     if (cuda) low.push_back(s.param);
-    amax.push_back(cuda ? s.amax : torch::Tensor());
-    if (cuda && s.amax.defined()) published.push_back(i);
+    amax.push_back(s.amax);  // defined only for CUDA matrices (publish_weight_amax)
+    if (s.amax.defined()) published.push_back(i);
   }
   adamw_step(params, grads, m, v, step, o_, args, torch::Tensor(), low, published.empty() ? decltype(amax){} : amax);
   // Queued on this stream behind the update: what a forward reads after waiting for it.

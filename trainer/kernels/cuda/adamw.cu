@@ -42,8 +42,6 @@ __device__ __forceinline__ void update(float& p, float& m, float& v, float g, co
   p -= step_size * m / (sqrtf(v) / bc2_sqrt + s.eps);
 }
 
-__device__ __forceinline__ float abs_bf16(__nv_bfloat16 x) { return fabsf(__bfloat162float(x)); }
-
 // Zeroes the maxima a launch is about to take, unless the update is skipped: they then keep
 // describing the weights, which stay as they were.
 __global__ void zero_amax(Batch b, const float* __restrict__ found_inf) {
@@ -94,7 +92,8 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
         *reinterpret_cast<__nv_bfloat162*>(&o.x) = o01;
         *reinterpret_cast<__nv_bfloat162*>(&o.y) = o23;
         *reinterpret_cast<uint2*>(out + i) = o;
-        m_out = fmaxf(m_out, fmaxf(fmaxf(abs_bf16(o01.x), abs_bf16(o01.y)), fmaxf(abs_bf16(o23.x), abs_bf16(o23.y))));
+        const float2 f01 = __bfloat1622float2(o01), f23 = __bfloat1622float2(o23);
+        m_out = fmaxf(m_out, fmaxf(fmaxf(fabsf(f01.x), fabsf(f01.y)), fmaxf(fabsf(f23.x), fabsf(f23.y))));
       }
     }
     // The tail (end - begin not a multiple of 4 here): element by element below.
@@ -105,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
         p[j] = pj, m[j] = mj, v[j] = vj;
         if (out != nullptr) {
           out[j] = __float2bfloat16(pj);
-          m_out = fmaxf(m_out, abs_bf16(out[j]));
+          m_out = fmaxf(m_out, detail::stored_abs<__nv_bfloat16>(pj));
         }
       }
     }
@@ -118,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(Batch b, Scalars s, con
     p[j] = pj, m[j] = mj, v[j] = vj;
     if (out != nullptr) {
       out[j] = __float2bfloat16(pj);
-      m_out = fmaxf(m_out, abs_bf16(out[j]));
+      m_out = fmaxf(m_out, detail::stored_abs<__nv_bfloat16>(pj));
     }
   }
   if (amax != nullptr) detail::block_max_into(m_out, amax);

@@ -25,6 +25,22 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
   return static_cast<unsigned>(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
 }
 
+// Sum over a block of Threads threads, returned to every thread, the warps' sums added in warp
+// order. Safe to call repeatedly (syncs before reusing its shared memory).
+template <int Threads>
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[Threads / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < Threads / 32; ++i) s += partial[i];
+  return s;
+}
+
 // The largest |value| a block saw, folded into *out with one atomic per block. m >= 0 and fmaxf
 // (which skips NaN, as loom's FP8 amax does): the bits of a non-negative float order as the float
 // does, so atomicMax on them as int is a float max. Every thread of the block must call it.

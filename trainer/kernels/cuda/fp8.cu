@@ -21,14 +21,7 @@ namespace {
 // reads, a column of words per thread, hit 32 distinct banks.
 constexpr int kTile = 128, kWords = kTile / 4, kThreads = 256;
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// |x| >= 0, so the bits of a non-negative float order as the float does: atomicMax on them as int.
-// A NaN (bits above +inf) wins, and the scale derived from it poisons the output, as it should.
+// The largest |x| into *amax (zeroed by the launcher); fmaxf lets no NaN element count.
 __global__ void amax_bf16_vec8(const __nv_bfloat16* __restrict__ x, int64_t n8, float* __restrict__ amax) {
   float m = 0.0f;
   for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < n8;
@@ -38,15 +31,7 @@ __global__ void amax_bf16_vec8(const __nv_bfloat16* __restrict__ x, int64_t n8, 
 #pragma unroll
     for (int k = 0; k < 8; ++k) m = fmaxf(m, fabsf(__bfloat162float(h[k])));
   }
-  __shared__ float partial[32];
-  m = warp_max(m);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0f;
-    m = warp_max(m);
-    if (threadIdx.x == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
-  }
+  detail::block_max_into(m, amax);
 }
 
 // The dequantization scale amax / fp8_max, or 1 when amax is so small (or 0) that the inverse

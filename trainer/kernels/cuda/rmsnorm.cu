@@ -33,20 +33,6 @@ struct Vec {
   }
 };
 
-// Sum over the block, returned to every thread. Safe to call repeatedly (syncs before reuse).
-__device__ float block_sum(float v) {
-  __shared__ float partial[kThreads / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  float s = 0;
-#pragma unroll
-  for (int i = 0; i < kThreads / 32; ++i) s += partial[i];
-  return s;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x, const T* __restrict__ w,
                                                         T* __restrict__ y, float* __restrict__ rstd, int64_t C,
@@ -62,7 +48,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < N; ++i) ss += v[i] * v[i];
   }
-  const float r = rsqrtf(block_sum(ss) / static_cast<float>(C) + eps);
+  const float r = rsqrtf(detail::block_sum<kThreads>(ss) / static_cast<float>(C) + eps);
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
   float m = 0;  // the largest |y| this thread stored
   for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
@@ -105,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_bwd(const T* __restrict__ dy
 #pragma unroll
       for (int i = 0; i < N; ++i) dot += gv[i] * wv[i] * xv[i] * r;
     }
-    const float mean_dot = block_sum(dot) / static_cast<float>(C);
+    const float mean_dot = detail::block_sum<kThreads>(dot) / static_cast<float>(C);
     for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
       float xv[N], gv[N], wv[N], out[N];
       V::load(xr + c, xv);

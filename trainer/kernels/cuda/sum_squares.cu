@@ -19,18 +19,6 @@ struct Batch {
   int count;
 };
 
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float partial[kThreads / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float total = 0.0f;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
-  return total;  // thread 0's is the block's
-}
-
 __global__ void __launch_bounds__(kThreads) partial_kernel(Batch b, float* __restrict__ partials) {
   const int64_t block = blockIdx.x;
   int t = 0;
@@ -59,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) partial_kernel(Batch b, float* __res
     const float f = __bfloat162float(x[j]);
     acc = fmaf(f, f, acc);
   }
-  const float total = block_sum(acc);
+  const float total = detail::block_sum<kThreads>(acc);
   if (threadIdx.x == 0) partials[block] = total;
 }
 
