@@ -119,6 +119,55 @@ def doc_bias(cu, packs, seq_len, dev, masked=float("-inf")):
     return torch.where(same, zero, torch.tensor(masked, dtype=torch.bfloat16, device=dev)).unsqueeze(1)
 
 
+def segment_plan(cu, tok, grain, small):
+    """Per-segment host plan for cudnn_segments: (start, length, padded length) of each segment of
+    `small` tokens or more, and the cu_seqlens of the shorter ones gathered end to end."""
+    big, short_rows, short_cu = [], [], [0]
+    for a, b in zip(cu[:-1], cu[1:]):
+        if b - a >= small:
+            big.append((a, b - a, -(-(b - a) // grain) * grain))
+        else:
+            short_rows.extend(range(a, b))
+            short_cu.append(short_cu[-1] + b - a)
+    return big, short_rows, short_cu
+
+
+def cudnn_segments(q, k, v, plan, max_len, scale, g):
+    """cuDNN's dense causal entry once per document, on [1, H, P, D] views of the packed rows with no
+    copy: P rounds the length up to a multiple of the grain, so a handful of shapes (cached graphs)
+    serve every step. The rows past the document belong to the next one; causality keeps them out of
+    the document's own outputs, their outputs are dropped, and in the backward their output gradient
+    is zero, so they add nothing to the document's key and value gradients. Documents shorter than
+    `small` go to FlashAttention-2 varlen in one call, gathered end to end."""
+    big, short_rows, short_cu, short_max = plan
+    out = torch.empty_like(q)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    # as_strided, not slicing: the last document's view runs past the tensor into the slack rows
+    view = lambda t, a, p: t.as_strided((p,) + t.shape[1:], t.stride(), t.storage_offset() + a * t.stride(0)) \
+        .unsqueeze(0).transpose(1, 2)
+    saved = []
+    for a, n, p in big:
+        r = aten._cudnn_attention_forward(view(q, a, p), view(k, a, p), view(v, a, p), None, None, None, p, p,
+                                          True, 0.0, True, False, scale=scale)
+        out[a:a + n] = r[0][0, :, :n].transpose(0, 1)
+        saved.append(r)
+    if short_rows is not None:
+        idx = short_rows
+        sq, sk, sv, sg = q[idx], k[idx], v[idx], g[idx]
+        so, sdq, sdk, sdv = flash(sq, sk, sv, short_cu, short_max, scale, sg)
+        out[idx], dq[idx], dk[idx], dv[idx] = so, sdq, sdk, sdv
+    for (a, n, p), r in zip(big, saved):
+        gp = torch.zeros((p, q.size(1), q.size(2)), device=q.device, dtype=q.dtype)
+        gp[:n] = g[a:a + n]
+        gd = gp.unsqueeze(0).transpose(1, 2)
+        rq, rk, rv = aten._cudnn_attention_backward(gd, view(q, a, p), view(k, a, p), view(v, a, p), r[0], r[1],
+                                                    r[6], r[7], None, None, None, p, p, 0.0, True, scale=scale)
+        dq[a:a + n] = rq[0, :, :n].transpose(0, 1)
+        dk[a:a + n] = rk[0, :, :n].transpose(0, 1)
+        dv[a:a + n] = rv[0, :, :n].transpose(0, 1)
+    return out, dq, dk, dv
+
+
 def cudnn_docmask(q, k, v, bias, max_len, scale, g):
     """cuDNN's dense (cached-graph) entry on one causal sequence per pack, with the documents
     kept apart by an additive bias: per-document attention at the cost of the cross-document
@@ -130,7 +179,11 @@ KERNELS = {"flash2": (flash, "docs"), "cudnn": (cudnn, "docs"), "cudnn_fixed": (
            "cudnn_forward_only": (cudnn_forward, "docs"), "cudnn_fixed_forward_only": (cudnn_forward, "docs_padded"),
            "hybrid_fixed": (hybrid, "docs_padded"), "flash2_packs": (flash, "packs"),
            "cudnn_packs": (cudnn_dense, "packs"), "cudnn_docmask": (cudnn_docmask, "docs_bias"),
-           "cudnn_docmask_finite": (cudnn_docmask, "docs_bias_finite")}
+           "cudnn_docmask_finite": (cudnn_docmask, "docs_bias_finite"),
+           "cudnn_segments": (cudnn_segments, "docs_segments_1"), "cudnn_segments_s256": (cudnn_segments, "docs_segments_256"),
+           "cudnn_segments_s512": (cudnn_segments, "docs_segments_512"),
+           "cudnn_segments_g64": (cudnn_segments, "docs_segments_1_64")}
+GRAIN = 128
 CASES = {"1b": (4, 4096, 16, 16, 128), "7b": (1, 4096, 32, 32, 128), "gqa": (2, 4096, 32, 8, 128)}
 
 
@@ -148,9 +201,10 @@ def run(case, kernel, iters):
     fixed_count = 1 << math.ceil(math.log2(max(most, 1) * 2))
     pad = segs == "docs_padded"
     gen = torch.Generator(device=dev).manual_seed(0)
-    q = torch.randn(tok, h, d, device=dev, dtype=torch.bfloat16, generator=gen)
-    k = torch.randn(tok, hk, d, device=dev, dtype=torch.bfloat16, generator=gen)
-    v = torch.randn(tok, hk, d, device=dev, dtype=torch.bfloat16, generator=gen)
+    slack = 128  # rows past the last token: the last document's padded view reads into them
+    q = torch.randn(tok + slack, h, d, device=dev, dtype=torch.bfloat16, generator=gen)[:tok]
+    k = torch.randn(tok + slack, hk, d, device=dev, dtype=torch.bfloat16, generator=gen)[:tok]
+    v = torch.randn(tok + slack, hk, d, device=dev, dtype=torch.bfloat16, generator=gen)[:tok]
     g = torch.randn(tok, h, d, device=dev, dtype=torch.bfloat16, generator=gen)
     scale = 1 / math.sqrt(d)
     # causal FLOPs of the segments (forward 2 matmuls, backward 5; half the square), for TFLOP/s
@@ -158,6 +212,16 @@ def run(case, kernel, iters):
     flops = [sum((c[i + 1] - c[i]) ** 2 for i in range(len(c) - 1)) * h * d * 2 * per_pass / 2 for c in cus]
 
     def inputs(c):
+        if segs.startswith("docs_segments"):
+            parts = segs.split("_")
+            small, grain = int(parts[2]), int(parts[3]) if len(parts) > 3 else GRAIN
+            big, rows, scu = segment_plan(c, tok, grain, small)
+            if rows:
+                plan = (big, torch.tensor(rows, device=dev), torch.tensor(scu, dtype=torch.int32, device=dev),
+                        max(scu[i + 1] - scu[i] for i in range(len(scu) - 1)))
+            else:
+                plan = (big, None, None, 0)
+            return plan, seq_len, None
         if segs.startswith("docs_bias"):
             masked = -1e4 if segs.endswith("finite") else float("-inf")
             return doc_bias(c, packs, seq_len, dev, masked), seq_len, None
@@ -182,6 +246,15 @@ def run(case, kernel, iters):
         torch.cuda.synchronize()
         row["max_diff"] = {n: float((x.float() - y.float()).abs().max()) for n, x, y in
                            zip(("out", "dq", "dk", "dv"), got, ref) if x is not None}
+        if segs.startswith("docs_segments"):  # build every padded length's graphs once, timed apart
+            grain = int(segs.split("_")[3]) if len(segs.split("_")) > 3 else GRAIN
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for p in range(grain, seq_len + 1, grain):
+                fn(q, k, v, ([(0, p, p)], None, None, 0), seq_len, scale, g)
+            torch.cuda.synchronize()
+            row["graphs_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
+            row["segments_mean"] = round(sum(len(c) - 1 for c in cus) / len(cus), 1)
         prepared = [inputs(c) for c in cus]  # host-to-device copies outside the timing
         for args in prepared[:3]:  # warm-up
             call(fn, q, k, v, *args, scale, g)
