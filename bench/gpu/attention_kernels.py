@@ -267,6 +267,15 @@ def run(case, kernel, iters):
         row["ms"] = round(secs * 1e3, 3)
         row["tflops"] = round(sum(flops) / len(flops) / secs / 1e12, 1)
         row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        # The device's own time (kernels, copies and memsets), apart from the host's: a kernel
+        # called once per document may be bound by the host in Python and not in loom's C++.
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for args in prepared:
+                call(fn, q, k, v, *args, scale, g)
+            torch.cuda.synchronize()
+        busy = sum(e.self_device_time_total for e in prof.key_averages())  # microseconds
+        row["gpu_ms"] = round(busy / 1e3 / len(cus), 3)
         if segs.startswith("docs_bias"):  # the mask's own cost, once per step in training
             torch.cuda.synchronize()
             t0 = time.perf_counter()
