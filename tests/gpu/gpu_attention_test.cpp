@@ -1,5 +1,6 @@
-// Flash varlen attention (trainer/kernels/flash_attention.h) on the GPU against attention computed one
-// document at a time in fp32, and against attention.h's masked path. Label gpu.
+// The CUDA attention kernels (trainer/kernels/flash_attention.h, cudnn_attention.h) on the GPU
+// against attention computed one document at a time in fp32, and against attention.h's masked path.
+// Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
@@ -9,6 +10,7 @@
 
 #include "attention.h"
 #include "attention_select.h"
+#include "cudnn_attention.h"
 #include "flash_attention.h"
 #include "gpu_util.h"
 
@@ -80,15 +82,24 @@ TEST_CASE("packed attention through flash equals the masked path on every real t
   loom::set_varlen_attention({});
   const torch::Tensor masked = loom::masked_attention(q.to(torch::kFloat32), k.to(torch::kFloat32),
                                                       v.to(torch::kFloat32), ctx.mask);
-  REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, D) == loom::AttentionKernel::kFlashVarlen);
+  REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, D, loom::AttentionChoice::kFlash) ==
+          loom::AttentionKernel::kFlashVarlen);
   const torch::Tensor flash = loom::packed_attention(q, k, v, ctx);
   loom::set_varlen_attention({});
   const torch::Tensor real = (b.segments >= 0).unsqueeze(-1).unsqueeze(-1);  // padding differs by design
   CHECK(rel_err(flash * real, masked * real) < 1e-2);
 }
 
-TEST_CASE("select_attention takes flash for bf16 on CUDA and the masked path for fp32 or CPU") {
-  CHECK(loom::select_attention(cuda(), torch::kBFloat16, 128) == loom::AttentionKernel::kFlashVarlen);
+TEST_CASE("select_attention takes cuDNN on Hopper, else flash, for bf16 on CUDA and the masked path for fp32 or CPU") {
+  const auto fast = loom::cudnn_attention_preferred(cuda()) ? loom::AttentionKernel::kCudnnSegments
+                                                             : loom::AttentionKernel::kFlashVarlen;
+  CHECK(loom::select_attention(cuda(), torch::kBFloat16, 128) == fast);
+  CHECK(loom::select_attention(cuda(), torch::kBFloat16, 128, loom::AttentionChoice::kFlash) ==
+        loom::AttentionKernel::kFlashVarlen);
+  // A head dim cuDNN's kernel lacks: auto falls back to flash, a named cudnn is an error.
+  CHECK(loom::select_attention(cuda(), torch::kBFloat16, 256) == loom::AttentionKernel::kFlashVarlen);
+  CHECK_THROWS_WITH(loom::select_attention(cuda(), torch::kBFloat16, 256, loom::AttentionChoice::kCudnn),
+                    Catch::Contains("job.attention=cudnn cannot run here: head dim 256"));
   std::string why;
   CHECK_FALSE(loom::flash_attention_supported(cuda(), torch::kFloat32, 128, &why));
   CHECK(why == "activations are Float, flash attention takes bf16 or fp16");
@@ -96,4 +107,83 @@ TEST_CASE("select_attention takes flash for bf16 on CUDA and the masked path for
   CHECK(loom::select_attention(torch::kCPU, torch::kBFloat16, 128) == loom::AttentionKernel::kMasked);
   CHECK_FALSE(loom::flash_attention_supported(torch::kCPU, torch::kBFloat16, 128, &why));
   CHECK(why == "the device is cpu, not CUDA");
+}
+
+// Documents chosen for the padded views: 1 token (padded to 128), 127, exactly 128, 129 (two tiles),
+// 300, 15 and 324 (views that reach into the next documents), and a last one of 76 whose padded
+// rows would pass the last token (the copy path). GQA (8 query heads on 2 kv heads), two head dims.
+TEST_CASE("cuDNN segment attention equals per-document attention forward and backward") {
+  const std::vector<int32_t> cu{0, 1, 128, 256, 385, 685, 700, 1024, 1100};
+  const int64_t Tok = 1100, H = 8, K = 2;
+  for (int64_t D : {64, 128}) {
+    INFO("head dim " << D);
+    torch::manual_seed(8);
+    const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+    const torch::Tensor q = torch::randn({Tok, H, D}, bf).requires_grad_(true);
+    const torch::Tensor k = torch::randn({Tok, K, D}, bf).requires_grad_(true);
+    const torch::Tensor v = torch::randn({Tok, K, D}, bf).requires_grad_(true);
+    const torch::Tensor out =
+        loom::cudnn_segment_attention(q, k, v, torch::tensor(cu, torch::kInt32), 1.0 / std::sqrt(double(D)));
+    REQUIRE(out.sizes() == q.sizes());
+    REQUIRE(out.scalar_type() == torch::kBFloat16);
+
+    const torch::Tensor qf = q.detach().to(torch::kFloat32).requires_grad_(true);
+    const torch::Tensor kf = k.detach().to(torch::kFloat32).requires_grad_(true);
+    const torch::Tensor vf = v.detach().to(torch::kFloat32).requires_grad_(true);
+    const torch::Tensor ref = per_document_attention(qf, kf, vf, cu);
+    CHECK(rel_err(out, ref) < 1e-2);
+    // Document by document too: a padded view that leaked would show in one document, not the max.
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      INFO("document " << s);
+      CHECK(rel_err(out.narrow(0, cu[s], cu[s + 1] - cu[s]), ref.narrow(0, cu[s], cu[s + 1] - cu[s])) < 1e-2);
+    }
+
+    const torch::Tensor up = torch::randn({Tok, H, D}, bf);
+    out.backward(up);
+    ref.backward(up.to(torch::kFloat32));
+    CHECK(rel_err(q.grad(), qf.grad()) < 2e-2);
+    CHECK(rel_err(k.grad(), kf.grad()) < 2e-2);
+    CHECK(rel_err(v.grad(), vf.grad()) < 2e-2);
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      INFO("document " << s);
+      const int64_t a = cu[s], n = cu[s + 1] - cu[s];
+      CHECK(rel_err(k.grad().narrow(0, a, n), kf.grad().narrow(0, a, n)) < 2e-2);
+      CHECK(rel_err(v.grad().narrow(0, a, n), vf.grad().narrow(0, a, n)) < 2e-2);
+    }
+  }
+}
+
+TEST_CASE("packed attention through cuDNN equals the masked path, with and without the batch's host copy") {
+  loom::Batch b = loom::test::make_packed_batch({{100, 28, 3}, {64, 64, 100}}, 256, 1000, 11).to(cuda());
+  REQUIRE(b.cu_seqlens_host.defined());  // Batch::to keeps the CPU copy
+  REQUIRE(b.cu_seqlens_host.is_cpu());
+  const int64_t B = 2, T = 256, H = 4, K = 2, D = 64;
+  torch::manual_seed(13);
+  const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+  const torch::Tensor q = torch::randn({B, T, H, D}, bf), k = torch::randn({B, T, K, D}, bf),
+                      v = torch::randn({B, T, K, D}, bf);
+  loom::set_varlen_attention({});
+  const loom::PackedContext ctx = loom::make_packed_context(b, D, 10000.0);
+  const torch::Tensor masked = loom::masked_attention(q.to(torch::kFloat32), k.to(torch::kFloat32),
+                                                      v.to(torch::kFloat32), ctx.mask);
+  REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, D, loom::AttentionChoice::kCudnn,
+                                 loom::AttentionShape{H, K, T}) == loom::AttentionKernel::kCudnnSegments);
+  const torch::Tensor real = (b.segments >= 0).unsqueeze(-1).unsqueeze(-1);  // padding differs by design
+  const torch::Tensor with_host = loom::packed_attention(q, k, v, loom::make_packed_context(b, D, 10000.0));
+  CHECK(rel_err(with_host * real, masked * real) < 1e-2);
+  b.cu_seqlens_host = torch::Tensor();  // a batch built on the device: the kernel reads cu_seqlens back
+  const torch::Tensor without = loom::packed_attention(q, k, v, loom::make_packed_context(b, D, 10000.0));
+  loom::set_varlen_attention({});
+  CHECK(torch::equal(without, with_host));
+}
+
+TEST_CASE("cuDNN segment attention rejects cu_seqlens that do not cover the tokens") {
+  const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+  const torch::Tensor x = torch::randn({64, 2, 64}, bf);
+  CHECK_THROWS_WITH(loom::cudnn_segment_attention(x, x, x, torch::tensor({0, 10, 60}, torch::kInt32), 1.0),
+                    Catch::Contains("cu_seqlens runs from 0 to 60, expected 0 to 64"));
+  CHECK_THROWS_WITH(loom::cudnn_segment_attention(x, x, x, torch::tensor({0, 40, 30, 64}, torch::kInt32), 1.0),
+                    Catch::Contains("cu_seqlens decreases at entry 2: 40 then 30"));
+  CHECK_THROWS_WITH(loom::cudnn_segment_attention(x, x, x, torch::tensor({0, 64}, torch::kInt32).to(cuda()), 1.0),
+                    Catch::Contains("int32 on the CPU"));
 }

@@ -77,9 +77,13 @@ TEST_CASE("InternLM forward and backward on CUDA equal the CPU in fp32") {
   at::globalContext().setAllowTF32CuBLAS(true);
 }
 
-TEST_CASE("a short bf16 run with flash attention, fused kernels, chunked loss and fused AdamW learns a batch") {
+TEST_CASE("a short bf16 run with flash or cuDNN attention, fused kernels, chunked loss and fused AdamW learns a batch") {
   const loom::ModelOptions o = small_model(torch::kBFloat16);
-  REQUIRE(loom::select_attention(cuda(), o.dtype, o.head_dim()) == loom::AttentionKernel::kFlashVarlen);
+  const bool cudnn = GENERATE(false, true);
+  INFO((cudnn ? "cuDNN attention" : "flash attention"));
+  REQUIRE(loom::select_attention(cuda(), o.dtype, o.head_dim(),
+                                 cudnn ? loom::AttentionChoice::kCudnn : loom::AttentionChoice::kFlash) ==
+          (cudnn ? loom::AttentionKernel::kCudnnSegments : loom::AttentionKernel::kFlashVarlen));
   torch::manual_seed(61);
   loom::InternLM model(o);
   model->to(cuda());

@@ -100,7 +100,8 @@ TEST_CASE("an update overlapped with the next forward leaves the bits of the upd
     ao.clip_grad_norm = clip;
     Run in_place = make_run(Mode::kInPlace, ao), overlapped = make_run(Mode::kOverlapped, ao);
     Run control = make_run(Mode::kOverlappedWithoutHooks, ao);
-    REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, 32) == loom::AttentionKernel::kFlashVarlen);
+    REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, 32, loom::AttentionChoice::kFlash) ==
+            loom::AttentionKernel::kFlashVarlen);
     for (int step = 0; step < 6; ++step) {
       train_step(in_place, b, 2e-3);
       const auto poison = train_step(overlapped, b, 2e-3);

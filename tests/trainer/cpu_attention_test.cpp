@@ -173,10 +173,14 @@ TEST_CASE("select_attention takes segment attention on CPU float32 only, or what
         AttentionKernel::kCpuSegments);
   CHECK_THROWS_WITH(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kFlash),
                     Catch::Contains("job.attention=flash cannot run here: "));
+  CHECK_THROWS_WITH(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kCudnn),
+                    Catch::Contains("job.attention=cudnn cannot run here: "));
   CHECK_THROWS_WITH(loom::select_attention(torch::kCPU, torch::kBFloat16, 8, AttentionChoice::kSegments),
                     Catch::Contains("job.attention=segments runs on CPU float32"));
   loom::set_varlen_attention(nullptr);
   CHECK(loom::parse_attention_kernel("auto") == AttentionChoice::kAuto);
   CHECK(loom::parse_attention_kernel("masked") == AttentionChoice::kMasked);
-  CHECK_THROWS_WITH(loom::parse_attention_kernel("sdpa"), Catch::Contains("expected auto, flash, segments or masked"));
+  CHECK(loom::parse_attention_kernel("cudnn") == AttentionChoice::kCudnn);
+  CHECK_THROWS_WITH(loom::parse_attention_kernel("sdpa"),
+                    Catch::Contains("expected auto, cudnn, flash, segments or masked"));
 }

@@ -11,6 +11,7 @@
 
 #include "activation_checkpoint.h"
 #include "attention.h"
+#include "attention_select.h"
 #include "batch.h"
 #include "cpu_attention.h"
 #include "flops.h"
@@ -150,7 +151,7 @@ TEST_CASE("model logits loss and gradients equal a float64 torch reference", "[m
   // Both CPU attention kernels: the masked math path and segment attention (what loom-train runs).
   const bool segments = GENERATE(false, true);
   INFO((segments ? "segment attention" : "masked attention"));
-  loom::set_varlen_attention(segments ? loom::VarlenAttentionFn(loom::cpu_segment_attention) : nullptr);
+  loom::set_varlen_attention(segments ? loom::varlen_kernel_of(loom::AttentionKernel::kCpuSegments) : nullptr);
   struct Reset {
     ~Reset() { loom::set_varlen_attention(nullptr); }
   } reset;
@@ -399,8 +400,10 @@ TEST_CASE("varlen attention hook sees the flattened tokens and cu_seqlens", "[mo
   int calls = 0;
   // A varlen kernel built from the math path, one segment at a time.
   loom::set_varlen_attention([&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                 const torch::Tensor& cu, int64_t max_seqlen, double scale) {
+                                 const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t max_seqlen,
+                                 double scale) {
     ++calls;
+    CHECK(torch::equal(cu_host, cu));  // a CPU batch is its own host copy
     CHECK(max_seqlen == 12);
     CHECK(scale == Approx(1.0 / std::sqrt(16.0)));
     std::vector<torch::Tensor> parts;

@@ -60,7 +60,7 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("job.run_dir", po::value(&c.job.run_dir)->default_value(""), "output folder: metrics.jsonl, tensorboard/, "
         "checkpoints/ (default runs/run_YYYYMMDD_HHMMSS from rank 0's launch time, UTC)")
     ("job.device", po::value(&c.job.device)->default_value("cpu"), "cpu, cuda or cuda:N")
-    ("job.attention", po::value(&c.job.attention)->default_value("auto"), "attention kernel: auto, flash, segments or masked")
+    ("job.attention", po::value(&c.job.attention)->default_value("auto"), "attention kernel: auto, cudnn, flash, segments or masked")
     ("job.seed", po::value(&c.job.seed)->default_value(1024), "seed of the model initialisation and dropout")
     ("job.threads", po::value(&c.job.threads)->default_value(0), "torch intra-op threads (0 = LibTorch's default)")
     ("job.log_every", po::value(&c.job.log_every)->default_value(1), "steps between metrics lines")

@@ -26,7 +26,7 @@ namespace loom {
 struct JobOptions {
   std::string run_dir;             // job.run_dir: metrics.jsonl, tensorboard/, checkpoints/
   std::string device = "cpu";      // job.device: cpu, cuda, cuda:N
-  std::string attention = "auto";  // job.attention: auto, flash, segments or masked (flash_attention.h)
+  std::string attention = "auto";  // job.attention: auto, cudnn, flash, segments or masked (attention_select.h)
   uint64_t seed = 1024;            // job.seed: model initialisation (torch's default generator)
   int64_t threads = 0;             // job.threads: torch intra-op threads (0 = LibTorch's default)
   int64_t log_every = 1;           // job.log_every

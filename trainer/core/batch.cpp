@@ -9,6 +9,7 @@ Batch Batch::to(const torch::Device& device, bool non_blocking) const {
   b.positions = positions.to(device, non_blocking);
   b.segments = segments.to(device, non_blocking);
   b.cu_seqlens = cu_seqlens.to(device, non_blocking);
+  if (cu_seqlens.is_cpu()) b.cu_seqlens_host = cu_seqlens;
   b.dataset_ids = dataset_ids.to(device, non_blocking);
   return b;
 }

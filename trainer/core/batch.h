@@ -24,6 +24,8 @@ struct Batch {
                              // to token j iff j <= i and segments[i] == segments[j] != -1
   torch::Tensor cu_seqlens;  // [S+1] int32 cumulative segment lengths over the flattened B*T tokens
                              // (each padding run counts as one segment), for varlen flash attention
+  torch::Tensor cu_seqlens_host;  // cu_seqlens on the CPU, kept by to(): kernels that plan per segment
+                                  // read it without waiting for the device
   int64_t max_seqlen = 0;    // longest segment in cu_seqlens
   int64_t num_loss_tokens = 0;  // labels != kIgnoreIndex
   torch::Tensor dataset_ids;  // [B] int64 dataset (sub-folder) index of each row, for per-dataset metrics

@@ -54,6 +54,7 @@ PackedContext make_packed_context(const Batch& batch, int64_t head_dim, double r
     ctx.bias = mask_to_bias(ctx.mask);  // once per batch, shared by every layer
   }
   ctx.cu_seqlens = batch.cu_seqlens;
+  ctx.cu_seqlens_host = batch.cu_seqlens.is_cpu() ? batch.cu_seqlens : batch.cu_seqlens_host;
   ctx.max_seqlen = batch.max_seqlen;
   return ctx;
 }
@@ -103,7 +104,7 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), K = k.size(2);
   LOOM_CHECK(ctx.cu_seqlens.defined(), "the varlen attention kernel needs Batch::cu_seqlens");
   torch::Tensor out = varlen(q.reshape({B * T, H, D}), k.reshape({B * T, K, D}), v.reshape({B * T, K, D}),
-                             ctx.cu_seqlens, ctx.max_seqlen, 1.0 / std::sqrt(double(D)));
+                             ctx.cu_seqlens, ctx.cu_seqlens_host, ctx.max_seqlen, 1.0 / std::sqrt(double(D)));
   return out.view({B, T, H, D});
 }
 

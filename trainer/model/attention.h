@@ -25,6 +25,7 @@ struct PackedContext {
   torch::Tensor mask;         // [B, 1, 1, T, T] bool: true where query i may attend key j
   torch::Tensor bias;         // the same as fp32: 0 where allowed, -inf elsewhere (added to the scores)
   torch::Tensor cu_seqlens;   // [S+1] int32, as Batch::cu_seqlens
+  torch::Tensor cu_seqlens_host;  // the same on the CPU (undefined when the batch has no host copy)
   int64_t max_seqlen = 0;
 };
 
@@ -50,10 +51,12 @@ torch::Tensor biased_attention(const torch::Tensor& q, const torch::Tensor& k, c
 torch::Tensor mask_to_bias(const torch::Tensor& mask);
 
 // A varlen kernel: q [B*T, H, D], k/v [B*T, K, D] (rows of the micro-batch concatenated),
-// cu_seqlens [S+1] int32, max_seqlen, softmax scale, causal within each segment -> [B*T, H, D].
+// cu_seqlens [S+1] int32 on their device and cu_seqlens_host on the CPU (undefined where the batch
+// has none), max_seqlen, softmax scale, causal within each segment -> [B*T, H, D].
 using VarlenAttentionFn =
     std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                const torch::Tensor& cu_seqlens, int64_t max_seqlen, double scale)>;
+                                const torch::Tensor& cu_seqlens, const torch::Tensor& cu_seqlens_host,
+                                int64_t max_seqlen, double scale)>;
 // Registers (or, with an empty function, removes) the process-wide varlen kernel. Not thread-safe:
 // call before training starts.
 void set_varlen_attention(VarlenAttentionFn fn);

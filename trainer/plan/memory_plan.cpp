@@ -44,6 +44,7 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   const uint64_t per_token = (4 * C + C + 2 * K * D + C + 3 * F) * b + 2 * 4;  // + fp32 rstd of each norm
   l.full = tok * per_token;
   switch (in.attention) {
+    case AttentionKernel::kCudnnSegments:  // the log-sum-exp of its padded segments: the same within 1%
     case AttentionKernel::kFlashVarlen:
       l.full += tok * H * 4;  // log-sum-exp
       break;

@@ -21,6 +21,7 @@ AttentionKernel expected_attention(bool cuda, torch::Dtype dtype, int64_t head_d
   const bool flash = cuda && dtype != torch::kFloat32 && head_dim % 8 == 0 && head_dim <= 256;
   const bool segments = !cuda && dtype == torch::kFloat32;
   if (choice == AttentionChoice::kMasked) return AttentionKernel::kMasked;
+  if (choice == AttentionChoice::kCudnn) return AttentionKernel::kCudnnSegments;
   if (choice == AttentionChoice::kFlash || (choice == AttentionChoice::kAuto && flash))
     return AttentionKernel::kFlashVarlen;
   if (choice == AttentionChoice::kSegments || (choice == AttentionChoice::kAuto && segments))

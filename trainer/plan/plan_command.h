@@ -14,7 +14,8 @@
 namespace loom {
 
 // The attention kernel a run of this device kind, dtype and job.attention will use, as
-// select_attention() would choose it where flash attention is built (LibTorch 2.x).
+// select_attention() would choose it where flash attention is built (LibTorch 2.x). auto on CUDA
+// is planned as flash: the cuDNN kernel auto takes on Hopper keeps the same bytes.
 AttentionKernel expected_attention(bool cuda, torch::Dtype dtype, int64_t head_dim, AttentionChoice choice);
 
 // The plan's inputs for config c at world size W on devices of device_bytes each. With

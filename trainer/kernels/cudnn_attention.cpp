@@ -1,0 +1,256 @@
+#include "cudnn_attention.h"
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <vector>
+
+#include "loom/error.h"
+#include "loom/log.h"
+#include "torch_compat.h"
+
+#ifdef LOOM_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+// The dense cuDNN SDPA entry with a cached graph and a scale argument: LibTorch >= 2.5, CUDA builds.
+#if defined(LOOM_CUDA_KERNELS) && LOOM_TORCH2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5)
+#define LOOM_CUDNN_SDPA 1
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#else
+#define LOOM_CUDNN_SDPA 0
+#endif
+
+namespace loom {
+namespace {
+
+#if LOOM_CUDNN_SDPA
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct Segment {
+  int64_t start, len, padded;
+};
+
+std::vector<Segment> plan_segments(const torch::Tensor& cu_host, int64_t tokens) {
+  LOOM_CHECK(cu_host.device().is_cpu() && cu_host.dim() == 1 && cu_host.scalar_type() == torch::kInt32 &&
+                 cu_host.numel() >= 2,
+             "cuDNN segment attention needs cu_seqlens [S+1] int32 on the CPU, got ", cu_host.sizes(), " ",
+             cu_host.scalar_type(), " on ", cu_host.device().str());
+  const torch::Tensor cu = cu_host.contiguous();
+  const int32_t* c = cu.data_ptr<int32_t>();
+  const int64_t S = cu.numel() - 1;
+  LOOM_CHECK(c[0] == 0 && c[S] == tokens, "cu_seqlens runs from ", c[0], " to ", c[S], ", expected 0 to ", tokens);
+  std::vector<Segment> segs;
+  segs.reserve(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = c[s + 1] - c[s];
+    LOOM_CHECK(n >= 0, "cu_seqlens decreases at entry ", s + 1, ": ", c[s], " then ", c[s + 1]);
+    if (n > 0) segs.push_back({c[s], n, (n + kSegmentGrain - 1) / kSegmentGrain * kSegmentGrain});
+  }
+  return segs;
+}
+
+// Rows [start, start + padded) of a contiguous [Tok, N, D] tensor as [1, N, padded, D]: a view where
+// the rows exist, else the segment's rows zero-padded into a copy (same strides, so the same graph).
+torch::Tensor padded_rows(const torch::Tensor& x, const Segment& s) {
+  const torch::Tensor rows =
+      s.start + s.padded <= x.size(0)
+          ? x.narrow(0, s.start, s.padded)
+          : torch::constant_pad_nd(x.narrow(0, s.start, s.len), {0, 0, 0, 0, 0, s.padded - s.len});
+  return rows.unsqueeze(0).transpose(1, 2);
+}
+
+// The first n rows of a [1, N, P, D] result as [n, N, D].
+torch::Tensor first_rows(const torch::Tensor& x, int64_t n) { return x.select(0, 0).transpose(0, 1).narrow(0, 0, n); }
+
+// The segments' kernels run on kStreams streams, longest first, round-robin: a short segment's grid
+// (heads x query tiles) fills few of the SMs, and another segment's kernel fills the rest. The
+// streams come from the high-priority pool, apart from the low-priority side streams of the batch
+// transfer and the optimizer, and are taken once per device.
+constexpr size_t kStreams = 3;
+
+class Fanout {
+ public:
+  Fanout() : main_(c10::cuda::getCurrentCUDAStream()) {
+    static std::mutex mu;
+    static std::vector<std::vector<c10::cuda::CUDAStream>> pool;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      const size_t d = static_cast<size_t>(main_.device_index());
+      if (pool.size() <= d) pool.resize(d + 1);
+      while (pool[d].size() < kStreams)
+        pool[d].push_back(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, main_.device_index()));
+      streams_ = pool[d];
+    }
+    at::cuda::CUDAEvent ready;
+    ready.record(main_);
+    for (const auto& s : streams_) ready.block(s);
+  }
+  Fanout(const Fanout&) = delete;
+  Fanout& operator=(const Fanout&) = delete;
+
+  // Runs fn(i) for every i of order on the streams in turn, then makes the main stream wait for all
+  // of them. Tensors fn returns were made on a side stream and are read on the main one: the
+  // allocator is told, so their memory is not reused before the main stream is done with them.
+  template <typename Fn>
+  void run(const std::vector<size_t>& order, Fn&& fn) {
+    for (size_t j = 0; j < order.size(); ++j) {
+      c10::cuda::CUDAStreamGuard guard(streams_[j % streams_.size()]);
+      for (const torch::Tensor& t : fn(order[j])) {
+        if (t.defined() && t.is_cuda() && t.numel() > 0)
+          c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), main_);
+      }
+    }
+    for (const auto& s : streams_) {
+      at::cuda::CUDAEvent done;
+      done.record(s);
+      done.block(main_);
+    }
+  }
+
+ private:
+  c10::cuda::CUDAStream main_;
+  std::vector<c10::cuda::CUDAStream> streams_;
+};
+
+std::vector<size_t> longest_first(const std::vector<Segment>& segs) {
+  std::vector<size_t> order(segs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return segs[a].len > segs[b].len; });
+  return order;
+}
+
+// Dropout 0, causal within every segment. Saved per segment: the log-sum-exp [1, H, P, 1] and the
+// kernel's philox seed/offset (unused without dropout, but part of the backward's signature). The
+// output itself is saved whole and re-viewed per segment in the backward.
+class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& cu_host, double scale) {
+    const std::vector<Segment> segs = plan_segments(cu_host, q.size(0));
+    std::vector<torch::Tensor> pieces(segs.size()), stats(3 * segs.size());
+    Fanout streams;
+    streams.run(longest_first(segs), [&](size_t i) {
+      const Segment& s = segs[i];
+      auto r = at::_cudnn_attention_forward(padded_rows(q, s), padded_rows(k, s), padded_rows(v, s),
+                                            /*attn_bias=*/std::nullopt, /*cum_seq_q=*/std::nullopt,
+                                            /*cum_seq_k=*/std::nullopt, s.padded, s.padded,
+                                            /*compute_log_sumexp=*/true, /*dropout_p=*/0.0, /*is_causal=*/true,
+                                            /*return_debug_mask=*/false, scale);
+      pieces[i] = first_rows(std::get<0>(r), s.len);
+      stats[3 * i] = std::get<1>(r);
+      stats[3 * i + 1] = std::get<6>(r);
+      stats[3 * i + 2] = std::get<7>(r);
+      return std::array<torch::Tensor, 4>{pieces[i], stats[3 * i], stats[3 * i + 1], stats[3 * i + 2]};
+    });
+    torch::Tensor out = torch::cat(pieces, 0);
+    variable_list saved{q, k, v, out, cu_host};
+    saved.insert(saved.end(), stats.begin(), stats.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["scale"] = scale;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const torch::Tensor &q = s[0], &k = s[1], &v = s[2], &out = s[3];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const std::vector<Segment> segs = plan_segments(s[4], q.size(0));
+    const torch::Tensor g = grads[0].contiguous();
+    std::vector<torch::Tensor> dq(segs.size()), dk(segs.size()), dv(segs.size());
+    Fanout streams;
+    streams.run(longest_first(segs), [&](size_t i) {
+      const Segment& seg = segs[i];
+      // The rows past the segment get a zero output gradient: they then touch no key or value of it.
+      const torch::Tensor gp =
+          torch::constant_pad_nd(g.narrow(0, seg.start, seg.len), {0, 0, 0, 0, 0, seg.padded - seg.len})
+              .unsqueeze(0)
+              .transpose(1, 2);
+      auto r = at::_cudnn_attention_backward(gp, padded_rows(q, seg), padded_rows(k, seg), padded_rows(v, seg),
+                                             padded_rows(out, seg), s[5 + 3 * i], s[6 + 3 * i], s[7 + 3 * i],
+                                             /*attn_bias=*/torch::Tensor(), /*cum_seq_q=*/torch::Tensor(),
+                                             /*cum_seq_k=*/torch::Tensor(), seg.padded, seg.padded,
+                                             /*dropout_p=*/0.0, /*is_causal=*/true, scale);
+      dq[i] = first_rows(std::get<0>(r), seg.len);
+      dk[i] = first_rows(std::get<1>(r), seg.len);
+      dv[i] = first_rows(std::get<2>(r), seg.len);
+      return std::array<torch::Tensor, 3>{dq[i], dk[i], dv[i]};
+    });
+    return {torch::cat(dq, 0), torch::cat(dk, 0), torch::cat(dv, 0), {}, {}};
+  }
+};
+#endif
+
+}  // namespace
+
+torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const torch::Tensor& cu_seqlens_host, double scale) {
+  LOOM_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
+                 q.size(2) == k.size(2) && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
+             "cuDNN segment attention needs q [Tok, H, D] and k, v [Tok, K, D] with H a multiple of K, got ",
+             q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+#if LOOM_CUDNN_SDPA
+  // The views assume rows of H*D (K*D) contiguous elements; views from a fused QKV may not have them.
+  return CudnnSegments::apply(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_host, scale);
+#else
+  (void)cu_seqlens_host;
+  (void)scale;
+  LOOM_FAIL("cuDNN segment attention needs a CUDA build against LibTorch >= 2.5 (this build: LibTorch ",
+            TORCH_VERSION, ")");
+#endif
+}
+
+bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (!LOOM_CUDNN_SDPA) {
+    return no(str("this build has no cuDNN attention (it needs a CUDA build against LibTorch >= 2.5; LibTorch ",
+                  TORCH_VERSION, ")"));
+  }
+  if (!device.is_cuda()) return no("the device is " + device.str() + ", not CUDA");
+  if (dtype != torch::kBFloat16 && dtype != torch::kFloat16) {
+    return no(str("activations are ", c10::toString(dtype), ", cuDNN attention takes bf16 or fp16"));
+  }
+  if (head_dim % 8 != 0 || head_dim > 128) return no(str("head dim ", head_dim, " is not a multiple of 8 up to 128"));
+  // cuDNN's presence and the GPU's support are only known by trying: forward and backward.
+  try {
+    const auto opt = torch::TensorOptions().device(device).dtype(dtype);
+    const torch::Tensor x = torch::ones({kSegmentGrain + 3, 2, head_dim}, opt).requires_grad_();
+    const torch::Tensor cu = torch::tensor({0, 3, kSegmentGrain + 3}, torch::dtype(torch::kInt32));
+    cudnn_segment_attention(x, x, x, cu, 1.0).sum().backward();
+  } catch (const std::exception& e) {
+    return no(std::string("the kernel failed on a probe: ") + e.what());
+  }
+  return true;
+}
+
+bool cudnn_attention_preferred(const torch::Device& device) {
+#ifdef LOOM_CUDA_KERNELS
+  if (!device.is_cuda()) return false;
+  const int index = device.has_index() ? device.index() : at::cuda::current_device();
+  return at::cuda::getDeviceProperties(index)->major == 9;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+void warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
+                          int64_t head_dim, int64_t seq_len) {
+  const auto opt = torch::TensorOptions().device(device).dtype(dtype);
+  const int64_t longest = (seq_len + kSegmentGrain - 1) / kSegmentGrain * kSegmentGrain;
+  const torch::Tensor q = torch::zeros({longest, heads, head_dim}, opt).requires_grad_();
+  const torch::Tensor kv = torch::zeros({longest, kv_heads, head_dim}, opt).requires_grad_();
+  for (int64_t p = kSegmentGrain; p <= longest; p += kSegmentGrain) {
+    const torch::Tensor cu = torch::tensor({0, static_cast<int32_t>(p)}, torch::dtype(torch::kInt32));
+    cudnn_segment_attention(q.narrow(0, 0, p), kv.narrow(0, 0, p), kv.narrow(0, 0, p), cu, 1.0).sum().backward();
+  }
+}
+
+}  // namespace loom
