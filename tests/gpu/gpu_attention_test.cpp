@@ -147,7 +147,9 @@ TEST_CASE("cuDNN segment attention equals per-document attention forward and bac
     for (size_t s = 0; s + 1 < cu.size(); ++s) {
       INFO("document " << s);
       const int64_t a = cu[s], n = cu[s + 1] - cu[s];
-      CHECK(rel_err(k.grad().narrow(0, a, n), kf.grad().narrow(0, a, n)) < 2e-2);
+      // A one-token document's key gradient is zero (its one weight is 1 whatever the score): only
+      // rounding is left there, with nothing to measure it against.
+      if (n > 1) CHECK(rel_err(k.grad().narrow(0, a, n), kf.grad().narrow(0, a, n)) < 2e-2);
       CHECK(rel_err(v.grad().narrow(0, a, n), vf.grad().narrow(0, a, n)) < 2e-2);
     }
   }

@@ -222,7 +222,7 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
   try {
     const auto opt = torch::TensorOptions().device(device).dtype(dtype);
     const torch::Tensor x = torch::ones({kSegmentGrain + 3, 2, head_dim}, opt).requires_grad_();
-    const torch::Tensor cu = torch::tensor({0, 3, kSegmentGrain + 3}, torch::dtype(torch::kInt32));
+    const torch::Tensor cu = torch::tensor({0, 3, static_cast<int32_t>(kSegmentGrain + 3)}, torch::dtype(torch::kInt32));
     cudnn_segment_attention(x, x, x, cu, 1.0).sum().backward();
   } catch (const std::exception& e) {
     return no(std::string("the kernel failed on a probe: ") + e.what());
