@@ -94,8 +94,10 @@ class Fanout {
   Fanout& operator=(const Fanout&) = delete;
 
   // Runs fn(i) for every i of order on the streams in turn, then makes the main stream wait for all
-  // of them. Tensors fn returns were made on a side stream and are read on the main one: the
-  // allocator is told, so their memory is not reused before the main stream is done with them.
+  // of them. Tensors fn returns were made on a side stream and outlive the call (they are freed
+  // after the main stream's later work): the allocator is told, so their memory is not reused before
+  // the main stream is done with them. What fn writes into tensors made before the fan-out is
+  // ordered by the events alone.
   template <typename Fn>
   void run(const std::vector<size_t>& order, Fn&& fn) {
     for (size_t j = 0; j < order.size(); ++j) {
@@ -132,7 +134,10 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& cu_host, double scale) {
     const std::vector<Segment> segs = plan_segments(cu_host, q.size(0));
-    std::vector<torch::Tensor> pieces(segs.size()), stats(3 * segs.size());
+    std::vector<torch::Tensor> stats(3 * segs.size());
+    // Each segment's rows are copied into place on its own stream (a cat would stage its list of
+    // pointers through a pageable copy that waits for the stream, stalling the host every layer).
+    torch::Tensor out = torch::empty_like(q);
     Fanout streams;
     streams.run(longest_first(segs), [&](size_t i) {
       const Segment& s = segs[i];
@@ -141,13 +146,12 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
                                             /*cum_seq_k=*/std::nullopt, s.padded, s.padded,
                                             /*compute_log_sumexp=*/true, /*dropout_p=*/0.0, /*is_causal=*/true,
                                             /*return_debug_mask=*/false, scale);
-      pieces[i] = first_rows(std::get<0>(r), s.len);
+      out.narrow(0, s.start, s.len).copy_(first_rows(std::get<0>(r), s.len));
       stats[3 * i] = std::get<1>(r);
       stats[3 * i + 1] = std::get<6>(r);
       stats[3 * i + 2] = std::get<7>(r);
-      return std::array<torch::Tensor, 4>{pieces[i], stats[3 * i], stats[3 * i + 1], stats[3 * i + 2]};
+      return std::array<torch::Tensor, 3>{stats[3 * i], stats[3 * i + 1], stats[3 * i + 2]};
     });
-    torch::Tensor out = torch::cat(pieces, 0);
     variable_list saved{q, k, v, out, cu_host};
     saved.insert(saved.end(), stats.begin(), stats.end());
     ctx->save_for_backward(saved);
@@ -161,7 +165,7 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
     const double scale = ctx->saved_data["scale"].toDouble();
     const std::vector<Segment> segs = plan_segments(s[4], q.size(0));
     const torch::Tensor g = grads[0].contiguous();
-    std::vector<torch::Tensor> dq(segs.size()), dk(segs.size()), dv(segs.size());
+    torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
     Fanout streams;
     streams.run(longest_first(segs), [&](size_t i) {
       const Segment& seg = segs[i];
@@ -175,12 +179,12 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
                                              /*attn_bias=*/torch::Tensor(), /*cum_seq_q=*/torch::Tensor(),
                                              /*cum_seq_k=*/torch::Tensor(), seg.padded, seg.padded,
                                              /*dropout_p=*/0.0, /*is_causal=*/true, scale);
-      dq[i] = first_rows(std::get<0>(r), seg.len);
-      dk[i] = first_rows(std::get<1>(r), seg.len);
-      dv[i] = first_rows(std::get<2>(r), seg.len);
-      return std::array<torch::Tensor, 3>{dq[i], dk[i], dv[i]};
+      dq.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<0>(r), seg.len));
+      dk.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<1>(r), seg.len));
+      dv.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<2>(r), seg.len));
+      return std::array<torch::Tensor, 0>{};
     });
-    return {torch::cat(dq, 0), torch::cat(dk, 0), torch::cat(dv, 0), {}, {}};
+    return {dq, dk, dv, {}, {}};
   }
 };
 #endif
@@ -241,16 +245,48 @@ bool cudnn_attention_preferred(const torch::Device& device) {
 #endif
 }
 
+namespace {
+
+// One segment of every padded length, forward (on this thread) and, with grad, backward (on the
+// autograd engine's thread).
+void run_every_length(const torch::TensorOptions& opt, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                      int64_t seq_len, bool backward) {
+  const int64_t longest = (seq_len + kSegmentGrain - 1) / kSegmentGrain * kSegmentGrain;
+  const torch::Tensor q = torch::zeros({longest, heads, head_dim}, opt).requires_grad_(backward);
+  const torch::Tensor kv = torch::zeros({longest, kv_heads, head_dim}, opt).requires_grad_(backward);
+  for (int64_t p = kSegmentGrain; p <= longest; p += kSegmentGrain) {
+    const torch::Tensor cu = torch::tensor({0, static_cast<int32_t>(p)}, torch::dtype(torch::kInt32));
+    const torch::Tensor out = cudnn_segment_attention(q.narrow(0, 0, p), kv.narrow(0, 0, p), kv.narrow(0, 0, p), cu, 1.0);
+    if (backward) out.sum().backward();
+  }
+}
+
+// Its backward runs the forwards on the autograd engine's thread, where a checkpointed layer's
+// forward is recomputed.
+class ForwardOnBackwardThread : public torch::autograd::Function<ForwardOnBackwardThread> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t heads,
+                               int64_t kv_heads, int64_t head_dim, int64_t seq_len) {
+    ctx->saved_data["shape"] = std::vector<int64_t>{heads, kv_heads, head_dim, seq_len};
+    return x.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const std::vector<int64_t> s = ctx->saved_data["shape"].toIntVector();
+    torch::NoGradGuard no_grad;
+    run_every_length(grads[0].options(), s[0], s[1], s[2], s[3], /*backward=*/false);
+    return {grads[0], {}, {}, {}, {}};
+  }
+};
+
+}  // namespace
+
 void warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
                           int64_t head_dim, int64_t seq_len) {
   const auto opt = torch::TensorOptions().device(device).dtype(dtype);
-  const int64_t longest = (seq_len + kSegmentGrain - 1) / kSegmentGrain * kSegmentGrain;
-  const torch::Tensor q = torch::zeros({longest, heads, head_dim}, opt).requires_grad_();
-  const torch::Tensor kv = torch::zeros({longest, kv_heads, head_dim}, opt).requires_grad_();
-  for (int64_t p = kSegmentGrain; p <= longest; p += kSegmentGrain) {
-    const torch::Tensor cu = torch::tensor({0, static_cast<int32_t>(p)}, torch::dtype(torch::kInt32));
-    cudnn_segment_attention(q.narrow(0, 0, p), kv.narrow(0, 0, p), kv.narrow(0, 0, p), cu, 1.0).sum().backward();
-  }
+  run_every_length(opt, heads, kv_heads, head_dim, seq_len, /*backward=*/true);
+  const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
+  ForwardOnBackwardThread::apply(x, heads, kv_heads, head_dim, seq_len).sum().backward();
 }
 
 }  // namespace loom
