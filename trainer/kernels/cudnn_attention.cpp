@@ -1,7 +1,6 @@
 #include "cudnn_attention.h"
 
 #include <algorithm>
-#include <array>
 #include <mutex>
 #include <vector>
 
@@ -17,7 +16,6 @@
 #if defined(LOOM_CUDA_KERNELS) && LOOM_TORCH2 && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5)
 #define LOOM_CUDNN_SDPA 1
 #include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #else
@@ -64,6 +62,16 @@ torch::Tensor padded_rows(const torch::Tensor& x, const Segment& s) {
   return rows.unsqueeze(0).transpose(1, 2);
 }
 
+// The output gradient of a segment as [1, N, P, D], zero past its n rows: the rows themselves when
+// the segment fills its tiles, else a copy with the tail zeroed.
+torch::Tensor padded_grad(const torch::Tensor& g, const Segment& s) {
+  if (s.len == s.padded) return padded_rows(g, s);
+  torch::Tensor p = torch::empty({s.padded, g.size(1), g.size(2)}, g.options());
+  p.narrow(0, 0, s.len).copy_(g.narrow(0, s.start, s.len));
+  p.narrow(0, s.len, s.padded - s.len).zero_();
+  return p.unsqueeze(0).transpose(1, 2);
+}
+
 // The first n rows of a [1, N, P, D] result as [n, N, D].
 torch::Tensor first_rows(const torch::Tensor& x, int64_t n) { return x.select(0, 0).transpose(0, 1).narrow(0, 0, n); }
 
@@ -71,6 +79,12 @@ torch::Tensor first_rows(const torch::Tensor& x, int64_t n) { return x.select(0,
 // (heads x query tiles) fills few of the SMs, and another segment's kernel fills the rest. The
 // streams come from the high-priority pool, apart from the low-priority side streams of the batch
 // transfer and the optimizer, and are taken once per device.
+//
+// The backward recomputes the forward's assignment from the same cu_seqlens, so each segment's
+// saved statistics are made, read and freed on one stream: the allocator's stream-ordered reuse
+// covers them without cross-stream bookkeeping (recordStream events, polled on every allocation).
+// What a segment writes into tensors made on the main stream before the fan-out, and reads from
+// them, is ordered by the fan-out's events.
 constexpr size_t kStreams = 3;
 
 class Fanout {
@@ -93,19 +107,13 @@ class Fanout {
   Fanout(const Fanout&) = delete;
   Fanout& operator=(const Fanout&) = delete;
 
-  // Runs fn(i) for every i of order on the streams in turn, then makes the main stream wait for all
-  // of them. Tensors fn returns were made on a side stream and outlive the call (they are freed
-  // after the main stream's later work): the allocator is told, so their memory is not reused before
-  // the main stream is done with them. What fn writes into tensors made before the fan-out is
-  // ordered by the events alone.
+  // Runs fn(i) for every i of order, the j-th on stream j mod kStreams, then makes the main stream
+  // wait for all of them.
   template <typename Fn>
   void run(const std::vector<size_t>& order, Fn&& fn) {
     for (size_t j = 0; j < order.size(); ++j) {
       c10::cuda::CUDAStreamGuard guard(streams_[j % streams_.size()]);
-      for (const torch::Tensor& t : fn(order[j])) {
-        if (t.defined() && t.is_cuda() && t.numel() > 0)
-          c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), main_);
-      }
+      fn(order[j]);
     }
     for (const auto& s : streams_) {
       at::cuda::CUDAEvent done;
@@ -150,7 +158,6 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
       stats[3 * i] = std::get<1>(r);
       stats[3 * i + 1] = std::get<6>(r);
       stats[3 * i + 2] = std::get<7>(r);
-      return std::array<torch::Tensor, 3>{stats[3 * i], stats[3 * i + 1], stats[3 * i + 2]};
     });
     variable_list saved{q, k, v, out, cu_host};
     saved.insert(saved.end(), stats.begin(), stats.end());
@@ -170,19 +177,17 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
     streams.run(longest_first(segs), [&](size_t i) {
       const Segment& seg = segs[i];
       // The rows past the segment get a zero output gradient: they then touch no key or value of it.
-      const torch::Tensor gp =
-          torch::constant_pad_nd(g.narrow(0, seg.start, seg.len), {0, 0, 0, 0, 0, seg.padded - seg.len})
-              .unsqueeze(0)
-              .transpose(1, 2);
-      auto r = at::_cudnn_attention_backward(gp, padded_rows(q, seg), padded_rows(k, seg), padded_rows(v, seg),
-                                             padded_rows(out, seg), s[5 + 3 * i], s[6 + 3 * i], s[7 + 3 * i],
+      // The forward's output is read through the same padded views: only the rows with a gradient
+      // count.
+      auto r = at::_cudnn_attention_backward(padded_grad(g, seg), padded_rows(q, seg), padded_rows(k, seg),
+                                             padded_rows(v, seg), padded_rows(out, seg), s[5 + 3 * i], s[6 + 3 * i],
+                                             s[7 + 3 * i],
                                              /*attn_bias=*/torch::Tensor(), /*cum_seq_q=*/torch::Tensor(),
                                              /*cum_seq_k=*/torch::Tensor(), seg.padded, seg.padded,
                                              /*dropout_p=*/0.0, /*is_causal=*/true, scale);
       dq.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<0>(r), seg.len));
       dk.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<1>(r), seg.len));
       dv.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<2>(r), seg.len));
-      return std::array<torch::Tensor, 0>{};
     });
     return {dq, dk, dv, {}, {}};
   }
@@ -226,7 +231,8 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
   try {
     const auto opt = torch::TensorOptions().device(device).dtype(dtype);
     const torch::Tensor x = torch::ones({kSegmentGrain + 3, 2, head_dim}, opt).requires_grad_();
-    const torch::Tensor cu = torch::tensor({0, 3, static_cast<int32_t>(kSegmentGrain + 3)}, torch::dtype(torch::kInt32));
+    const int32_t end = static_cast<int32_t>(kSegmentGrain + 3);
+    const torch::Tensor cu = torch::tensor({0, 3, end}, torch::dtype(torch::kInt32));
     cudnn_segment_attention(x, x, x, cu, 1.0).sum().backward();
   } catch (const std::exception& e) {
     return no(std::string("the kernel failed on a probe: ") + e.what());
@@ -256,7 +262,8 @@ void run_every_length(const torch::TensorOptions& opt, int64_t heads, int64_t kv
   const torch::Tensor kv = torch::zeros({longest, kv_heads, head_dim}, opt).requires_grad_(backward);
   for (int64_t p = kSegmentGrain; p <= longest; p += kSegmentGrain) {
     const torch::Tensor cu = torch::tensor({0, static_cast<int32_t>(p)}, torch::dtype(torch::kInt32));
-    const torch::Tensor out = cudnn_segment_attention(q.narrow(0, 0, p), kv.narrow(0, 0, p), kv.narrow(0, 0, p), cu, 1.0);
+    const torch::Tensor rows = kv.narrow(0, 0, p);
+    const torch::Tensor out = cudnn_segment_attention(q.narrow(0, 0, p), rows, rows, cu, 1.0);
     if (backward) out.sum().backward();
   }
 }

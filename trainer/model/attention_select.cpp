@@ -74,8 +74,8 @@ AttentionKernel select_attention(const torch::Device& device, torch::Dtype dtype
   LOOM_CHECK(choice != AttentionChoice::kSegments || segments_here, "job.attention=segments runs on CPU float32, "
              "this run is ", device.str(), " ", c10::toString(dtype));
   if (choice != AttentionChoice::kMasked && segments_here) return install(AttentionKernel::kCpuSegments, "");
-  return install(AttentionKernel::kMasked,
-                 choice == AttentionChoice::kMasked ? std::string(" (job.attention=masked)") : " (no flash: " + why + ")");
+  return install(AttentionKernel::kMasked, choice == AttentionChoice::kMasked ? std::string(" (job.attention=masked)")
+                                                                              : " (no flash: " + why + ")");
 }
 
 }  // namespace loom
