@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fused_ops.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "torch_compat.h"
@@ -67,7 +68,7 @@ torch::Tensor padded_rows(const torch::Tensor& x, const Segment& s) {
 torch::Tensor padded_grad(const torch::Tensor& g, const Segment& s) {
   if (s.len == s.padded) return padded_rows(g, s);
   torch::Tensor p = torch::empty({s.padded, g.size(1), g.size(2)}, g.options());
-  p.narrow(0, 0, s.len).copy_(g.narrow(0, s.start, s.len));
+  copy_token_rows(g.narrow(0, s.start, s.len), p.narrow(0, 0, s.len));
   p.narrow(0, s.len, s.padded - s.len).zero_();
   return p.unsqueeze(0).transpose(1, 2);
 }
@@ -143,8 +144,9 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
                                const torch::Tensor& v, const torch::Tensor& cu_host, double scale) {
     const std::vector<Segment> segs = plan_segments(cu_host, q.size(0));
     std::vector<torch::Tensor> stats(3 * segs.size());
-    // Each segment's rows are copied into place on its own stream (a cat would stage its list of
-    // pointers through a pageable copy that waits for the stream, stalling the host every layer).
+    // Each segment's rows are copied into place on its own stream by a kernel (a cat would stage its
+    // list of pointers through a pageable copy that waits for the stream, and ATen's copy_ is a
+    // cudaMemcpyAsync: both held the host up every layer).
     torch::Tensor out = torch::empty_like(q);
     Fanout streams;
     streams.run(longest_first(segs), [&](size_t i) {
@@ -154,7 +156,7 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
                                             /*cum_seq_k=*/std::nullopt, s.padded, s.padded,
                                             /*compute_log_sumexp=*/true, /*dropout_p=*/0.0, /*is_causal=*/true,
                                             /*return_debug_mask=*/false, scale);
-      out.narrow(0, s.start, s.len).copy_(first_rows(std::get<0>(r), s.len));
+      copy_token_rows(first_rows(std::get<0>(r), s.len), out.narrow(0, s.start, s.len));
       stats[3 * i] = std::get<1>(r);
       stats[3 * i + 1] = std::get<6>(r);
       stats[3 * i + 2] = std::get<7>(r);
@@ -185,9 +187,9 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
                                              /*attn_bias=*/torch::Tensor(), /*cum_seq_q=*/torch::Tensor(),
                                              /*cum_seq_k=*/torch::Tensor(), seg.padded, seg.padded,
                                              /*dropout_p=*/0.0, /*is_causal=*/true, scale);
-      dq.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<0>(r), seg.len));
-      dk.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<1>(r), seg.len));
-      dv.narrow(0, seg.start, seg.len).copy_(first_rows(std::get<2>(r), seg.len));
+      copy_token_rows(first_rows(std::get<0>(r), seg.len), dq.narrow(0, seg.start, seg.len));
+      copy_token_rows(first_rows(std::get<1>(r), seg.len), dk.narrow(0, seg.start, seg.len));
+      copy_token_rows(first_rows(std::get<2>(r), seg.len), dv.narrow(0, seg.start, seg.len));
     });
     return {dq, dk, dv, {}, {}};
   }

@@ -261,6 +261,23 @@ torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
   return rotary_reference(x, cos, sin);
 }
 
+void copy_token_rows(const torch::Tensor& src, const torch::Tensor& dst) {
+  LOOM_ASSERT(src.sizes() == dst.sizes() && src.scalar_type() == dst.scalar_type(), "copy_token_rows of ",
+              src.sizes(), " ", src.scalar_type(), " into ", dst.sizes(), " ", dst.scalar_type());
+#ifdef LOOM_CUDA_KERNELS
+  const auto rows_contiguous = [](const torch::Tensor& t) { return t.dim() >= 1 && t.select(0, 0).is_contiguous(); };
+  if (src.is_cuda() && dst.device() == src.device() && kernel_dtype(src) && src.numel() > 0 &&
+      rows_contiguous(src) && rows_contiguous(dst)) {
+    const int64_t tokens = src.size(0);
+    check_launch(cuda::copy_rows(to_cuda(src), src.data_ptr(), src.stride(0), dst.data_ptr(), dst.stride(0), tokens,
+                                 src.numel() / tokens, nullptr, stream()),
+                 "copy_rows");
+    return;
+  }
+#endif
+  dst.copy_(src);
+}
+
 bool fused_qkv_rotary_applies(const torch::Tensor& qkv) {
   // The CPU kernel makes qkv contiguous itself (a no-op for the projection's output).
   if (cpu_fused_applies(qkv)) return qkv.dim() >= 2 && qkv.numel() > 0;

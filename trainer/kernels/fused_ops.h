@@ -52,6 +52,12 @@ bool fused_qkv_rotary_applies(const torch::Tensor& qkv);
 std::vector<torch::Tensor> fused_qkv_rotary(const torch::Tensor& qkv, int64_t H, int64_t K, const torch::Tensor& cos,
                                             const torch::Tensor& sin, bool publish_fp8_amax = false);
 
+// dst = src for tensors of one shape and dtype whose rows (index 0) each hold their elements
+// contiguously, at any row stride. On CUDA for bf16 and fp32 through loom's 16-byte row copy
+// kernel, a kernel launch: ATen's copy_ of device memory is a cudaMemcpyAsync, which held the host
+// for up to 1.7 ms a call when issued per document on several streams. Elsewhere dst.copy_(src).
+void copy_token_rows(const torch::Tensor& src, const torch::Tensor& dst);
+
 // The SwiGLU gate silu(a) * b for a, b of one shape and dtype (w1 x and w2 x of the MLP). Fused on
 // CUDA for bf16 and fp32, on CPU for fp32.
 torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b, bool publish_fp8_amax = false);
