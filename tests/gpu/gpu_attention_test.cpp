@@ -37,21 +37,21 @@ torch::Tensor per_document_attention(const torch::Tensor& q, const torch::Tensor
   return torch::cat(outs, 0);
 }
 
-}  // namespace
-
-TEST_CASE("flash varlen attention equals per-document attention forward and backward") {
-  // Two rows of 512 tokens; documents of 1, 99, 412 | 188, 1, 323 tokens (a row boundary at 512).
-  const std::vector<int32_t> cu{0, 1, 100, 512, 700, 701, 1024};
-  const int64_t Tok = 1024, H = 8, K = 2;
+// Runs attention(q, k, v, D) on random bf16 inputs over the documents of cu (8 query heads on 2 kv
+// heads, head dims 64 and 128) and checks the output and the three gradients against
+// per_document_attention in fp32: over all tokens, and document by document (a view or a pad that
+// leaked across documents would show in one document, not in the maximum).
+template <typename Attention>
+void check_per_document(const std::vector<int32_t>& cu, uint64_t seed, Attention&& attention) {
+  const int64_t Tok = cu.back(), H = 8, K = 2;
   for (int64_t D : {64, 128}) {
     INFO("head dim " << D);
-    torch::manual_seed(7);
+    torch::manual_seed(seed);
     const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
     const torch::Tensor q = torch::randn({Tok, H, D}, bf).requires_grad_(true);
     const torch::Tensor k = torch::randn({Tok, K, D}, bf).requires_grad_(true);
     const torch::Tensor v = torch::randn({Tok, K, D}, bf).requires_grad_(true);
-    const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32).to(cuda());
-    const torch::Tensor out = loom::flash_varlen_attention(q, k, v, cu_t, 412, 1.0 / std::sqrt(double(D)));
+    const torch::Tensor out = attention(q, k, v, D);
     REQUIRE(out.sizes() == q.sizes());
     REQUIRE(out.scalar_type() == torch::kBFloat16);
 
@@ -61,14 +61,33 @@ TEST_CASE("flash varlen attention equals per-document attention forward and back
     const torch::Tensor ref = per_document_attention(qf, kf, vf, cu);
     // bf16 output: 8 significant bits, so ~0.4% of the scale per rounding.
     CHECK(rel_err(out, ref) < 1e-2);
-
     const torch::Tensor up = torch::randn({Tok, H, D}, bf);
     out.backward(up);
     ref.backward(up.to(torch::kFloat32));
     CHECK(rel_err(q.grad(), qf.grad()) < 2e-2);
     CHECK(rel_err(k.grad(), kf.grad()) < 2e-2);
     CHECK(rel_err(v.grad(), vf.grad()) < 2e-2);
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      INFO("document " << s);
+      const int64_t a = cu[s], n = cu[s + 1] - cu[s];
+      CHECK(rel_err(out.narrow(0, a, n), ref.narrow(0, a, n)) < 1e-2);
+      // A one-token document's key gradient is zero (its one weight is 1 whatever the score): only
+      // rounding is left there, with nothing to measure it against.
+      if (n > 1) CHECK(rel_err(k.grad().narrow(0, a, n), kf.grad().narrow(0, a, n)) < 2e-2);
+      CHECK(rel_err(v.grad().narrow(0, a, n), vf.grad().narrow(0, a, n)) < 2e-2);
+    }
   }
+}
+
+}  // namespace
+
+TEST_CASE("flash varlen attention equals per-document attention forward and backward") {
+  // Two rows of 512 tokens; documents of 1, 99, 412 | 188, 1, 323 tokens (a row boundary at 512).
+  const std::vector<int32_t> cu{0, 1, 100, 512, 700, 701, 1024};
+  const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32).to(cuda());
+  check_per_document(cu, 7, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
+    return loom::flash_varlen_attention(q, k, v, cu_t, 412, 1.0 / std::sqrt(double(D)));
+  });
 }
 
 TEST_CASE("packed attention through flash equals the masked path on every real token") {
@@ -114,45 +133,10 @@ TEST_CASE("select_attention takes cuDNN on Hopper, else flash, for bf16 on CUDA 
 // rows would pass the last token (the copy path). GQA (8 query heads on 2 kv heads), two head dims.
 TEST_CASE("cuDNN segment attention equals per-document attention forward and backward") {
   const std::vector<int32_t> cu{0, 1, 128, 256, 385, 685, 700, 1024, 1100};
-  const int64_t Tok = 1100, H = 8, K = 2;
-  for (int64_t D : {64, 128}) {
-    INFO("head dim " << D);
-    torch::manual_seed(8);
-    const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
-    const torch::Tensor q = torch::randn({Tok, H, D}, bf).requires_grad_(true);
-    const torch::Tensor k = torch::randn({Tok, K, D}, bf).requires_grad_(true);
-    const torch::Tensor v = torch::randn({Tok, K, D}, bf).requires_grad_(true);
-    const torch::Tensor out =
-        loom::cudnn_segment_attention(q, k, v, torch::tensor(cu, torch::kInt32), 1.0 / std::sqrt(double(D)));
-    REQUIRE(out.sizes() == q.sizes());
-    REQUIRE(out.scalar_type() == torch::kBFloat16);
-
-    const torch::Tensor qf = q.detach().to(torch::kFloat32).requires_grad_(true);
-    const torch::Tensor kf = k.detach().to(torch::kFloat32).requires_grad_(true);
-    const torch::Tensor vf = v.detach().to(torch::kFloat32).requires_grad_(true);
-    const torch::Tensor ref = per_document_attention(qf, kf, vf, cu);
-    CHECK(rel_err(out, ref) < 1e-2);
-    // Document by document too: a padded view that leaked would show in one document, not the max.
-    for (size_t s = 0; s + 1 < cu.size(); ++s) {
-      INFO("document " << s);
-      CHECK(rel_err(out.narrow(0, cu[s], cu[s + 1] - cu[s]), ref.narrow(0, cu[s], cu[s + 1] - cu[s])) < 1e-2);
-    }
-
-    const torch::Tensor up = torch::randn({Tok, H, D}, bf);
-    out.backward(up);
-    ref.backward(up.to(torch::kFloat32));
-    CHECK(rel_err(q.grad(), qf.grad()) < 2e-2);
-    CHECK(rel_err(k.grad(), kf.grad()) < 2e-2);
-    CHECK(rel_err(v.grad(), vf.grad()) < 2e-2);
-    for (size_t s = 0; s + 1 < cu.size(); ++s) {
-      INFO("document " << s);
-      const int64_t a = cu[s], n = cu[s + 1] - cu[s];
-      // A one-token document's key gradient is zero (its one weight is 1 whatever the score): only
-      // rounding is left there, with nothing to measure it against.
-      if (n > 1) CHECK(rel_err(k.grad().narrow(0, a, n), kf.grad().narrow(0, a, n)) < 2e-2);
-      CHECK(rel_err(v.grad().narrow(0, a, n), vf.grad().narrow(0, a, n)) < 2e-2);
-    }
-  }
+  const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);
+  check_per_document(cu, 8, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
+    return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)));
+  });
 }
 
 TEST_CASE("packed attention through cuDNN equals the masked path, with and without the batch's host copy") {
