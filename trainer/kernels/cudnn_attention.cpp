@@ -6,7 +6,6 @@
 
 #include "fused_ops.h"
 #include "loom/error.h"
-#include "loom/log.h"
 #include "torch_compat.h"
 
 #ifdef LOOM_CUDA_KERNELS

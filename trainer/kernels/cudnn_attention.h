@@ -14,7 +14,8 @@
 //     gradient).
 // A segment whose P rows run past the last token is zero-padded into a copy instead. P takes at most
 // ceil(T / kSegmentGrain) values, so a run builds a bounded set of graphs; warm_cudnn_attention()
-// builds them all before the first step.
+// builds them all before the first step. The segments run longest first on three streams, so short
+// segments' small grids (heads x query tiles) share the SMs; each copies its rows into place.
 //
 // Shapes: Tok = B*T flattened tokens, H query heads, K kv heads (H a multiple of K), D head dim.
 #pragma once

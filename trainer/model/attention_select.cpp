@@ -1,10 +1,13 @@
 #include "attention_select.h"
 
+#include <chrono>
+
 #include "cpu_attention.h"
 #include "cudnn_attention.h"
 #include "flash_attention.h"
 #include "loom/error.h"
 #include "loom/log.h"
+#include "loom/progress.h"
 
 namespace loom {
 
@@ -61,7 +64,13 @@ AttentionKernel select_attention(const torch::Device& device, torch::Dtype dtype
   const bool cudnn_wanted = choice == AttentionChoice::kCudnn ||
                             (choice == AttentionChoice::kAuto && cudnn_attention_preferred(device));
   if (cudnn_wanted && cudnn_attention_supported(device, dtype, head_dim, &why_not_cudnn)) {
-    if (shape.seq_len > 0) warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len);
+    if (shape.seq_len > 0) {
+      const auto start = std::chrono::steady_clock::now();
+      warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len);
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      log::info("attention: cuDNN's graphs for ", (shape.seq_len + kSegmentGrain - 1) / kSegmentGrain,
+                " padded lengths built in ", format_number(took.count(), 3), " s (once per run)");
+    }
     return install(AttentionKernel::kCudnnSegments, "");
   }
   LOOM_CHECK(choice != AttentionChoice::kCudnn, "job.attention=cudnn cannot run here: ", why_not_cudnn);
