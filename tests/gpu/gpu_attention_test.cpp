@@ -153,7 +153,7 @@ TEST_CASE("packed attention through cuDNN equals the masked path, with and witho
   const torch::Tensor masked = loom::masked_attention(q.to(torch::kFloat32), k.to(torch::kFloat32),
                                                       v.to(torch::kFloat32), ctx.mask);
   REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, D, loom::AttentionChoice::kCudnn,
-                                 loom::AttentionShape{H, K, T}) == loom::AttentionKernel::kCudnnSegments);
+                                 loom::AttentionShape{H, K, T, false}) == loom::AttentionKernel::kCudnnSegments);
   const torch::Tensor real = (b.segments >= 0).unsqueeze(-1).unsqueeze(-1);  // padding differs by design
   const torch::Tensor with_host = loom::packed_attention(q, k, v, loom::make_packed_context(b, D, 10000.0));
   CHECK(rel_err(with_host * real, masked * real) < 1e-2);

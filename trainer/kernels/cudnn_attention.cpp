@@ -290,9 +290,10 @@ class ForwardOnBackwardThread : public torch::autograd::Function<ForwardOnBackwa
 }  // namespace
 
 void warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
-                          int64_t head_dim, int64_t seq_len) {
+                          int64_t head_dim, int64_t seq_len, bool recompute) {
   const auto opt = torch::TensorOptions().device(device).dtype(dtype);
   run_every_length(opt, heads, kv_heads, head_dim, seq_len, /*backward=*/true);
+  if (!recompute) return;
   const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
   ForwardOnBackwardThread::apply(x, heads, kv_heads, head_dim, seq_len).sum().backward();
 }

@@ -45,11 +45,11 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
 // (compute capability 9.x), where it was measured faster (bench/RESULTS.md).
 bool cudnn_attention_preferred(const torch::Device& device);
 
-// Builds the graphs of every padded length up to seq_len for these heads, so no step pays for one
-// (about 80 ms a length). cuDNN's graph caches are per thread: the forwards are built on the calling
-// thread, and the backwards and the forwards again on the autograd engine's thread of the device,
-// which runs every backward and every recompute of a checkpointed layer.
+// Builds the graphs of every padded length up to seq_len for these heads, so no step pays for one.
+// cuDNN's graph caches are per thread: the forwards are built on the calling thread and the
+// backwards on the autograd engine's thread of the device, which runs every backward; with
+// recompute, the forwards again there, where checkpointed layers are recomputed.
 void warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
-                          int64_t head_dim, int64_t seq_len);
+                          int64_t head_dim, int64_t seq_len, bool recompute);
 
 }  // namespace loom

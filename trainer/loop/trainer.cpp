@@ -300,7 +300,8 @@ void Loop::start() {
 #endif
   }
   select_attention(device_, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.job.attention),
-                   AttentionShape{c_.model.num_attention_heads, c_.model.kv_heads(), c_.data.seq_len});
+                   AttentionShape{c_.model.num_attention_heads, c_.model.kv_heads(), c_.data.seq_len,
+                                  plan.checkpointed_layers > 0});
   startup_.phase("model plan, build and init");
   update_ = std::make_unique<DataParallelUpdate>(comm_, named_state(*model_), c_.optimizer_options(), c_.parallel);
   if (c_.model.fp8) update_->publish_fp8_weight_amax();

@@ -66,7 +66,7 @@ AttentionKernel select_attention(const torch::Device& device, torch::Dtype dtype
   if (cudnn_wanted && cudnn_attention_supported(device, dtype, head_dim, &why_not_cudnn)) {
     if (shape.seq_len > 0) {
       const auto start = std::chrono::steady_clock::now();
-      warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len);
+      warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, shape.recompute);
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
       log::info("attention: cuDNN's graphs for ", (shape.seq_len + kSegmentGrain - 1) / kSegmentGrain,
                 " padded lengths built in ", format_number(took.count(), 3), " s (once per run)");

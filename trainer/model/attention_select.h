@@ -30,10 +30,12 @@ AttentionChoice parse_attention_kernel(const std::string& name);
 // The varlen kernel function that set_varlen_attention() installs for a kernel (empty for kMasked).
 VarlenAttentionFn varlen_kernel_of(AttentionKernel kernel);
 
-// The heads and the longest segment of a run: what a kernel that builds per-shape plans
-// (cuDNN's graphs) prepares for before the first step. All zero: prepare nothing.
+// The heads and the longest segment of a run, and whether any layer's forward is recomputed in the
+// backward: what a kernel that builds per-shape plans (cuDNN's graphs) prepares for before the
+// first step. seq_len 0: prepare nothing.
 struct AttentionShape {
   int64_t heads = 0, kv_heads = 0, seq_len = 0;
+  bool recompute = false;
 };
 
 // Chooses the attention kernel for a run and installs it (attention.h's set_varlen_attention).
