@@ -124,7 +124,7 @@ def doc_bias(cu, packs, seq_len, dev, masked=float("-inf")):
     return torch.where(same, zero, torch.tensor(masked, dtype=torch.bfloat16, device=dev)).unsqueeze(1)
 
 
-def segment_plan(cu, tok, grain, small):
+def segment_plan(cu, grain, small):
     """Per-segment host plan for cudnn_segments: (start, length, padded length) of each segment of
     `small` tokens or more, and the cu_seqlens of the shorter ones gathered end to end."""
     big, short_rows, short_cu = [], [], [0]
@@ -220,7 +220,7 @@ def run(case, kernel, iters):
         if segs.startswith("docs_segments"):
             parts = segs.split("_")
             small, grain = int(parts[2]), int(parts[3]) if len(parts) > 3 else GRAIN
-            big, rows, scu = segment_plan(c, tok, grain, small)
+            big, rows, scu = segment_plan(c, grain, small)
             if rows:
                 plan = (big, torch.tensor(rows, device=dev), torch.tensor(scu, dtype=torch.int32, device=dev),
                         max(scu[i + 1] - scu[i] for i in range(len(scu) - 1)))

@@ -42,7 +42,7 @@ void BatchTransfer::start(const Batch& b) {
   on_device.positions = pinned.positions.to(impl_->device, true);
   on_device.segments = pinned.segments.to(impl_->device, true);
   on_device.cu_seqlens = pinned.cu_seqlens.to(impl_->device, true);
-  on_device.cu_seqlens_host = b.cu_seqlens;
+  if (b.cu_seqlens.is_cpu()) on_device.cu_seqlens_host = b.cu_seqlens;  // as Batch::to keeps it
   if (pinned.dataset_ids.defined()) on_device.dataset_ids = pinned.dataset_ids.to(impl_->device, true);
   impl_->copied.record(impl_->side);
   impl_->pending = std::move(on_device);
