@@ -30,6 +30,11 @@ std::vector<torch::Tensor> grads_of(Fn f, std::vector<torch::Tensor> inputs, con
   return g;
 }
 
+// rmsnorm_reference of an fp32 h whose input the kernel rounds to dtype first.
+torch::Tensor rmsnorm_reference_of(const torch::Tensor& h32, const torch::Tensor& w32, torch::Dtype dtype) {
+  return loom::rmsnorm_reference(h32.to(dtype).to(torch::kFloat32), w32, 1e-5);
+}
+
 }  // namespace
 
 TEST_CASE("fused RMSNorm equals the reference forward and backward in bf16 and fp32") {
@@ -104,6 +109,91 @@ TEST_CASE("fused SwiGLU equals silu of a times b forward and backward") {
       CHECK(rel_err(got[0], want[0]) < tol(dtype));
       CHECK(rel_err(got[1], want[1]) < tol(dtype));
       CHECK(rel_err(got[2], want[2]) < tol(dtype));
+    }
+  }
+}
+
+TEST_CASE("fused residual RMSNorm equals the add and the norm, and adds the residual gradient, in bf16 and fp32") {
+  for (auto dtype : {torch::kBFloat16, torch::kFloat32}) {
+    for (int64_t C : {2048, 40}) {
+      for (bool with_r : {true, false}) {
+        INFO("dtype " << dtype << " C " << C << (with_r ? " h = x + r" : " h = x"));
+        torch::manual_seed(75);
+        const auto opt = torch::TensorOptions().device(cuda()).dtype(dtype);
+        const torch::Tensor x = torch::randn({3, 37, C}, opt) * 3, r = torch::randn({3, 37, C}, opt);
+        const torch::Tensor w = torch::rand({C}, opt) + 0.5;
+        const torch::Tensor up_h = torch::randn({3, 37, C}, opt), up_y = torch::randn({3, 37, C}, opt);
+        REQUIRE(loom::fused_residual_rmsnorm_applies(x, w));
+        // Both outputs feed the loss, as in a layer: h the residual stream, y the branch.
+        const auto loss = [&](const torch::Tensor& h, const torch::Tensor& y) {
+          return (h.to(torch::kFloat32) * up_h.to(torch::kFloat32)).sum() +
+                 (y.to(torch::kFloat32) * up_y.to(torch::kFloat32)).sum();
+        };
+        const torch::Tensor xg = x.clone().requires_grad_(true), rg = r.clone().requires_grad_(true);
+        const torch::Tensor wg = w.clone().requires_grad_(true);
+        const std::vector<torch::Tensor> got = loom::fused_residual_rmsnorm(xg, with_r ? rg : torch::Tensor(), wg, 1e-5);
+        loss(got[0], got[1]).backward();
+        const torch::Tensor x32 = x.to(torch::kFloat32).requires_grad_(true);
+        const torch::Tensor r32 = r.to(torch::kFloat32).requires_grad_(true);
+        const torch::Tensor w32 = w.to(torch::kFloat32).requires_grad_(true);
+        // The reference rounds h to the dtype as the kernel does before normalizing it.
+        const torch::Tensor h32 = with_r ? (x32 + r32) : x32;
+        const torch::Tensor h_rounded = h32 + (h32.to(dtype).to(torch::kFloat32) - h32).detach();
+        loss(h32, loom::rmsnorm_reference(h_rounded, w32, 1e-5)).backward();
+        CHECK(got[0].scalar_type() == dtype);
+        CHECK(got[1].scalar_type() == dtype);
+        if (with_r) {
+          CHECK(torch::equal(got[0], (x + r)));  // one rounding of an fp32 sum either way
+          CHECK(rel_err(rg.grad(), r32.grad()) < tol(dtype));
+          CHECK(torch::equal(rg.grad(), xg.grad()));
+        } else {
+          CHECK(got[0].data_ptr() == xg.data_ptr());  // x itself
+        }
+        CHECK(rel_err(got[1], rmsnorm_reference_of(h32.detach(), w32.detach(), dtype)) < tol(dtype));
+        CHECK(rel_err(xg.grad(), x32.grad()) < tol(dtype));
+        CHECK(rel_err(wg.grad(), w32.grad()) < tol(dtype));
+      }
+    }
+  }
+}
+
+TEST_CASE("fused gated projection equals silu(x w1^T) * (x w2^T) forward and backward, weights adjacent or not") {
+  for (auto dtype : {torch::kBFloat16, torch::kFloat32}) {
+    // F = 688: bf16 takes the 16-byte kernel over the [N, 2F] halves; F = 100 the element-wise one.
+    for (int64_t F : {688, 100}) {
+      INFO("dtype " << dtype << " F " << F);
+      torch::manual_seed(76);
+      const int64_t C = 256;
+      const auto opt = torch::TensorOptions().device(cuda()).dtype(dtype);
+      const torch::Tensor x = torch::randn({2, 129, C}, opt);
+      const torch::Tensor w12 = torch::randn({2 * F, C}, opt) / 16;
+      const torch::Tensor up = torch::randn({2, 129, F}, opt);
+      REQUIRE(loom::fused_gated_projection_applies(x, w12.narrow(0, 0, F), w12.narrow(0, F, F)));
+      const auto run = [&](bool adjacent) {
+        // Adjacent: two leaves over one allocation, as the model makes w1 and w2; else two tensors.
+        const torch::Tensor base = w12.clone();
+        torch::Tensor w1 = base.narrow(0, 0, F).detach(), w2 = base.narrow(0, F, F).detach();
+        if (!adjacent) w1 = w1.clone(), w2 = w2.clone();
+        w1.requires_grad_(true), w2.requires_grad_(true);
+        const torch::Tensor xg = x.clone().requires_grad_(true);
+        const torch::Tensor y = loom::fused_gated_projection(xg, w1, w2);
+        (y.to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+        return std::vector<torch::Tensor>{y.detach(), xg.grad(), w1.grad(), w2.grad()};
+      };
+      const std::vector<torch::Tensor> got = run(true), copied = run(false);
+      const torch::Tensor x32 = x.to(torch::kFloat32).requires_grad_(true);
+      const torch::Tensor w1_32 = w12.narrow(0, 0, F).to(torch::kFloat32).requires_grad_(true);
+      const torch::Tensor w2_32 = w12.narrow(0, F, F).to(torch::kFloat32).requires_grad_(true);
+      const torch::Tensor y32 = torch::silu(torch::matmul(x32, w1_32.t())) * torch::matmul(x32, w2_32.t());
+      (y32 * up.to(torch::kFloat32)).sum().backward();
+      CHECK(got[0].sizes() == y32.sizes());
+      CHECK(got[0].scalar_type() == dtype);
+      CHECK(rel_err(got[0], y32) < tol(dtype));
+      CHECK(rel_err(got[1], x32.grad()) < tol(dtype));
+      CHECK(rel_err(got[2], w1_32.grad()) < tol(dtype));
+      CHECK(rel_err(got[3], w2_32.grad()) < tol(dtype));
+      // The view of adjacent weights and the copy of separate ones are the same [2F, C] operand.
+      for (size_t i = 0; i < got.size(); ++i) CHECK(torch::equal(got[i], copied[i]));
     }
   }
 }

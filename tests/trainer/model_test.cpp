@@ -15,6 +15,7 @@
 #include "batch.h"
 #include "cpu_attention.h"
 #include "flops.h"
+#include "fused_ops.h"
 #include "loom/error.h"
 #include "loss.h"
 #include "model.h"
@@ -453,6 +454,32 @@ TEST_CASE("parameter counts and FFN sizes of the 7B and 20B shapes", "[model][fl
     InternLM m(o);
     CHECK(m->num_parameters() == loom::count_parameters(o));
   }
+}
+
+TEST_CASE("each layer's w1 and w2 share one allocation, w2's rows after w1's", "[model]") {
+  // fused_gated_projection reads [w1; w2] as one weight without a copy where this holds: in every
+  // model loom-train builds (ModelInit), and in the default construction in fp32.
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelOptions o = tiny_options();
+    if (variant == 2) o.dtype = torch::kBFloat16;
+    INFO("variant " << variant);
+    InternLM m = variant == 0 ? InternLM(o) : InternLM(o, loom::ModelInit{torch::kCPU, 3});
+    for (int64_t i = 0; i < o.num_layers; ++i) {
+      const auto& ff = m->layers->ptr(static_cast<size_t>(i))->as<loom::DecoderLayerImpl>()->feed_forward;
+      const torch::Tensor &w1 = ff->w1->weight, &w2 = ff->w2->weight;
+      CHECK(w1.sizes() == torch::IntArrayRef({o.ffn_hidden(), o.hidden_size}));
+      CHECK(w2.sizes() == w1.sizes());
+      CHECK(w1.is_leaf());
+      CHECK(w1.requires_grad());
+      CHECK(w1.storage().unsafeGetStorageImpl() == w2.storage().unsafeGetStorageImpl());
+      CHECK(w2.storage_offset() == w1.storage_offset() + w1.numel());
+      CHECK(!torch::equal(w1, w2));  // initialised apart
+    }
+  }
+  // Without loom's CUDA kernels nothing takes the fused residual or gated paths.
+  const torch::Tensor x = torch::randn({1, 3, 64});
+  CHECK(!loom::fused_residual_rmsnorm_applies(x, torch::ones({64})));
+  CHECK(!loom::fused_gated_projection_applies(x, torch::randn({8, 64}), torch::randn({8, 64})));
 }
 
 TEST_CASE("FLOPs per token match InternLM's get_megatron_flops", "[model][flops]") {

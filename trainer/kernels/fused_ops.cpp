@@ -83,8 +83,8 @@ class RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     torch::Tensor rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
     const torch::Tensor w = weight.contiguous();
     const torch::Tensor amax = amax_for(publish_fp8_amax, x);
-    check_launch(cuda::rmsnorm_forward(to_cuda(x), x.data_ptr(), w.data_ptr(), y.data_ptr(), rstd.data_ptr<float>(),
-                                       rows, C, static_cast<float>(eps), ptr(amax), stream()),
+    check_launch(cuda::rmsnorm_forward(to_cuda(x), x.data_ptr(), nullptr, w.data_ptr(), y.data_ptr(), nullptr,
+                                       rstd.data_ptr<float>(), rows, C, static_cast<float>(eps), ptr(amax), stream()),
                  "rmsnorm_forward");
     publish(y, amax);
     ctx->save_for_backward({x, w, rstd});
@@ -99,9 +99,51 @@ class RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     torch::Tensor dw_partial =
         torch::empty({cuda::rmsnorm_backward_blocks(rows), C}, x.options().dtype(torch::kFloat32));
     check_launch(cuda::rmsnorm_backward(to_cuda(x), dy.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(),
-                                        dx.data_ptr(), dw_partial.data_ptr<float>(), rows, C, stream()),
+                                        nullptr, dx.data_ptr(), dw_partial.data_ptr<float>(), rows, C, stream()),
                  "rmsnorm_backward");
     return {dx, dw_partial.sum(0).to(w.scalar_type()), {}, {}};
+  }
+};
+
+// {h, rmsnorm(h)} with h = x + r, or h = x (returned as itself) when r is undefined. The backward
+// gets h's gradient (the residual stream's) and the norm output's together and writes their sum
+// as x's gradient in the norm's one pass.
+class ResidualRMSNormFn : public torch::autograd::Function<ResidualRMSNormFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& r_in,
+                               const torch::Tensor& weight, double eps, bool publish_fp8_amax) {
+    const torch::Tensor x = x_in.contiguous();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    const torch::Tensor r = r_in.defined() ? r_in.contiguous() : torch::Tensor();
+    torch::Tensor h = r.defined() ? torch::empty_like(x) : x_in;
+    torch::Tensor y = torch::empty_like(x);
+    torch::Tensor rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
+    const torch::Tensor w = weight.contiguous();
+    const torch::Tensor amax = amax_for(publish_fp8_amax, x);
+    check_launch(cuda::rmsnorm_forward(to_cuda(x), x.data_ptr(), r.defined() ? r.data_ptr() : nullptr, w.data_ptr(),
+                                       y.data_ptr(), r.defined() ? h.data_ptr() : nullptr, rstd.data_ptr<float>(), rows,
+                                       C, static_cast<float>(eps), ptr(amax), stream()),
+                 "rmsnorm_forward");
+    publish(y, amax);
+    ctx->save_for_backward({r.defined() ? h : x, w, rstd});
+    ctx->saved_data["has_residual"] = r.defined();
+    return {h, y};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const torch::Tensor &h = s[0], &w = s[1], &rstd = s[2];
+    const torch::Tensor dres = grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
+    const torch::Tensor dy = grads[1].defined() ? grads[1].contiguous() : torch::zeros_like(h);
+    const int64_t C = h.size(-1), rows = h.numel() / C;
+    torch::Tensor dx = torch::empty_like(h);
+    torch::Tensor dw_partial =
+        torch::empty({cuda::rmsnorm_backward_blocks(rows), C}, h.options().dtype(torch::kFloat32));
+    check_launch(cuda::rmsnorm_backward(to_cuda(h), dy.data_ptr(), h.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(),
+                                        dres.defined() ? dres.data_ptr() : nullptr, dx.data_ptr(),
+                                        dw_partial.data_ptr<float>(), rows, C, stream()),
+                 "rmsnorm_backward");
+    const bool has_residual = ctx->saved_data["has_residual"].toBool();
+    return {dx, has_residual ? dx : torch::Tensor(), dw_partial.sum(0).to(w.scalar_type()), {}, {}};
   }
 };
 
@@ -207,8 +249,8 @@ class SwiGLUFn : public torch::autograd::Function<SwiGLUFn> {
     const torch::Tensor a = a_in.contiguous(), b = b_in.contiguous();
     torch::Tensor y = torch::empty_like(a);
     const torch::Tensor amax = amax_for(publish_fp8_amax, a);
-    check_launch(cuda::swiglu_forward(to_cuda(a), a.data_ptr(), b.data_ptr(), y.data_ptr(), a.numel(), ptr(amax),
-                                      stream()),
+    check_launch(cuda::swiglu_forward(to_cuda(a), a.data_ptr(), b.data_ptr(), a.numel(), y.data_ptr(), 1, a.numel(),
+                                      ptr(amax), stream()),
                  "swiglu_forward");
     publish(y, amax);
     ctx->save_for_backward({a, b});
@@ -221,12 +263,63 @@ class SwiGLUFn : public torch::autograd::Function<SwiGLUFn> {
     torch::Tensor da = torch::empty_like(s[0]), db = torch::empty_like(s[1]);
     const bool wanted = ctx->saved_data["publish_fp8_amax"].toBool();
     const torch::Tensor amax_da = amax_for(wanted, da), amax_db = amax_for(wanted, db);
-    check_launch(cuda::swiglu_backward(to_cuda(s[0]), dy.data_ptr(), s[0].data_ptr(), s[1].data_ptr(), da.data_ptr(),
-                                       db.data_ptr(), s[0].numel(), ptr(amax_da), ptr(amax_db), stream()),
+    const int64_t n = s[0].numel();
+    check_launch(cuda::swiglu_backward(to_cuda(s[0]), dy.data_ptr(), s[0].data_ptr(), s[1].data_ptr(), n, da.data_ptr(),
+                                       db.data_ptr(), n, 1, n, ptr(amax_da), ptr(amax_db), stream()),
                  "swiglu_backward");
     publish(da, amax_da);
     publish(db, amax_db);
     return {da, db, {}};
+  }
+};
+
+// [a; b] as one [rows_a + rows_b, cols] tensor: a view when b's storage continues a's (the model
+// allocates w1 and w2 so), else a copy.
+torch::Tensor stacked_rows(const torch::Tensor& a, const torch::Tensor& b) {
+  const bool adjacent = a.is_contiguous() && b.is_contiguous() && a.dim() == 2 && b.dim() == 2 &&
+                        a.size(1) == b.size(1) && a.scalar_type() == b.scalar_type() &&
+                        a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl() &&
+                        b.storage_offset() == a.storage_offset() + a.numel();
+  if (adjacent) return a.detach().as_strided({a.size(0) + b.size(0), a.size(1)}, {a.size(1), 1});
+  return torch::cat({a.detach(), b.detach()});
+}
+
+// silu(x w1^T) * (x w2^T): one GEMM of x against [w1; w2] into h [N, 2F], the gate over h's two
+// halves; the backward writes both halves' gradients into one dh [N, 2F] for one GEMM to dx and
+// one to [dw1; dw2].
+class GatedProjectionFn : public torch::autograd::Function<GatedProjectionFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w1,
+                               const torch::Tensor& w2) {
+    const int64_t C = x.size(-1), F = w1.size(0);
+    const torch::Tensor x2 = x.reshape({-1, C}).contiguous();
+    const int64_t N = x2.size(0);
+    const torch::Tensor h = torch::mm(x2, stacked_rows(w1, w2).t());  // [N, 2F]
+    std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
+    out.back() = F;
+    torch::Tensor y = torch::empty(out, x.options());
+    const int64_t es = h.element_size();
+    check_launch(cuda::swiglu_forward(to_cuda(h), h.data_ptr(), static_cast<char*>(h.data_ptr()) + F * es, 2 * F,
+                                      y.data_ptr(), N, F, nullptr, stream()),
+                 "swiglu_forward");
+    ctx->save_for_backward({x2, h, w1, w2});
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const torch::Tensor &x2 = s[0], &h = s[1], &w1 = s[2], &w2 = s[3];
+    const int64_t N = h.size(0), F = h.size(1) / 2;
+    const torch::Tensor dy = grads[0].reshape({N, F}).contiguous();
+    torch::Tensor dh = torch::empty_like(h);
+    const int64_t es = h.element_size();
+    check_launch(cuda::swiglu_backward(to_cuda(h), dy.data_ptr(), h.data_ptr(), static_cast<char*>(h.data_ptr()) + F * es,
+                                       2 * F, dh.data_ptr(), static_cast<char*>(dh.data_ptr()) + F * es, 2 * F, N, F,
+                                       nullptr, nullptr, stream()),
+                 "swiglu_backward");
+    const torch::Tensor dx = torch::mm(dh, stacked_rows(w1, w2)).view(ctx->saved_data["x_sizes"].toIntVector());
+    const torch::Tensor dw = torch::mm(dh.t(), x2);  // [2F, C]
+    return {dx, dw.narrow(0, 0, F), dw.narrow(0, F, F)};
   }
 };
 
@@ -246,6 +339,52 @@ torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight,
   if (cpu_fused_applies(x) && cpu_fused_applies(weight)) return cpu::rmsnorm(x, weight, eps);
   (void)publish_fp8_amax;  // nothing to publish: no FP8 matmul reads a CPU tensor
   return rmsnorm_reference(x, weight, eps);
+}
+
+bool fused_residual_rmsnorm_applies(const torch::Tensor& x, const torch::Tensor& weight) {
+#ifdef LOOM_CUDA_KERNELS
+  const int64_t C = x.size(-1);
+  return x.is_cuda() && kernel_dtype(x) && weight.scalar_type() == x.scalar_type() && weight.dim() == 1 &&
+         weight.size(0) == C && C % 8 == 0 && C <= 12288 && x.numel() > 0;
+#else
+  (void)x, (void)weight;
+  return false;
+#endif
+}
+
+std::vector<torch::Tensor> fused_residual_rmsnorm(const torch::Tensor& x, const torch::Tensor& r,
+                                                  const torch::Tensor& weight, double eps, bool publish_fp8_amax) {
+  LOOM_ASSERT(fused_residual_rmsnorm_applies(x, weight) && (!r.defined() || (r.sizes() == x.sizes() &&
+                                                                               r.scalar_type() == x.scalar_type())),
+              "fused_residual_rmsnorm on ", x.sizes(), " ", x.scalar_type(), " ", x.device(), " with weight ",
+              weight.sizes(), " ", weight.scalar_type());
+#ifdef LOOM_CUDA_KERNELS
+  return ResidualRMSNormFn::apply(x, r, weight, eps, publish_fp8_amax);
+#else
+  (void)eps, (void)publish_fp8_amax;
+  return {};
+#endif
+}
+
+bool fused_gated_projection_applies(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2) {
+#ifdef LOOM_CUDA_KERNELS
+  return x.is_cuda() && kernel_dtype(x) && x.dim() >= 2 && x.numel() > 0 && w1.dim() == 2 &&
+         w1.sizes() == w2.sizes() && w1.size(1) == x.size(-1) && w1.scalar_type() == x.scalar_type() &&
+         w2.scalar_type() == x.scalar_type();
+#else
+  (void)x, (void)w1, (void)w2;
+  return false;
+#endif
+}
+
+torch::Tensor fused_gated_projection(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2) {
+  LOOM_ASSERT(fused_gated_projection_applies(x, w1, w2), "fused_gated_projection on ", x.sizes(), " ",
+              x.scalar_type(), " ", x.device(), " with weights ", w1.sizes(), ", ", w2.sizes());
+#ifdef LOOM_CUDA_KERNELS
+  return GatedProjectionFn::apply(x, w1, w2);
+#else
+  return {};
+#endif
 }
 
 torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {

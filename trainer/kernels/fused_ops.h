@@ -35,6 +35,25 @@ torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight,
                             bool publish_fp8_amax = false);
 torch::Tensor rmsnorm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
+// The residual stream around a decoder layer's norm, CUDA only (fused_residual_rmsnorm_applies:
+// as fused_rmsnorm's CUDA kernel): returns {h, fused_rmsnorm(h)} with h = x + r rounded to x's
+// dtype, or h = x itself when r is undefined. The backward adds h's gradient (the residual
+// stream's) to the norm's input gradient inside the norm's kernel: autograd would launch an add
+// of two [tokens, C] tensors per norm. The result differs from the unfused add by that one
+// rounding fewer.
+bool fused_residual_rmsnorm_applies(const torch::Tensor& x, const torch::Tensor& weight);
+std::vector<torch::Tensor> fused_residual_rmsnorm(const torch::Tensor& x, const torch::Tensor& r,
+                                                  const torch::Tensor& weight, double eps,
+                                                  bool publish_fp8_amax = false);
+
+// The MLP's gate silu(x w1^T) * (x w2^T) with both projections in one GEMM against [w1; w2]
+// (CUDA, bf16 or fp32, x and the weights of one dtype: fused_gated_projection_applies). The
+// backward makes x's gradient in one GEMM over both halves (no add of two) and both weights'
+// in another. w1 and w2 [F, C] are read in place when w2's storage continues w1's (the model
+// allocates them so), else copied into one tensor each call.
+bool fused_gated_projection_applies(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);
+torch::Tensor fused_gated_projection(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);
+
 // Rotary embedding in the rotate-half layout for x [..., N, D] (N heads) and angle tables
 // cos, sin [..., D/2] fp32 with x's leading dims (one row per token): for i < D/2,
 //   y_i = x_i cos_i - x_{i+D/2} sin_i,   y_{i+D/2} = x_{i+D/2} cos_i + x_i sin_i.

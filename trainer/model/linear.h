@@ -15,6 +15,9 @@ namespace loom {
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias, const torch::TensorOptions& t = {});
+  // Without bias, over the given [out_features, in_features] tensor (a view into a larger one:
+  // the MLP's w1 and w2 share one allocation, for fused_gated_projection).
+  explicit LinearImpl(const torch::Tensor& weight);
   torch::Tensor forward(const torch::Tensor& x) {
     return fp8 && fp8_linear_applies(x, weight) ? fp8_linear(x, weight, bias) : torch::linear(x, weight, bias);
   }

@@ -87,6 +87,10 @@ RMSNormImpl::RMSNormImpl(const RMSNormOptions& o, const torch::TensorOptions& t)
   weight = register_parameter("weight", torch::ones({o.dim}, t));
 }
 
+std::vector<torch::Tensor> RMSNormImpl::forward_residual(const torch::Tensor& x, const torch::Tensor& r) {
+  return fused_residual_rmsnorm(x, r, weight, o_.eps, feeds_fp8);
+}
+
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   // CUDA, and CPU fp32: one fused pass (fused_ops.h), same math with a single rounding.
   if (((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x)) && x.scalar_type() == weight.scalar_type()) {
@@ -138,10 +142,12 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const PackedContext
 }
 
 FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::TensorOptions& t) {
-  const auto lin = [&t](int64_t in, int64_t out) { return Linear(in, out, /*bias=*/false, t); };
-  w1 = register_module("w1", lin(o.hidden_size, o.ffn_hidden));
-  w2 = register_module("w2", lin(o.hidden_size, o.ffn_hidden));
-  w3 = register_module("w3", lin(o.ffn_hidden, o.hidden_size));
+  // w1 and w2 in one allocation, w2's rows after w1's: fused_gated_projection reads them as one
+  // [2F, C] weight without a copy.
+  const torch::Tensor gate_up = torch::empty({2 * o.ffn_hidden, o.hidden_size}, t);
+  w1 = register_module("w1", Linear(gate_up.narrow(0, 0, o.ffn_hidden).detach()));
+  w2 = register_module("w2", Linear(gate_up.narrow(0, o.ffn_hidden, o.ffn_hidden).detach()));
+  w3 = register_module("w3", Linear(o.ffn_hidden, o.hidden_size, /*bias=*/false, t));
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
@@ -149,7 +155,9 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
     const std::vector<torch::Tensor> gate_up = fp8_linear_pair(x, w1->weight, w2->weight);  // x quantized once
     return w3(fused_swiglu(gate_up[0], gate_up[1], /*publish_fp8_amax=*/w3->fp8));
   }
-  // One pass for the gate on CUDA, and on CPU for fp32.
+  // CUDA: one GEMM for both projections and one pass for the gate; CPU fp32: the gate's pass.
+  if (fused_gated_projection_applies(x, w1->weight, w2->weight))
+    return w3(fused_gated_projection(x, w1->weight, w2->weight));
   if ((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x)) return w3(fused_swiglu(w1(x), w2(x)));
   return w3(torch::silu(w1(x)) * w2(x));
 }
@@ -166,6 +174,12 @@ torch::Tensor DecoderLayerImpl::body(const torch::Tensor& x, const PackedContext
   const auto drop = [this](const torch::Tensor& t) {
     return o_.dropout > 0 ? torch::dropout(t, o_.dropout, is_training()) : t;
   };
+  if ((o_.dropout == 0 || !is_training()) && fused_residual_rmsnorm_applies(x, attention_norm->weight)) {
+    // CUDA: the residual stream's adds and its gradient's adds inside the norms' kernels.
+    const std::vector<torch::Tensor> a = attention_norm->forward_residual(x, {});                    // {x, norm(x)}
+    const std::vector<torch::Tensor> f = ffn_norm->forward_residual(a[0], attention(a[1], ctx));  // {h, norm(h)}
+    return f[0] + feed_forward(f[1]);
+  }
   const torch::Tensor h = x + drop(attention(attention_norm(x), ctx));
   return h + drop(feed_forward(ffn_norm(h)));
 }

@@ -89,6 +89,9 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   explicit RMSNormImpl(const RMSNormOptions& o, const torch::TensorOptions& t = {});
   torch::Tensor forward(const torch::Tensor& x);
+  // {h, forward(h)} with h = x + r, or x itself when r is undefined, through
+  // fused_residual_rmsnorm (CUDA; the caller checks fused_residual_rmsnorm_applies).
+  std::vector<torch::Tensor> forward_residual(const torch::Tensor& x, const torch::Tensor& r);
   torch::Tensor weight;
   // The output feeds FP8 linears: the fused kernel publishes its maximum for them (fused_ops.h).
   bool feeds_fp8 = false;

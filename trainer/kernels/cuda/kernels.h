@@ -17,13 +17,16 @@ enum class Dtype { kFloat32, kBFloat16 };
 
 // RMSNorm over rows of C: y = w * x / sqrt(mean(x^2) + eps), fp32 arithmetic, one rounding.
 // x, y [rows, C] and w [C] of dtype; rstd [rows] fp32 (saved for backward). C % 8 == 0, C <= 8192.
-const char* rmsnorm_forward(Dtype dtype, const void* x, const void* w, void* y, float* rstd, int64_t rows,
-                            int64_t C, float eps, float* amax, void* stream);
+// r (optional, [rows, C]): the residual add is fused in: h = x + r is rounded to dtype, stored
+// into h [rows, C] and normalized in place of x (the backward's x is then h).
+const char* rmsnorm_forward(Dtype dtype, const void* x, const void* r, const void* w, void* y, void* h, float* rstd,
+                            int64_t rows, int64_t C, float eps, float* amax, void* stream);
 // dx [rows, C] (dtype) and dw_partial [blocks, C] fp32 (summed over blocks by the caller);
-// blocks = rmsnorm_backward_blocks(rows).
+// blocks = rmsnorm_backward_blocks(rows). dres (optional, [rows, C]): the residual stream's
+// gradient, added to dx before its one rounding.
 int64_t rmsnorm_backward_blocks(int64_t rows);
 const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const void* w, const float* rstd,
-                             void* dx, float* dw_partial, int64_t rows, int64_t C, void* stream);
+                             const void* dres, void* dx, float* dw_partial, int64_t rows, int64_t C, void* stream);
 
 // Rotary embedding, rotate-half layout: for i < D/2, with c = cos[t, i], s = sin[t, i]:
 //   y[t, h, i] = x[t, h, i] c - x[t, h, i + D/2] s,  y[t, h, i + D/2] = x[t, h, i + D/2] c + x[t, h, i] s.
@@ -70,11 +73,15 @@ int64_t sum_squares_partials(const int64_t* sizes, int64_t count);
 const char* sum_squares_bf16(const void* const* tensors, const int64_t* sizes, int64_t count, float* partials,
                              float* out, void* stream);
 
-// SwiGLU gate: y = silu(a) * b over n elements; backward da = dy * b * silu'(a), db = dy * silu(a).
-const char* swiglu_forward(Dtype dtype, const void* a, const void* b, void* y, int64_t n, float* amax_y,
-                           void* stream);
-const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const void* b, void* da, void* db,
-                            int64_t n, float* amax_da, float* amax_db, void* stream);
+// SwiGLU gate: y = silu(a) * b over [rows, width]; backward da = dy * b * silu'(a), db = dy * silu(a).
+// y and dy are contiguous [rows, width]; a and b rows lie ab_stride elements apart, da and db
+// rows dab_stride apart: the two halves of one [rows, 2 width] projection and its gradient
+// (b = a + width, stride 2 width), or contiguous tensors (rows 1, stride = width).
+const char* swiglu_forward(Dtype dtype, const void* a, const void* b, int64_t ab_stride, void* y, int64_t rows,
+                           int64_t width, float* amax_y, void* stream);
+const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const void* b, int64_t ab_stride, void* da,
+                            void* db, int64_t dab_stride, int64_t rows, int64_t width, float* amax_da, float* amax_db,
+                            void* stream);
 
 // Cross entropy of one chunk of bf16 logits [rows, V] (V % 8 == 0) with labels [rows] int64
 // (ignore_index: no loss, zero gradient), label smoothing eps: writes loss [rows], lse [rows]

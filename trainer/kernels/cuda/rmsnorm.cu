@@ -33,10 +33,13 @@ struct Vec {
   }
 };
 
+// With a residual r: the row is h = x + r, rounded to T and stored (the residual stream), then
+// normalized as stored; the second pass reads h back from the cache.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x, const T* __restrict__ w,
-                                                        T* __restrict__ y, float* __restrict__ rstd, int64_t C,
-                                                        float eps, float* __restrict__ amax) {
+__global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x, const T* __restrict__ r,
+                                                        const T* __restrict__ w, T* __restrict__ y, T* __restrict__ h,
+                                                        float* __restrict__ rstd, int64_t C, float eps,
+                                                        float* __restrict__ amax) {
   using V = Vec<T>;
   constexpr int N = V::N;
   const T* xr = x + blockIdx.x * C;
@@ -45,11 +48,19 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x,
   for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
     float v[N];
     V::load(xr + c, v);
+    if (r != nullptr) {
+      float rv[N];
+      V::load(r + blockIdx.x * C + c, rv);
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] = to_f32(from_f32<T>(v[i] + rv[i]));
+      V::store(h + blockIdx.x * C + c, v);
+    }
 #pragma unroll
     for (int i = 0; i < N; ++i) ss += v[i] * v[i];
   }
-  const float r = rsqrtf(detail::block_sum<kThreads>(ss) / static_cast<float>(C) + eps);
-  if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+  const float rs = rsqrtf(detail::block_sum<kThreads>(ss) / static_cast<float>(C) + eps);
+  if (threadIdx.x == 0) rstd[blockIdx.x] = rs;
+  if (r != nullptr) xr = h + blockIdx.x * C;  // this thread's own stores
   float m = 0;  // the largest |y| this thread stored
   for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
     float v[N], wv[N];
@@ -57,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x,
     V::load(w + c, wv);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      v[i] = v[i] * r * wv[i];
+      v[i] = v[i] * rs * wv[i];
       if (amax != nullptr) m = fmaxf(m, detail::stored_abs<T>(v[i]));
     }
     V::store(yr + c, v);
@@ -65,12 +76,12 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x,
   if (amax != nullptr) detail::block_max_into(m, amax);
 }
 
-// dx = r * (g - xh * mean(g * xh)) with xh = x * r, g = dy * w;  dw += dy * xh.
+// dx = r * (g - xh * mean(g * xh)) (+ dres) with xh = x * r, g = dy * w;  dw += dy * xh.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) rmsnorm_bwd(const T* __restrict__ dy, const T* __restrict__ x,
                                                         const T* __restrict__ w, const float* __restrict__ rstd,
-                                                        T* __restrict__ dx, float* __restrict__ dw_partial,
-                                                        int64_t rows, int64_t C) {
+                                                        const T* __restrict__ dres, T* __restrict__ dx,
+                                                        float* __restrict__ dw_partial, int64_t rows, int64_t C) {
   using V = Vec<T>;
   constexpr int N = V::N;
   extern __shared__ float dw[];  // [C], each element owned by one thread (same columns every row)
@@ -103,6 +114,12 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_bwd(const T* __restrict__ dy
         out[i] = r * (gv[i] * wv[i] - xh * mean_dot);
         dw[c + i] += gv[i] * xh;
       }
+      if (dres != nullptr) {
+        float rv[N];
+        V::load(dres + row * C + c, rv);
+#pragma unroll
+        for (int i = 0; i < N; ++i) out[i] += rv[i];
+      }
       V::store(dx + row * C + c, out);
     }
   }
@@ -114,14 +131,14 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_bwd(const T* __restrict__ dy
 
 }  // namespace
 
-const char* rmsnorm_forward(Dtype dtype, const void* x, const void* w, void* y, float* rstd, int64_t rows,
-                            int64_t C, float eps, float* amax, void* stream) {
+const char* rmsnorm_forward(Dtype dtype, const void* x, const void* r, const void* w, void* y, void* h, float* rstd,
+                            int64_t rows, int64_t C, float eps, float* amax, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   if (const char* e = detail::zero_maxima(s, amax)) return e;
   if (rows == 0) return nullptr;
   LOOM_CUDA_DISPATCH(dtype, rmsnorm_fwd<T><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
-                                static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, C, eps,
-                                amax));
+                                static_cast<const T*>(x), static_cast<const T*>(r), static_cast<const T*>(w),
+                                static_cast<T*>(y), static_cast<T*>(h), rstd, C, eps, amax));
   return detail::launch_error();
 }
 
@@ -134,7 +151,7 @@ int64_t rmsnorm_backward_blocks(int64_t rows) {
 }
 
 const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const void* w, const float* rstd,
-                             void* dx, float* dw_partial, int64_t rows, int64_t C, void* stream) {
+                             const void* dres, void* dx, float* dw_partial, int64_t rows, int64_t C, void* stream) {
   if (rows == 0) return nullptr;
   const int64_t blocks = rmsnorm_backward_blocks(rows);
   const size_t shared = static_cast<size_t>(C) * sizeof(float);
@@ -145,8 +162,8 @@ const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const v
       if (e != cudaSuccess) return cudaGetErrorString(e);
     }
     rmsnorm_bwd<T><<<static_cast<unsigned>(blocks), kThreads, shared, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), rstd, static_cast<T*>(dx),
-        dw_partial, rows, C);
+        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), rstd,
+        static_cast<const T*>(dres), static_cast<T*>(dx), dw_partial, rows, C);
   });
   return detail::launch_error();
 }
