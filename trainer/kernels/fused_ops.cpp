@@ -105,45 +105,65 @@ class RMSNormFn : public torch::autograd::Function<RMSNormFn> {
   }
 };
 
-// {h, rmsnorm(h)} with h = x + r, or h = x (returned as itself) when r is undefined. The backward
-// gets h's gradient (the residual stream's) and the norm output's together and writes their sum
-// as x's gradient in the norm's one pass.
+// {h, rmsnorm(h)}: h = x + r (AddRMSNormFn) or x itself (ResidualRMSNormFn). The backward gets h's
+// gradient (the residual stream's) and the norm output's together and writes their sum as x's
+// gradient in the norm's one pass. Two functions: autograd takes no undefined input.
+variable_list residual_rmsnorm_forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& r_in,
+                                       const torch::Tensor& weight, double eps, bool publish_fp8_amax) {
+  const torch::Tensor x = x_in.contiguous();
+  const int64_t C = x.size(-1), rows = x.numel() / C;
+  const torch::Tensor r = r_in.defined() ? r_in.contiguous() : torch::Tensor();
+  torch::Tensor h = r.defined() ? torch::empty_like(x) : x_in;
+  torch::Tensor y = torch::empty_like(x);
+  torch::Tensor rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
+  const torch::Tensor w = weight.contiguous();
+  const torch::Tensor amax = amax_for(publish_fp8_amax, x);
+  check_launch(cuda::rmsnorm_forward(to_cuda(x), x.data_ptr(), r.defined() ? r.data_ptr() : nullptr, w.data_ptr(),
+                                     y.data_ptr(), r.defined() ? h.data_ptr() : nullptr, rstd.data_ptr<float>(), rows, C,
+                                     static_cast<float>(eps), ptr(amax), stream()),
+               "rmsnorm_forward");
+  publish(y, amax);
+  ctx->save_for_backward({r.defined() ? h : x, w, rstd});
+  return {h, y};
+}
+
+// {x's gradient, the weight's}.
+std::pair<torch::Tensor, torch::Tensor> residual_rmsnorm_backward(AutogradContext* ctx, const variable_list& grads) {
+  const variable_list s = ctx->get_saved_variables();
+  const torch::Tensor &h = s[0], &w = s[1], &rstd = s[2];
+  const torch::Tensor dres = grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
+  const torch::Tensor dy = grads[1].defined() ? grads[1].contiguous() : torch::zeros_like(h);
+  const int64_t C = h.size(-1), rows = h.numel() / C;
+  torch::Tensor dx = torch::empty_like(h);
+  torch::Tensor dw_partial = torch::empty({cuda::rmsnorm_backward_blocks(rows), C}, h.options().dtype(torch::kFloat32));
+  check_launch(cuda::rmsnorm_backward(to_cuda(h), dy.data_ptr(), h.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(),
+                                      dres.defined() ? dres.data_ptr() : nullptr, dx.data_ptr(),
+                                      dw_partial.data_ptr<float>(), rows, C, stream()),
+               "rmsnorm_backward");
+  return {dx, dw_partial.sum(0).to(w.scalar_type())};
+}
+
 class ResidualRMSNormFn : public torch::autograd::Function<ResidualRMSNormFn> {
  public:
-  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& r_in,
-                               const torch::Tensor& weight, double eps, bool publish_fp8_amax) {
-    const torch::Tensor x = x_in.contiguous();
-    const int64_t C = x.size(-1), rows = x.numel() / C;
-    const torch::Tensor r = r_in.defined() ? r_in.contiguous() : torch::Tensor();
-    torch::Tensor h = r.defined() ? torch::empty_like(x) : x_in;
-    torch::Tensor y = torch::empty_like(x);
-    torch::Tensor rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
-    const torch::Tensor w = weight.contiguous();
-    const torch::Tensor amax = amax_for(publish_fp8_amax, x);
-    check_launch(cuda::rmsnorm_forward(to_cuda(x), x.data_ptr(), r.defined() ? r.data_ptr() : nullptr, w.data_ptr(),
-                                       y.data_ptr(), r.defined() ? h.data_ptr() : nullptr, rstd.data_ptr<float>(), rows,
-                                       C, static_cast<float>(eps), ptr(amax), stream()),
-                 "rmsnorm_forward");
-    publish(y, amax);
-    ctx->save_for_backward({r.defined() ? h : x, w, rstd});
-    ctx->saved_data["has_residual"] = r.defined();
-    return {h, y};
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight, double eps,
+                               bool publish_fp8_amax) {
+    return residual_rmsnorm_forward(ctx, x, {}, weight, eps, publish_fp8_amax);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list s = ctx->get_saved_variables();
-    const torch::Tensor &h = s[0], &w = s[1], &rstd = s[2];
-    const torch::Tensor dres = grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
-    const torch::Tensor dy = grads[1].defined() ? grads[1].contiguous() : torch::zeros_like(h);
-    const int64_t C = h.size(-1), rows = h.numel() / C;
-    torch::Tensor dx = torch::empty_like(h);
-    torch::Tensor dw_partial =
-        torch::empty({cuda::rmsnorm_backward_blocks(rows), C}, h.options().dtype(torch::kFloat32));
-    check_launch(cuda::rmsnorm_backward(to_cuda(h), dy.data_ptr(), h.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(),
-                                        dres.defined() ? dres.data_ptr() : nullptr, dx.data_ptr(),
-                                        dw_partial.data_ptr<float>(), rows, C, stream()),
-                 "rmsnorm_backward");
-    const bool has_residual = ctx->saved_data["has_residual"].toBool();
-    return {dx, has_residual ? dx : torch::Tensor(), dw_partial.sum(0).to(w.scalar_type()), {}, {}};
+    const auto [dx, dw] = residual_rmsnorm_backward(ctx, grads);
+    return {dx, dw, {}, {}};
+  }
+};
+
+class AddRMSNormFn : public torch::autograd::Function<AddRMSNormFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& r,
+                               const torch::Tensor& weight, double eps, bool publish_fp8_amax) {
+    return residual_rmsnorm_forward(ctx, x, r, weight, eps, publish_fp8_amax);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto [dx, dw] = residual_rmsnorm_backward(ctx, grads);
+    return {dx, dx, dw, {}, {}};
   }
 };
 
@@ -359,7 +379,8 @@ std::vector<torch::Tensor> fused_residual_rmsnorm(const torch::Tensor& x, const 
               "fused_residual_rmsnorm on ", x.sizes(), " ", x.scalar_type(), " ", x.device(), " with weight ",
               weight.sizes(), " ", weight.scalar_type());
 #ifdef LOOM_CUDA_KERNELS
-  return ResidualRMSNormFn::apply(x, r, weight, eps, publish_fp8_amax);
+  return r.defined() ? AddRMSNormFn::apply(x, r, weight, eps, publish_fp8_amax)
+                     : ResidualRMSNormFn::apply(x, weight, eps, publish_fp8_amax);
 #else
   (void)eps, (void)publish_fp8_amax;
   return {};
