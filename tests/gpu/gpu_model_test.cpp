@@ -1,6 +1,7 @@
-// The InternLM model on CUDA: fp32 forward/backward equal the CPU's, and a short bf16 run with
-// flash attention, the fused kernels, the chunked loss and fused AdamW on fp32 master weights
-// learns. Label gpu.
+// The InternLM model on CUDA: fp32 forward/backward equal the CPU's, layers that leave their
+// output split for the next norm equal recomputed (unsplit) ones, and a short bf16 run with flash
+// attention, the fused kernels, the chunked loss and fused AdamW on fp32 master weights learns.
+// Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
@@ -33,10 +34,11 @@ loom::ModelOptions small_model(torch::Dtype dtype) {
   return o;
 }
 
-// Gradients by parameter name, on the CPU.
+// Gradients by parameter name, on the CPU (parameters the loss did not reach have none).
 std::map<std::string, torch::Tensor> grads(loom::InternLM& m) {
   std::map<std::string, torch::Tensor> g;
-  for (const auto& p : m->named_parameters()) g[p.key()] = p.value().grad().cpu();
+  for (const auto& p : m->named_parameters())
+    if (p.value().grad().defined()) g[p.key()] = p.value().grad().cpu();
   return g;
 }
 
@@ -122,4 +124,43 @@ TEST_CASE("a short bf16 run with flash or cuDNN attention, fused kernels, chunke
   INFO("first loss " << losses.front() << " last " << losses.back());
   CHECK(losses.front() > 5.5);  // ~ log(512) = 6.24 at init
   CHECK(losses.back() < 0.5 * losses.front());
+}
+
+TEST_CASE("layers that leave their output split for the next norm compute what unsplit (recomputed) layers do") {
+  // model.checkpoint=1 recomputes every layer, and a recomputed layer returns its residual stream
+  // as one tensor; with 0 every layer leaves its MLP output for the next norm's kernel to add, and
+  // with 0.5 the first layer does not split and the later ones do. Same weights, same batch.
+  at::globalContext().setAllowTF32CuBLAS(false);
+  loom::set_varlen_attention({});
+  const torch::Dtype dtype = GENERATE(torch::kFloat32, torch::kBFloat16);
+  const double fraction = GENERATE(0.0, 0.5);
+  INFO(loom::dtype_name(dtype) << ", checkpoint " << fraction);
+  loom::ModelOptions o = small_model(dtype);
+  o.num_layers = 4;
+  const loom::Batch b = loom::test::make_packed_batch({{20, 30, 14}, {40, 10}}, 64, o.vocab_size, 71).to(cuda());
+  auto run = [&](double checkpoint) {
+    loom::ModelOptions oc = o;
+    oc.checkpoint = checkpoint;
+    torch::manual_seed(72);
+    loom::InternLM m(oc);
+    m->to(cuda());
+    const torch::Tensor h = m->hidden_states(b);
+    // A loss that weighs every position and channel differently.
+    (h * torch::linspace(-1, 1, h.numel(), h.options()).view(h.sizes())).sum().backward();
+    return std::make_pair(h.detach(), grads(m));
+  };
+  const auto [h_ref, g_ref] = run(1.0);
+  const auto [h, g] = run(fraction);
+  // fp32: the same sums in another kernel; bf16: the stream is rounded once either way.
+  const double tol = dtype == torch::kFloat32 ? 1e-5 : 2e-2;
+  CHECK(rel_err(h, h_ref) < tol);
+  // A gradient for the embedding, each layer's 9 parameters and the final norm: all but the head's
+  // (hidden_states stops before it).
+  REQUIRE(g_ref.size() == 1 + 9 * static_cast<size_t>(o.num_layers) + 1);
+  REQUIRE(g.size() == g_ref.size());
+  for (const auto& [name, gr] : g_ref) {
+    INFO(name);
+    CHECK(rel_err(g.at(name), gr) < tol);
+  }
+  at::globalContext().setAllowTF32CuBLAS(true);
 }

@@ -3,13 +3,15 @@
 // without the model knowing about ranks. A model without hooks runs as it always did.
 //
 // Forward: begin_forward() once (the weights outside the layers: embedding, final norm, head), then
-// before_layer(i) and after_layer(i, out) around layer i. after_layer returns the tensor the model
-// goes on with; under autograd it registers a hook on it that runs before layer i's backward (which
-// needs the weights again, also to recompute a checkpointed layer).
+// before_layer(i) and after_layer(i, outputs) around layer i. A layer's outputs are the residual
+// stream as one tensor, or as two whose sum it is (the next layer's norm adds them). Under autograd
+// after_layer registers a hook on each that runs before layer i's backward (which needs the weights
+// again, also to recompute a checkpointed layer): either output's gradient may arrive first.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -34,7 +36,7 @@ class LayerHooks {
   virtual ~LayerHooks() = default;
   virtual void begin_forward() = 0;
   virtual void before_layer(int64_t layer) = 0;
-  virtual torch::Tensor after_layer(int64_t layer, const torch::Tensor& out) = 0;
+  virtual void after_layer(int64_t layer, const std::vector<torch::Tensor>& outputs) = 0;
 };
 
 }  // namespace loom

@@ -53,8 +53,8 @@ class FaultLayerHooks : public LayerHooks {
     if (torch::GradMode::is_enabled()) faults_.before_layer(step_, layer);  // training, not validation
     if (inner_) inner_->before_layer(layer);
   }
-  torch::Tensor after_layer(int64_t layer, const torch::Tensor& out) override {
-    return inner_ ? inner_->after_layer(layer, out) : out;
+  void after_layer(int64_t layer, const std::vector<torch::Tensor>& outputs) override {
+    if (inner_) inner_->after_layer(layer, outputs);
   }
 
  private:

@@ -169,13 +169,33 @@ DecoderLayerImpl::DecoderLayerImpl(const DecoderLayerOptions& o, const torch::Te
   feed_forward = register_module("feed_forward", FeedForward(o.feed_forward, t));
 }
 
+namespace {
+
+bool fused_residual_applies(const torch::Tensor& x, const RMSNorm& norm, double dropout, bool training) {
+  return (dropout == 0 || !training) && fused_residual_rmsnorm_applies(x, norm->weight);
+}
+
+}  // namespace
+
+bool DecoderLayerImpl::splits_output(const torch::Tensor& x) {
+  return !o_.checkpoint && fused_residual_applies(x, attention_norm, o_.dropout, is_training());
+}
+
+std::vector<torch::Tensor> DecoderLayerImpl::forward_split(const torch::Tensor& x, const torch::Tensor& pending,
+                                                           const PackedContext& ctx) {
+  LOOM_ASSERT(splits_output(x), "forward_split on a layer whose output is not split");
+  // The residual stream's adds and its gradient's adds inside the norms' kernels.
+  const std::vector<torch::Tensor> a = attention_norm->forward_residual(x, pending);               // {x + p, norm}
+  const std::vector<torch::Tensor> f = ffn_norm->forward_residual(a[0], attention(a[1], ctx));  // {h, norm(h)}
+  return {f[0], feed_forward(f[1])};
+}
+
 torch::Tensor DecoderLayerImpl::body(const torch::Tensor& x, const PackedContext& ctx) {
   // Residual dropout draws from the default generator; a checkpointed recompute restores it.
   const auto drop = [this](const torch::Tensor& t) {
     return o_.dropout > 0 ? torch::dropout(t, o_.dropout, is_training()) : t;
   };
-  if ((o_.dropout == 0 || !is_training()) && fused_residual_rmsnorm_applies(x, attention_norm->weight)) {
-    // CUDA: the residual stream's adds and its gradient's adds inside the norms' kernels.
+  if (fused_residual_applies(x, attention_norm, o_.dropout, is_training())) {
     const std::vector<torch::Tensor> a = attention_norm->forward_residual(x, {});                    // {x, norm(x)}
     const std::vector<torch::Tensor> f = ffn_norm->forward_residual(a[0], attention(a[1], ctx));  // {h, norm(h)}
     return f[0] + feed_forward(f[1]);
@@ -309,12 +329,22 @@ torch::Tensor InternLMImpl::hidden_states(const Batch& b) {
   }
   const PackedContext ctx = make_packed_context(b, o_.head_dim(), o_.rope_base);
   if (hooks_) hooks_->begin_forward();
-  torch::Tensor h = tok_embeddings(b.tokens);
+  // The residual stream is h + pending: a layer that splits its output leaves its MLP's output in
+  // pending for the next layer's norm to add.
+  torch::Tensor h = tok_embeddings(b.tokens), pending;
   for (size_t i = 0; i < layer_list_.size(); ++i) {
     if (hooks_) hooks_->before_layer(static_cast<int64_t>(i));
-    h = layer_list_[i](h, ctx);
-    if (hooks_) h = hooks_->after_layer(static_cast<int64_t>(i), h);
+    DecoderLayer& layer = layer_list_[i];
+    std::vector<torch::Tensor> out;
+    if (layer->splits_output(h))
+      out = layer->forward_split(h, pending, ctx);
+    else
+      out = {layer(pending.defined() ? h + pending : h, ctx)};
+    h = out[0];
+    pending = out.size() > 1 ? out[1] : torch::Tensor();
+    if (hooks_) hooks_->after_layer(static_cast<int64_t>(i), out);
   }
+  if (pending.defined()) h = h + pending;
   return norm(h.to(torch::kFloat32));
 }
 

@@ -137,6 +137,12 @@ class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const DecoderLayerOptions& o, const torch::TensorOptions& t = {});
   torch::Tensor forward(const torch::Tensor& x, const PackedContext& ctx);
+  // The layer's output left as two terms {h, m} of the residual stream h + m, on the residual
+  // stream x + pending (pending may be undefined): the add happens in the next norm's kernel, in
+  // forward and (as the gradient's copy) in backward. CUDA, not recomputed, no residual dropout.
+  bool splits_output(const torch::Tensor& x);
+  std::vector<torch::Tensor> forward_split(const torch::Tensor& x, const torch::Tensor& pending,
+                                           const PackedContext& ctx);
   RMSNorm attention_norm{nullptr}, ffn_norm{nullptr};
   Attention attention{nullptr};
   FeedForward feed_forward{nullptr};

@@ -48,7 +48,7 @@ class UpdateStream : public LayerHooks {
 
   void begin_forward() override;              // waits for unit 0
   void before_layer(int64_t layer) override;  // waits for unit 1 + layer
-  torch::Tensor after_layer(int64_t, const torch::Tensor& out) override { return out; }
+  void after_layer(int64_t, const std::vector<torch::Tensor>&) override {}
 
  private:
   void wait(int64_t unit) const;

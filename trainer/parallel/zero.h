@@ -95,7 +95,7 @@ class ZeroOptimizer : public LayerHooks {
   LayerHooks* hooks() { return stage_ == 3 ? this : nullptr; }
   void begin_forward() override;
   void before_layer(int64_t layer) override;
-  torch::Tensor after_layer(int64_t layer, const torch::Tensor& out) override;
+  void after_layer(int64_t layer, const std::vector<torch::Tensor>& outputs) override;
 
   // The whole parameters, by name, as CPU tensors: every rank must call it (stage 3 gathers each
   // unit, starting the next unit's gather before copying this one's); ranks other than 0 get an
