@@ -343,7 +343,7 @@ void ZeroOptimizer::before_layer(int64_t layer) {
 void ZeroOptimizer::after_layer(int64_t layer, const std::vector<torch::Tensor>& outputs) {
   // Runs before the first node of this layer's backward, whichever output's gradient comes first
   // (pre_backward is idempotent).
-  for (torch::Tensor out : outputs)
+  for (const torch::Tensor& out : outputs)
     if (out.requires_grad()) out.register_hook([this, layer](const torch::Tensor&) { pre_backward(layer); });
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t k : layer_units_.at(layer)) release(*units_[k]);
