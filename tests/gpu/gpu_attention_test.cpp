@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 
 #include "attention.h"
 #include "attention_select.h"
@@ -19,7 +20,7 @@ namespace {
 using loom::test::cuda;
 using loom::test::rel_err;
 
-// Causal attention over each segment alone, fp32, k/v heads shared by groups of H/K query heads.
+// Causal attention over each segment alone, in q's dtype (float64 for the references below), k/v heads shared by groups of H/K query heads.
 torch::Tensor per_document_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                      const std::vector<int32_t>& cu) {
   const int64_t H = q.size(1), K = k.size(1), D = q.size(2);
@@ -39,7 +40,7 @@ torch::Tensor per_document_attention(const torch::Tensor& q, const torch::Tensor
 
 // Runs attention(q, k, v, D) on random bf16 inputs over the documents of cu (8 query heads on 2 kv
 // heads, head dims 64 and 128) and checks the output and the three gradients against
-// per_document_attention in fp32: over all tokens, and document by document (a view or a pad that
+// per_document_attention in float64: over all tokens, and document by document (a view or a pad that
 // leaked across documents would show in one document, not in the maximum).
 template <typename Attention>
 void check_per_document(const std::vector<int32_t>& cu, uint64_t seed, Attention&& attention) {
@@ -55,15 +56,15 @@ void check_per_document(const std::vector<int32_t>& cu, uint64_t seed, Attention
     REQUIRE(out.sizes() == q.sizes());
     REQUIRE(out.scalar_type() == torch::kBFloat16);
 
-    const torch::Tensor qf = q.detach().to(torch::kFloat32).requires_grad_(true);
-    const torch::Tensor kf = k.detach().to(torch::kFloat32).requires_grad_(true);
-    const torch::Tensor vf = v.detach().to(torch::kFloat32).requires_grad_(true);
+    const torch::Tensor qf = q.detach().to(torch::kFloat64).requires_grad_(true);
+    const torch::Tensor kf = k.detach().to(torch::kFloat64).requires_grad_(true);
+    const torch::Tensor vf = v.detach().to(torch::kFloat64).requires_grad_(true);
     const torch::Tensor ref = per_document_attention(qf, kf, vf, cu);
     // bf16 output: 8 significant bits, so ~0.4% of the scale per rounding.
     CHECK(rel_err(out, ref) < 1e-2);
     const torch::Tensor up = torch::randn({Tok, H, D}, bf);
     out.backward(up);
-    ref.backward(up.to(torch::kFloat32));
+    ref.backward(up.to(torch::kFloat64));
     CHECK(rel_err(q.grad(), qf.grad()) < 2e-2);
     CHECK(rel_err(k.grad(), kf.grad()) < 2e-2);
     CHECK(rel_err(v.grad(), vf.grad()) < 2e-2);
@@ -90,6 +91,12 @@ TEST_CASE("flash varlen attention equals per-document attention forward and back
   });
 }
 
+// The kernel the rule of attention_select.h makes, built as the run builds it.
+loom::VarlenAttentionFn kernel_of(loom::AttentionKernel kernel, int64_t H, int64_t K, int64_t D, int64_t T,
+                                  std::shared_ptr<loom::AttentionUse> use = nullptr) {
+  return loom::make_attention_kernel(kernel, cuda(), torch::kBFloat16, D, loom::AttentionShape{H, K, T, false}, use);
+}
+
 TEST_CASE("packed attention through flash equals the masked path on every real token") {
   const loom::Batch b = loom::test::make_packed_batch({{100, 28, 3}, {64, 64, 100}}, 256, 1000, 11).to(cuda());
   const int64_t B = 2, T = 256, H = 4, K = 4, D = 64;
@@ -98,34 +105,80 @@ TEST_CASE("packed attention through flash equals the masked path on every real t
   const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
   const torch::Tensor q = torch::randn({B, T, H, D}, bf), k = torch::randn({B, T, K, D}, bf),
                       v = torch::randn({B, T, K, D}, bf);
-  loom::set_varlen_attention({});
   const torch::Tensor masked = loom::masked_attention(q.to(torch::kFloat32), k.to(torch::kFloat32),
                                                       v.to(torch::kFloat32), ctx.mask);
-  REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, D, loom::AttentionChoice::kFlash) ==
-          loom::AttentionKernel::kFlashVarlen);
-  const torch::Tensor flash = loom::packed_attention(q, k, v, ctx);
-  loom::set_varlen_attention({});
+  const torch::Tensor flash = loom::packed_attention(
+      q, k, v, loom::make_packed_context(b, D, 10000.0, kernel_of(loom::AttentionKernel::kFlashVarlen, H, K, D, T)));
   const torch::Tensor real = (b.segments >= 0).unsqueeze(-1).unsqueeze(-1);  // padding differs by design
   CHECK(rel_err(flash * real, masked * real) < 1e-2);
 }
 
-TEST_CASE("select_attention takes cuDNN on Hopper, else flash, for bf16 on CUDA and the masked path for fp32 or CPU") {
-  const auto fast = loom::cudnn_attention_preferred(cuda()) ? loom::AttentionKernel::kCudnnSegments
-                                                             : loom::AttentionKernel::kFlashVarlen;
-  CHECK(loom::select_attention(cuda(), torch::kBFloat16, 128) == fast);
-  CHECK(loom::select_attention(cuda(), torch::kBFloat16, 128, loom::AttentionChoice::kFlash) ==
-        loom::AttentionKernel::kFlashVarlen);
+TEST_CASE("choose_attention on this GPU: cudnn+flash on Hopper, else flash, for bf16; masked for fp32") {
+  const loom::AttentionCaps caps = loom::probe_attention_caps(cuda(), 128);
+  REQUIRE(caps.flash);
+  const auto pick = [&](torch::Dtype dtype, int64_t d, loom::AttentionChoice choice = loom::AttentionChoice::kAuto) {
+    return loom::choose_attention(caps, dtype, d, choice).kernel;
+  };
+  const auto fast = caps.hopper && caps.cudnn ? loom::AttentionKernel::kCudnnOrFlash : loom::AttentionKernel::kFlashVarlen;
+  CHECK(pick(torch::kBFloat16, 128) == fast);
+  CHECK(pick(torch::kBFloat16, 128, loom::AttentionChoice::kFlash) == loom::AttentionKernel::kFlashVarlen);
   // A head dim cuDNN's kernel lacks: auto falls back to flash, a named cudnn is an error.
-  CHECK(loom::select_attention(cuda(), torch::kBFloat16, 256) == loom::AttentionKernel::kFlashVarlen);
-  CHECK_THROWS_WITH(loom::select_attention(cuda(), torch::kBFloat16, 256, loom::AttentionChoice::kCudnn),
+  CHECK(pick(torch::kBFloat16, 256) == loom::AttentionKernel::kFlashVarlen);
+  CHECK_THROWS_WITH(pick(torch::kBFloat16, 256, loom::AttentionChoice::kCudnn),
                     Catch::Contains("job.attention=cudnn cannot run here: head dim 256"));
   std::string why;
   CHECK_FALSE(loom::flash_attention_supported(cuda(), torch::kFloat32, 128, &why));
   CHECK(why == "activations are Float, flash attention takes bf16 or fp16");
-  CHECK(loom::select_attention(cuda(), torch::kFloat32, 128) == loom::AttentionKernel::kMasked);
-  CHECK(loom::select_attention(torch::kCPU, torch::kBFloat16, 128) == loom::AttentionKernel::kMasked);
+  CHECK(pick(torch::kFloat32, 128) == loom::AttentionKernel::kMasked);
   CHECK_FALSE(loom::flash_attention_supported(torch::kCPU, torch::kBFloat16, 128, &why));
   CHECK(why == "the device is cpu, not CUDA");
+}
+
+namespace {
+
+// cu_seqlens of one pack of `tokens` holding `documents` documents: lengths drawn around the mean,
+// the first document of 1 token and the last one cut at the pack's end (whatever is left).
+std::vector<int32_t> pack_of(int64_t documents, int64_t tokens, uint64_t seed) {
+  std::vector<int32_t> cu{0};
+  if (documents > 1) cu.push_back(1);
+  torch::manual_seed(seed);
+  const int64_t mean = tokens / documents;
+  while (static_cast<int64_t>(cu.size()) < documents) {
+    const int64_t n = 1 + torch::randint(2 * mean, {1}).item<int64_t>();
+    if (cu.back() + n >= tokens) break;
+    cu.push_back(static_cast<int32_t>(cu.back() + n));
+  }
+  cu.push_back(static_cast<int32_t>(tokens));
+  return cu;
+}
+
+}  // namespace
+
+// The rule's both branches, on packs of 1, 2, 60 and 250 documents (a document of 1 token, one cut
+// at the pack's end): output and gradients against float64 per-document attention, and the branch
+// each density took.
+TEST_CASE("cudnn+flash equals per-document attention at every density and takes the branch of its rule") {
+  const loom::AttentionCaps caps = loom::probe_attention_caps(cuda(), 128);
+  if (!caps.cudnn) {
+    WARN("no cuDNN attention here (" << caps.why_no_cudnn << "): the rule's cuDNN branch is not tested");
+    return;
+  }
+  for (int64_t documents : {1, 2, 60, 250}) {
+    INFO(documents << " documents");
+    const std::vector<int32_t> cu = pack_of(documents, 4096, 40 + static_cast<uint64_t>(documents));
+    const int64_t docs = static_cast<int64_t>(cu.size()) - 1;
+    const torch::Tensor cu_host = torch::tensor(cu, torch::kInt32), cu_dev = cu_host.to(cuda());
+    int64_t longest = 0;
+    for (size_t s = 0; s + 1 < cu.size(); ++s) longest = std::max<int64_t>(longest, cu[s + 1] - cu[s]);
+    auto use = std::make_shared<loom::AttentionUse>();
+    check_per_document(cu, 9, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
+      const loom::VarlenAttentionFn fn = kernel_of(loom::AttentionKernel::kCudnnOrFlash, 8, 2, D, 4096, use);
+      return fn(q, k, v, cu_dev, cu_host, longest, 1.0 / std::sqrt(double(D)));
+    });
+    const bool long_documents = 4096 >= loom::kCudnnMinMeanTokens * docs;
+    CHECK(use->cudnn.load() == (long_documents ? 2 : 0));  // one call per head dim
+    CHECK(use->flash.load() == (long_documents ? 0 : 2));
+  }
 }
 
 // Documents chosen for the padded views: 1 token (padded to 128), 127, exactly 128, 129 (two tiles),
@@ -148,18 +201,15 @@ TEST_CASE("packed attention through cuDNN equals the masked path, with and witho
   const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
   const torch::Tensor q = torch::randn({B, T, H, D}, bf), k = torch::randn({B, T, K, D}, bf),
                       v = torch::randn({B, T, K, D}, bf);
-  loom::set_varlen_attention({});
   const loom::PackedContext ctx = loom::make_packed_context(b, D, 10000.0);
   const torch::Tensor masked = loom::masked_attention(q.to(torch::kFloat32), k.to(torch::kFloat32),
                                                       v.to(torch::kFloat32), ctx.mask);
-  REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, D, loom::AttentionChoice::kCudnn,
-                                 loom::AttentionShape{H, K, T, false}) == loom::AttentionKernel::kCudnnSegments);
+  const loom::VarlenAttentionFn fn = kernel_of(loom::AttentionKernel::kCudnnSegments, H, K, D, T);
   const torch::Tensor real = (b.segments >= 0).unsqueeze(-1).unsqueeze(-1);  // padding differs by design
-  const torch::Tensor with_host = loom::packed_attention(q, k, v, loom::make_packed_context(b, D, 10000.0));
+  const torch::Tensor with_host = loom::packed_attention(q, k, v, loom::make_packed_context(b, D, 10000.0, fn));
   CHECK(rel_err(with_host * real, masked * real) < 1e-2);
   b.cu_seqlens_host = torch::Tensor();  // a batch built on the device: the kernel reads cu_seqlens back
-  const torch::Tensor without = loom::packed_attention(q, k, v, loom::make_packed_context(b, D, 10000.0));
-  loom::set_varlen_attention({});
+  const torch::Tensor without = loom::packed_attention(q, k, v, loom::make_packed_context(b, D, 10000.0, fn));
   CHECK(torch::equal(without, with_host));
 }
 

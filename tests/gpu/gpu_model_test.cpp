@@ -48,7 +48,6 @@ TEST_CASE("InternLM forward and backward on CUDA equal the CPU in fp32") {
   // Exact fp32 matmuls on the GPU for this comparison (TF32 would round to 10 bits).
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
-  loom::set_varlen_attention({});
   const loom::ModelOptions o = small_model(torch::kFloat32);
   torch::manual_seed(51);
   loom::InternLM cpu(o);
@@ -83,12 +82,12 @@ TEST_CASE("a short bf16 run with flash or cuDNN attention, fused kernels, chunke
   const loom::ModelOptions o = small_model(torch::kBFloat16);
   const bool cudnn = GENERATE(false, true);
   INFO((cudnn ? "cuDNN attention" : "flash attention"));
-  REQUIRE(loom::select_attention(cuda(), o.dtype, o.head_dim(),
-                                 cudnn ? loom::AttentionChoice::kCudnn : loom::AttentionChoice::kFlash) ==
-          (cudnn ? loom::AttentionKernel::kCudnnSegments : loom::AttentionKernel::kFlashVarlen));
   torch::manual_seed(61);
   loom::InternLM model(o);
   model->to(cuda());
+  model->set_attention(loom::make_attention_kernel(
+      cudnn ? loom::AttentionKernel::kCudnnSegments : loom::AttentionKernel::kFlashVarlen, cuda(), o.dtype,
+      o.head_dim(), loom::AttentionShape{o.num_attention_heads, o.kv_heads(), 128, false}));
   const loom::Batch b = loom::test::make_packed_batch({{100, 28}, {64, 64}}, 128, o.vocab_size, 62).to(cuda());
   // fp32 master weights and moments; bf16 parameters are copies refreshed after every update.
   std::vector<torch::Tensor> params, master, m, v;
@@ -120,7 +119,6 @@ TEST_CASE("a short bf16 run with flash or cuDNN attention, fused kernels, chunke
     }
     losses.push_back(loss.item<double>());
   }
-  loom::set_varlen_attention({});
   INFO("first loss " << losses.front() << " last " << losses.back());
   CHECK(losses.front() > 5.5);  // ~ log(512) = 6.24 at init
   CHECK(losses.back() < 0.5 * losses.front());
@@ -131,7 +129,6 @@ TEST_CASE("layers that leave their output split for the next norm compute what u
   // as one tensor; with 0 every layer leaves its MLP output for the next norm's kernel to add, and
   // with 0.5 the first layer does not split and the later ones do. Same weights, same batch.
   at::globalContext().setAllowTF32CuBLAS(false);
-  loom::set_varlen_attention({});
   const torch::Dtype dtype = GENERATE(torch::kFloat32, torch::kBFloat16);
   const double fraction = GENERATE(0.0, 0.5);
   INFO(loom::dtype_name(dtype) << ", checkpoint " << fraction);

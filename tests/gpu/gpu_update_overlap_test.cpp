@@ -50,6 +50,8 @@ Run make_run(Mode mode, const loom::OptimizerOptions& ao) {
   Run r;
   r.model = loom::InternLM(o);
   r.model->to(cuda());
+  r.model->set_attention(loom::make_attention_kernel(loom::AttentionKernel::kFlashVarlen, cuda(), torch::kBFloat16,
+                                                     o.head_dim()));
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& kv : loom::named_state(*r.model))
     if (kv.second.requires_grad()) named.emplace_back(kv.first, kv.second);
@@ -100,14 +102,11 @@ TEST_CASE("an update overlapped with the next forward leaves the bits of the upd
     ao.clip_grad_norm = clip;
     Run in_place = make_run(Mode::kInPlace, ao), overlapped = make_run(Mode::kOverlapped, ao);
     Run control = make_run(Mode::kOverlappedWithoutHooks, ao);
-    REQUIRE(loom::select_attention(cuda(), torch::kBFloat16, 32, loom::AttentionChoice::kFlash) ==
-            loom::AttentionKernel::kFlashVarlen);
     for (int step = 0; step < 6; ++step) {
       train_step(in_place, b, 2e-3);
       const auto poison = train_step(overlapped, b, 2e-3);
       train_step(control, b, 2e-3);
     }
-    loom::set_varlen_attention({});
     // Without the hooks the forward reads weights the update has not written yet.
     CHECK(control.losses != in_place.losses);
     // The losses are those of the forward after each update: the forward saw each updated layer.

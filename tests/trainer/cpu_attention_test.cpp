@@ -162,25 +162,65 @@ TEST_CASE("segment attention rejects what it cannot compute", "[model][attention
              Catch::Contains("CPU float32"));
 }
 
-TEST_CASE("select_attention takes segment attention on CPU float32 only, or what job.attention names",
+TEST_CASE("choose_attention: segment attention on CPU float32 only, or what job.attention names",
           "[model][attention]") {
   using loom::AttentionChoice;
   using loom::AttentionKernel;
-  CHECK(loom::select_attention(torch::kCPU, torch::kFloat32, 8) == AttentionKernel::kCpuSegments);
-  CHECK(loom::select_attention(torch::kCPU, torch::kBFloat16, 8) == AttentionKernel::kMasked);
-  CHECK(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kMasked) == AttentionKernel::kMasked);
-  CHECK(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kSegments) ==
-        AttentionKernel::kCpuSegments);
-  CHECK_THROWS_WITH(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kFlash),
-                    Catch::Contains("job.attention=flash cannot run here: "));
-  CHECK_THROWS_WITH(loom::select_attention(torch::kCPU, torch::kFloat32, 8, AttentionChoice::kCudnn),
-                    Catch::Contains("job.attention=cudnn cannot run here: "));
-  CHECK_THROWS_WITH(loom::select_attention(torch::kCPU, torch::kBFloat16, 8, AttentionChoice::kSegments),
+  const loom::AttentionCaps cpu = loom::probe_attention_caps(torch::kCPU, 8);
+  REQUIRE(cpu.cpu_segments);
+  REQUIRE_FALSE(cpu.cuda);
+  const auto kernel = [&](torch::Dtype dtype, AttentionChoice choice = AttentionChoice::kAuto) {
+    return loom::choose_attention(cpu, dtype, 8, choice).kernel;
+  };
+  CHECK(kernel(torch::kFloat32) == AttentionKernel::kCpuSegments);
+  CHECK(kernel(torch::kBFloat16) == AttentionKernel::kMasked);
+  CHECK(kernel(torch::kFloat32, AttentionChoice::kMasked) == AttentionKernel::kMasked);
+  CHECK(kernel(torch::kFloat32, AttentionChoice::kSegments) == AttentionKernel::kCpuSegments);
+  CHECK_THROWS_WITH(kernel(torch::kFloat32, AttentionChoice::kFlash), Catch::Contains("job.attention=flash cannot run here: "));
+  CHECK_THROWS_WITH(kernel(torch::kFloat32, AttentionChoice::kCudnn), Catch::Contains("job.attention=cudnn cannot run here: "));
+  CHECK_THROWS_WITH(kernel(torch::kBFloat16, AttentionChoice::kSegments),
                     Catch::Contains("job.attention=segments runs on CPU float32"));
-  loom::set_varlen_attention(nullptr);
+  CHECK(loom::make_attention_kernel(AttentionKernel::kCpuSegments, torch::kCPU, torch::kFloat32, 8));
+  CHECK_FALSE(loom::make_attention_kernel(AttentionKernel::kMasked, torch::kCPU, torch::kFloat32, 8));
   CHECK(loom::parse_attention_kernel("auto") == AttentionChoice::kAuto);
   CHECK(loom::parse_attention_kernel("masked") == AttentionChoice::kMasked);
   CHECK(loom::parse_attention_kernel("cudnn") == AttentionChoice::kCudnn);
   CHECK_THROWS_WITH(loom::parse_attention_kernel("sdpa"),
                     Catch::Contains("expected auto, cudnn, flash, segments or masked"));
+}
+
+// The rule over every kind of CUDA device it can meet, without one: caps written out by hand.
+TEST_CASE("choose_attention: the rule on CUDA devices, from their capabilities alone", "[model][attention]") {
+  using loom::AttentionChoice;
+  using loom::AttentionKernel;
+  loom::AttentionCaps hopper;
+  hopper.cuda = hopper.hopper = hopper.flash = hopper.cudnn = true;
+  loom::AttentionCaps ampere = hopper;
+  ampere.hopper = false;
+  loom::AttentionCaps no_cudnn = hopper;
+  no_cudnn.cudnn = false;
+  no_cudnn.why_no_cudnn = "this build has no cuDNN attention";
+  const auto pick = [](const loom::AttentionCaps& caps, torch::Dtype dtype, int64_t d,
+                       AttentionChoice choice = AttentionChoice::kAuto) {
+    return loom::choose_attention(caps, dtype, d, choice).kernel;
+  };
+  CHECK(pick(hopper, torch::kBFloat16, 128) == AttentionKernel::kCudnnOrFlash);
+  CHECK(pick(hopper, torch::kFloat16, 64) == AttentionKernel::kCudnnOrFlash);
+  CHECK(pick(hopper, torch::kBFloat16, 256) == AttentionKernel::kFlashVarlen);  // beyond cuDNN's head dims
+  CHECK(pick(hopper, torch::kFloat32, 128) == AttentionKernel::kMasked);
+  CHECK(pick(ampere, torch::kBFloat16, 128) == AttentionKernel::kFlashVarlen);
+  CHECK(pick(no_cudnn, torch::kBFloat16, 128) == AttentionKernel::kFlashVarlen);
+  CHECK(pick(hopper, torch::kBFloat16, 128, AttentionChoice::kCudnn) == AttentionKernel::kCudnnSegments);
+  CHECK(pick(ampere, torch::kBFloat16, 128, AttentionChoice::kCudnn) == AttentionKernel::kCudnnSegments);
+  CHECK(pick(hopper, torch::kBFloat16, 128, AttentionChoice::kFlash) == AttentionKernel::kFlashVarlen);
+  CHECK_THROWS_WITH(pick(no_cudnn, torch::kBFloat16, 128, AttentionChoice::kCudnn),
+                    Catch::Contains("this build has no cuDNN attention"));
+  CHECK_THROWS_WITH(pick(hopper, torch::kBFloat16, 256, AttentionChoice::kCudnn),
+                    Catch::Contains("head dim 256 is not a multiple of 8 up to 128"));
+  CHECK_THROWS_WITH(pick(hopper, torch::kFloat32, 128, AttentionChoice::kFlash), Catch::Contains("float"));
+  // A GPU not visible (loom-train plan elsewhere): flash, and the plan says it assumed so.
+  const loom::AttentionCaps assumed = loom::assumed_attention_caps(true);
+  CHECK(pick(assumed, torch::kBFloat16, 128) == AttentionKernel::kFlashVarlen);
+  CHECK_THAT(assumed.source, Catch::StartsWith("assumed"));
+  CHECK(std::string(loom::attention_kernel_key(AttentionKernel::kCudnnOrFlash)) == "cudnn+flash");
 }

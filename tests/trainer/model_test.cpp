@@ -14,6 +14,7 @@
 #include "attention_select.h"
 #include "batch.h"
 #include "cpu_attention.h"
+#include "device_peak.h"
 #include "flops.h"
 #include "fused_ops.h"
 #include "loom/error.h"
@@ -152,13 +153,12 @@ TEST_CASE("model logits loss and gradients equal a float64 torch reference", "[m
   // Both CPU attention kernels: the masked math path and segment attention (what loom-train runs).
   const bool segments = GENERATE(false, true);
   INFO((segments ? "segment attention" : "masked attention"));
-  loom::set_varlen_attention(segments ? loom::varlen_kernel_of(loom::AttentionKernel::kCpuSegments) : nullptr);
-  struct Reset {
-    ~Reset() { loom::set_varlen_attention(nullptr); }
-  } reset;
   torch::manual_seed(1234);
   ModelOptions o = tiny_options();
   InternLM model(o);
+  if (segments)
+    model->set_attention(loom::make_attention_kernel(loom::AttentionKernel::kCpuSegments, torch::kCPU, o.dtype,
+                                                     o.head_dim()));
   // Row 0: two documents (9 + 7 tokens). Row 1: one document of 12 tokens and 4 padding.
   const Batch b = make_batch({{random_doc(9, 97), random_doc(7, 97)}, {random_doc(12, 97)}}, 16);
   const double smoothing = 0.1;
@@ -400,7 +400,7 @@ TEST_CASE("varlen attention hook sees the flattened tokens and cu_seqlens", "[mo
   const torch::Tensor expected = model->forward(b);
   int calls = 0;
   // A varlen kernel built from the math path, one segment at a time.
-  loom::set_varlen_attention([&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+  model->set_attention([&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t max_seqlen,
                                  double scale) {
     ++calls;
@@ -418,7 +418,6 @@ TEST_CASE("varlen attention hook sees the flattened tokens and cu_seqlens", "[mo
     return torch::cat(parts, 0);
   });
   const torch::Tensor got = model->forward(b);
-  loom::set_varlen_attention(nullptr);
   CHECK(calls == 2);  // once per layer
   // Real tokens agree; padding rows differ by design (one causal segment vs. self only).
   CHECK(rel_error(got[0], expected[0].to(torch::kFloat64)) < 1e-5);
@@ -502,6 +501,43 @@ TEST_CASE("FLOPs per token match InternLM's get_megatron_flops", "[model][flops]
   // GQA: k and v shrink with K.
   o.num_kv_attention_heads = 2;
   CHECK(loom::layer_matmul_parameters(o) == 512 * (8 + 4) * 64 + 512 * 512 + 3 * 512 * 2048);
+}
+
+TEST_CASE("executed FLOPs count causal attention per document and the recomputed forwards", "[model][flops]") {
+  ModelOptions o;
+  o.hidden_size = 512;
+  o.num_layers = 4;
+  o.num_attention_heads = 8;
+  o.mlp_ratio = 4.0;
+  o.vocab_size = 1000;
+  const double C = 512, L = 4, S = 128;
+  const auto cu = [](std::vector<int32_t> v) { return torch::tensor(v, torch::kInt32); };
+  // One document a pack: the matmuls of the model convention, the causal half (and the diagonal)
+  // of its full-square attention: 12 L C S^2 / 2 + 6 L C S.
+  CHECK(loom::executed_flops(o, 128, cu({0, 128})) ==
+        Approx(loom::model_flops_per_token(o, 128) * S - 6 * L * C * S * (S - 1)).epsilon(1e-12));
+  // Documents of 100, 27 and 1 tokens: attention only within each, causal.
+  const double matmuls = S * 6.0 * double(loom::matmul_parameters(o));
+  CHECK(loom::executed_flops(o, 128, cu({0, 100, 127, 128})) ==
+        Approx(matmuls + (100.0 * 101 + 27 * 28 + 1 * 2) * C * 6 * L).epsilon(1e-12));
+  // Two micro-batch rows, 256 tokens: the rows' documents add up.
+  CHECK(loom::executed_flops(o, 256, cu({0, 128, 256})) == Approx(2 * loom::executed_flops(o, 128, cu({0, 128}))));
+  // Every layer recomputed: the matmul forwards of hardware_flops_per_token, attention's forward again.
+  o.checkpoint = 1.0;
+  CHECK(loom::executed_flops(o, 128, cu({0, 128})) ==
+        Approx(loom::hardware_flops_per_token(o, 128) * S - 8 * L * C * S * (S - 1)).epsilon(1e-12));
+}
+
+TEST_CASE("the dense bf16 peak of known GPUs by the driver's name, none for others", "[flops]") {
+  CHECK(loom::known_bf16_peak_tflops("NVIDIA H100 80GB HBM3") == 989.4);
+  CHECK(loom::known_bf16_peak_tflops("NVIDIA H200") == 989.4);
+  CHECK(loom::known_bf16_peak_tflops("NVIDIA H100 PCIe") == 756);
+  CHECK(loom::known_bf16_peak_tflops("NVIDIA H100 NVL") == 835);
+  CHECK(loom::known_bf16_peak_tflops("NVIDIA A100-SXM4-80GB") == 312);
+  CHECK(loom::known_bf16_peak_tflops("NVIDIA L40S") == 362);
+  CHECK(loom::known_bf16_peak_tflops("NVIDIA L4") == 121);
+  CHECK(loom::known_bf16_peak_tflops("NVIDIA GeForce RTX 4090") == 0);
+  CHECK(loom::known_bf16_peak_tflops("") == 0);
 }
 
 TEST_CASE("bad model options and inputs are rejected with clear messages", "[model]") {

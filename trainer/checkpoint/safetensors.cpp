@@ -104,48 +104,10 @@ Reader::Reader(const std::string& path) : file_(path) {
   for (auto field : obj) {
     const std::string name(field.key);
     if (name == "__metadata__") {
-      simdjson::dom::object md;
-      LOOM_CHECK(!field.value.get(md), path, ": __metadata__ is not an object");
-      for (auto kv : md) {
-        std::string_view v;
-        LOOM_CHECK(!kv.value.get(v), path, ": __metadata__ value of '", kv.key, "' is not a string");
-        metadata_[std::string(kv.key)] = std::string(v);
-      }
+      parse_metadata(field.value);
       continue;
     }
-    std::string_view dtype;
-    simdjson::dom::array shape, offs;
-    LOOM_CHECK(!field.value["dtype"].get(dtype), path, ": tensor '", name, "' has no string dtype");
-    LOOM_CHECK(!field.value["shape"].get(shape), path, ": tensor '", name, "' has no shape array");
-    LOOM_CHECK(!field.value["data_offsets"].get(offs), path, ": tensor '", name, "' has no data_offsets array");
-    Entry e{};
-    bool known = false;
-    for (const auto& d : kDtypes)
-      if (dtype == d.name) {
-        e.dtype = d.type;
-        known = true;
-      }
-    LOOM_CHECK(known, path, ": tensor '", name, "' has unknown dtype '", dtype, "'");
-    // The element count and byte size must not wrap: a wrapped product could match a small byte
-    // range, and allocating the tensor would then fail in LibTorch instead of here.
-    uint64_t numel = 1, want = 0;
-    bool fits = true;
-    for (auto dim : shape) {
-      int64_t d = 0;
-      LOOM_CHECK(!dim.get(d) && d >= 0, path, ": tensor '", name, "' has a bad shape entry");
-      e.shape.push_back(d);
-      fits = fits && !__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel);
-    }
-    fits = fits && !__builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(e.dtype)), &want) &&
-           want <= static_cast<uint64_t>(INT64_MAX);
-    LOOM_CHECK(fits, path, ": tensor '", name, "' has a shape of 2^63 bytes or more");
-    LOOM_CHECK(offs.size() == 2, path, ": tensor '", name, "' data_offsets must have 2 entries");
-    LOOM_CHECK(!offs.at(0).get(e.begin) && !offs.at(1).get(e.end) && e.begin <= e.end, path, ": tensor '", name,
-               "' has bad data_offsets");
-    LOOM_CHECK(e.end - e.begin == want, path, ": tensor '", name, "' is ", dtype, " of ", numel,
-               " elements = ", want, " bytes, but data_offsets [", e.begin, ", ", e.end, ") hold ", e.end - e.begin);
-    LOOM_CHECK(e.end <= data_size, path, ": tensor '", name, "' ends at data byte ", e.end, " beyond the ",
-               data_size, " data bytes");
+    const Entry e = parse_entry(path, name, field.value, data_size);
     LOOM_CHECK(entries_.emplace(name, e).second, path, ": tensor '", name, "' appears twice");
     names_.push_back(name);
     ranges.push_back({e.begin, e.end, name});
@@ -158,6 +120,54 @@ Reader::Reader(const std::string& path) : file_(path) {
     at = r.end;
   }
   LOOM_CHECK(at == data_size, path, ": tensors cover ", at, " data bytes but the file holds ", data_size);
+}
+
+void Reader::parse_metadata(const simdjson::dom::element& value) {
+  simdjson::dom::object md;
+  LOOM_CHECK(!value.get(md), path(), ": __metadata__ is not an object");
+  for (auto kv : md) {
+    std::string_view v;
+    LOOM_CHECK(!kv.value.get(v), path(), ": __metadata__ value of '", kv.key, "' is not a string");
+    metadata_[std::string(kv.key)] = std::string(v);
+  }
+}
+
+Reader::Entry Reader::parse_entry(const std::string& path, const std::string& name, const simdjson::dom::element& value,
+                                  uint64_t data_size) {
+  std::string_view dtype;
+  simdjson::dom::array shape, offs;
+  LOOM_CHECK(!value["dtype"].get(dtype), path, ": tensor '", name, "' has no string dtype");
+  LOOM_CHECK(!value["shape"].get(shape), path, ": tensor '", name, "' has no shape array");
+  LOOM_CHECK(!value["data_offsets"].get(offs), path, ": tensor '", name, "' has no data_offsets array");
+  Entry e{};
+  bool known = false;
+  for (const auto& d : kDtypes)
+    if (dtype == d.name) {
+      e.dtype = d.type;
+      known = true;
+    }
+  LOOM_CHECK(known, path, ": tensor '", name, "' has unknown dtype '", dtype, "'");
+  // The element count and byte size must not wrap: a wrapped product could match a small byte
+  // range, and allocating the tensor would then fail in LibTorch instead of here.
+  uint64_t numel = 1, want = 0;
+  bool fits = true;
+  for (auto dim : shape) {
+    int64_t d = 0;
+    LOOM_CHECK(!dim.get(d) && d >= 0, path, ": tensor '", name, "' has a bad shape entry");
+    e.shape.push_back(d);
+    fits = fits && !__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel);
+  }
+  fits = fits && !__builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(e.dtype)), &want) &&
+         want <= static_cast<uint64_t>(INT64_MAX);
+  LOOM_CHECK(fits, path, ": tensor '", name, "' has a shape of 2^63 bytes or more");
+  LOOM_CHECK(offs.size() == 2, path, ": tensor '", name, "' data_offsets must have 2 entries");
+  LOOM_CHECK(!offs.at(0).get(e.begin) && !offs.at(1).get(e.end) && e.begin <= e.end, path, ": tensor '", name,
+             "' has bad data_offsets");
+  LOOM_CHECK(e.end - e.begin == want, path, ": tensor '", name, "' is ", dtype, " of ", numel,
+             " elements = ", want, " bytes, but data_offsets [", e.begin, ", ", e.end, ") hold ", e.end - e.begin);
+  LOOM_CHECK(e.end <= data_size, path, ": tensor '", name, "' ends at data byte ", e.end, " beyond the ",
+             data_size, " data bytes");
+  return e;
 }
 
 torch::Tensor Reader::get(const std::string& name) const {

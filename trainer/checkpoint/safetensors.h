@@ -20,6 +20,10 @@
 
 #include "loom/sys.h"
 
+namespace simdjson::dom {
+class element;
+}  // namespace simdjson::dom
+
 namespace loom::safetensors {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -51,6 +55,10 @@ class Reader {
     std::vector<int64_t> shape;
     uint64_t begin, end;
   };
+  // One tensor's header entry, checked against the data_size bytes after the header.
+  static Entry parse_entry(const std::string& path, const std::string& name, const simdjson::dom::element& value,
+                           uint64_t data_size);
+  void parse_metadata(const simdjson::dom::element& value);
   sys::MappedFile file_;
   uint64_t data_start_ = 0;
   std::vector<std::string> names_;

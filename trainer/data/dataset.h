@@ -39,6 +39,7 @@ struct DataOptions {
   bool verify_checksums = true;   // data.verify_checksums: read every shard fully at start (ids, xxh64)
   int64_t total_steps = 100;      // data.total_steps: optimizer steps of the run (read by the loop)
   int64_t valid_every = 0;        // data.valid_every: steps between validations (0 = only at the end)
+  int64_t valid_micro_num = 0;    // data.valid_micro_num: micro-batches per set and validation (0 = all)
   std::string tokenizer;          // data.tokenizer: the SentencePiece .model of the data ("" = not recorded)
 
   // Throws loom::Error naming the key of the first bad value.

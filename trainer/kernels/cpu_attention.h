@@ -1,5 +1,5 @@
 // Packed causal attention on CPU, computed document by document: the CPU counterpart of
-// flash_attention.h's varlen kernel, registered through attention.h's set_varlen_attention().
+// flash_attention.h's varlen kernel, made by attention_select.h's make_attention_kernel and held by the model.
 //
 // The masked math path scores every query against all T keys of its row and then masks out the
 // other documents and the future: B H T T scores, softmax over all of them, both again in backward.

@@ -41,8 +41,8 @@ torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tenso
 bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, int64_t head_dim,
                                std::string* why = nullptr);
 
-// Whether job.attention=auto prefers this kernel to FlashAttention-2 on this device: Hopper
-// (compute capability 9.x), where it was measured faster (bench/RESULTS.md).
+// Whether the device is Hopper (compute capability 9.x), where this kernel was measured faster than
+// FlashAttention-2 per document (bench/RESULTS.md): AttentionCaps::hopper, read by the one rule.
 bool cudnn_attention_preferred(const torch::Device& device);
 
 // Builds the graphs of every padded length up to seq_len for these heads, so no step pays for one.

@@ -1,14 +1,15 @@
 // The train/eval loop: composes the data (TrainData, Loader, ValidationSets), the model and loss,
-// the Optimizer and LrSchedule, the Checkpointer and the metrics sinks (metrics.h). Each piece
-// lives in its own folder (docs/ARCHITECTURE.md); this one only orders them (Loop::run names each
-// stage of a step; the debug.* faults are played at named points by FaultInjector):
+// the Optimizer and LrSchedule, the CheckpointSaver and the metrics sinks (metrics.h). Each piece
+// lives in its own folder (docs/ARCHITECTURE.md); the Loop (loop.h) only orders them: Loop::start
+// names each start-up phase, Loop::run each stage of a step; the debug.* faults are played at named
+// points by FaultInjector:
 //
 //   start: resume (--resume auto|DIR) or init (--init-from DIR) -> log the data summary
 //   step:  M micro-batches: forward, loss_sum / tokens of the global batch, backward
 //          -> (skip_batches: no update) -> grad norm -> inf/NaN: skip, else clip + AdamW at lr(updates)
 //          -> metrics every job.log_every -> validation every data.valid_every
 //          -> checkpoint every ckpt.checkpoint_every, or at once after SIGTERM/SIGINT (then exit 0)
-//   end:   validation and checkpoint of the last step, summary line
+//   end:   checkpoint, then validation, of the last step; summary line
 #pragma once
 
 #include <functional>

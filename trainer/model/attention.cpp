@@ -9,11 +9,6 @@
 namespace loom {
 namespace {
 
-VarlenAttentionFn& varlen_kernel() {
-  static VarlenAttentionFn fn;
-  return fn;
-}
-
 torch::Tensor rotate_half(const torch::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
@@ -21,7 +16,8 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 
 }  // namespace
 
-PackedContext make_packed_context(const Batch& batch, int64_t head_dim, double rope_base) {
+PackedContext make_packed_context(const Batch& batch, int64_t head_dim, double rope_base,
+                                  VarlenAttentionFn kernel) {
   LOOM_CHECK(batch.tokens.dim() == 2, "batch tokens must be [B, T], got ", batch.tokens.sizes());
   LOOM_CHECK(batch.positions.sizes() == batch.tokens.sizes() && batch.segments.sizes() == batch.tokens.sizes(),
              "batch positions ", batch.positions.sizes(), " and segments ", batch.segments.sizes(),
@@ -39,8 +35,7 @@ PackedContext make_packed_context(const Batch& batch, int64_t head_dim, double r
   ctx.cos = angles.cos();
   ctx.sin = angles.sin();
 
-  // The varlen kernel needs no mask: skip the [B, T, T] work (and memory) when it is registered.
-  if (!varlen_kernel()) {
+  if (!kernel) {
     // Query i sees key j iff j <= i in the same document. Padding (segment -1) sees only itself, so
     // no softmax row is empty (an empty row would make NaNs that reach the gradients).
     const int64_t T = batch.tokens.size(1);
@@ -56,6 +51,7 @@ PackedContext make_packed_context(const Batch& batch, int64_t head_dim, double r
   ctx.cu_seqlens = batch.cu_seqlens;
   ctx.cu_seqlens_host = batch.cu_seqlens.is_cpu() ? batch.cu_seqlens : batch.cu_seqlens_host;
   ctx.max_seqlen = batch.max_seqlen;
+  ctx.kernel = std::move(kernel);
   return ctx;
 }
 
@@ -99,7 +95,7 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
 
 torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const PackedContext& ctx) {
-  const VarlenAttentionFn& varlen = varlen_kernel();
+  const VarlenAttentionFn& varlen = ctx.kernel;
   if (!varlen) return biased_attention(q, k, v, ctx.bias);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3), K = k.size(2);
   LOOM_CHECK(ctx.cu_seqlens.defined(), "the varlen attention kernel needs Batch::cu_seqlens");
@@ -107,7 +103,5 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
                              ctx.cu_seqlens, ctx.cu_seqlens_host, ctx.max_seqlen, 1.0 / std::sqrt(double(D)));
   return out.view({B, T, H, D});
 }
-
-void set_varlen_attention(VarlenAttentionFn fn) { varlen_kernel() = std::move(fn); }
 
 }  // namespace loom

@@ -13,12 +13,25 @@ namespace loom {
 
 const char* attention_kernel_name(AttentionKernel kernel) {
   switch (kernel) {
+    case AttentionKernel::kCudnnOrFlash:
+      return "cuDNN per document, or FlashAttention-2 varlen for micro-batches of short documents (no mask)";
     case AttentionKernel::kCudnnSegments: return "cuDNN attention per document (fused SDPA, no mask)";
     case AttentionKernel::kFlashVarlen: return "flash attention varlen (FlashAttention-2, no mask)";
     case AttentionKernel::kCpuSegments: return "segment attention (CPU, per document and query block, no mask)";
     case AttentionKernel::kMasked: break;
   }
   return "masked math attention (dense block-diagonal causal mask)";
+}
+
+const char* attention_kernel_key(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kCudnnOrFlash: return "cudnn+flash";
+    case AttentionKernel::kCudnnSegments: return "cudnn";
+    case AttentionKernel::kFlashVarlen: return "flash";
+    case AttentionKernel::kCpuSegments: return "segments";
+    case AttentionKernel::kMasked: break;
+  }
+  return "masked";
 }
 
 AttentionChoice parse_attention_kernel(const std::string& name) {
@@ -30,14 +43,107 @@ AttentionChoice parse_attention_kernel(const std::string& name) {
   LOOM_FAIL("job.attention='", name, "': expected auto, cudnn, flash, segments or masked");
 }
 
-VarlenAttentionFn varlen_kernel_of(AttentionKernel kernel) {
+AttentionCaps probe_attention_caps(const torch::Device& device, int64_t head_dim) {
+  AttentionCaps caps;
+  caps.cuda = device.is_cuda();
+  caps.source = "probed on " + device.str();
+  caps.cpu_segments = cpu_segment_attention_supported(torch::kCPU, torch::kFloat32);
+  if (!caps.cuda) {
+    caps.why_no_flash = caps.why_no_cudnn = "the device is " + device.str() + ", not CUDA";
+    return caps;
+  }
+  // Presence is a fact of the build, cuDNN and the GPU, probed in bf16 at a head dim both take; the
+  // run's own dtype and head dim are the rule's to check.
+  const int64_t probe_dim = head_dim % 8 == 0 && head_dim <= 128 ? head_dim : 64;
+  caps.flash = flash_attention_supported(device, torch::kBFloat16, probe_dim, &caps.why_no_flash);
+  caps.cudnn = cudnn_attention_supported(device, torch::kBFloat16, probe_dim, &caps.why_no_cudnn);
+  caps.hopper = cudnn_attention_preferred(device);
+  return caps;
+}
+
+AttentionCaps assumed_attention_caps(bool cuda) {
+  AttentionCaps caps;
+  caps.cuda = cuda;
+  caps.flash = cuda;
+  caps.cpu_segments = cpu_segment_attention_supported(torch::kCPU, torch::kFloat32);
+  caps.why_no_cudnn = "no GPU visible to ask";
+  caps.why_no_flash = cuda ? "" : "not CUDA";
+  caps.source = cuda ? "assumed: no GPU visible here; flash assumed, on Hopper a run takes cudnn+flash (the same bytes)"
+                     : "assumed: CPU";
+  return caps;
+}
+
+AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, int64_t head_dim,
+                               AttentionChoice choice) {
+  const bool half = dtype == torch::kBFloat16 || dtype == torch::kFloat16;
+  const std::string dtype_text = c10::toString(dtype);
+  std::string no_cudnn = caps.why_no_cudnn, no_flash = caps.why_no_flash;
+  if (!half) no_cudnn = no_flash = "activations are " + dtype_text + ", the CUDA kernels take bf16 or fp16";
+  if (head_dim % 8 != 0 || head_dim > 128) no_cudnn = str("head dim ", head_dim, " is not a multiple of 8 up to 128");
+  if (head_dim % 8 != 0 || head_dim > 256) no_flash = str("head dim ", head_dim, " is not a multiple of 8 up to 256");
+  const bool cudnn = caps.cuda && caps.cudnn && half && head_dim % 8 == 0 && head_dim <= 128;
+  const bool flash = caps.cuda && caps.flash && half && head_dim % 8 == 0 && head_dim <= 256;
+  const bool segments = !caps.cuda && caps.cpu_segments && dtype == torch::kFloat32;
+  switch (choice) {
+    case AttentionChoice::kCudnn:
+      LOOM_CHECK(cudnn, "job.attention=cudnn cannot run here: ", no_cudnn);
+      return {AttentionKernel::kCudnnSegments, ""};
+    case AttentionChoice::kFlash:
+      LOOM_CHECK(flash, "job.attention=flash cannot run here: ", no_flash);
+      return {AttentionKernel::kFlashVarlen, ""};
+    case AttentionChoice::kSegments:
+      LOOM_CHECK(segments, "job.attention=segments runs on CPU float32, this run is ", caps.cuda ? "CUDA" : "CPU", " ",
+                 dtype_text);
+      return {AttentionKernel::kCpuSegments, ""};
+    case AttentionChoice::kMasked: return {AttentionKernel::kMasked, "(job.attention=masked)"};
+    case AttentionChoice::kAuto: break;
+  }
+  if (cudnn && caps.hopper && flash) return {AttentionKernel::kCudnnOrFlash, ""};
+  if (cudnn && caps.hopper) return {AttentionKernel::kCudnnSegments, "(no flash: " + no_flash + ")"};
+  if (flash) return {AttentionKernel::kFlashVarlen, caps.hopper ? "(no cuDNN: " + no_cudnn + ")" : ""};
+  if (segments) return {AttentionKernel::kCpuSegments, ""};
+  return {AttentionKernel::kMasked, caps.cuda ? "(no flash: " + no_flash + ")" : ""};
+}
+
+namespace {
+
+torch::Tensor run_cudnn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
+                        const torch::Tensor& cu_host, double scale) {
+  // A batch built on the device has no host copy: read it back (a wait, not an error).
+  return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale);
+}
+
+void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape) {
+  if (shape.seq_len <= 0) return;
+  const auto start = std::chrono::steady_clock::now();
+  warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, shape.recompute);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  log::info("attention: cuDNN's graphs for ", (shape.seq_len + kSegmentGrain - 1) / kSegmentGrain,
+            " padded lengths built in ", format_number(took.count(), 3), " s (once per run)");
+}
+
+}  // namespace
+
+VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Device& device, torch::Dtype dtype,
+                                        int64_t head_dim, const AttentionShape& shape, std::shared_ptr<AttentionUse> use) {
   switch (kernel) {
-    case AttentionKernel::kCudnnSegments:
-      return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
-                const torch::Tensor& cu_host, int64_t, double scale) {
-        // A batch built on the device has no host copy: read it back (a wait, not an error).
-        return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale);
+    case AttentionKernel::kCudnnOrFlash:
+      warm_cudnn(device, dtype, head_dim, shape);
+      return [use](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
+                   const torch::Tensor& cu_host, int64_t max_seqlen, double scale) {
+        const torch::Tensor host = cu_host.defined() ? cu_host : cu.cpu();
+        const int64_t documents = std::max<int64_t>(host.size(0) - 1, 1);
+        if (q.size(0) >= kCudnnMinMeanTokens * documents) {
+          if (use) ++use->cudnn;
+          return cudnn_segment_attention(q, k, v, host, scale);
+        }
+        if (use) ++use->flash;
+        return flash_varlen_attention(q, k, v, cu, max_seqlen, scale);
       };
+    case AttentionKernel::kCudnnSegments:
+      warm_cudnn(device, dtype, head_dim, shape);
+      return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
+                const torch::Tensor& cu_host, int64_t, double scale) { return run_cudnn(q, k, v, cu, cu_host, scale); };
     case AttentionKernel::kFlashVarlen:
       return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
                 const torch::Tensor&, int64_t max_seqlen, double scale) {
@@ -51,40 +157,6 @@ VarlenAttentionFn varlen_kernel_of(AttentionKernel kernel) {
     case AttentionKernel::kMasked: break;
   }
   return {};
-}
-
-AttentionKernel select_attention(const torch::Device& device, torch::Dtype dtype, int64_t head_dim,
-                                 AttentionChoice choice, const AttentionShape& shape) {
-  const auto install = [](AttentionKernel kernel, const std::string& why) {
-    set_varlen_attention(varlen_kernel_of(kernel));
-    log::info("attention: ", attention_kernel_name(kernel), why);
-    return kernel;
-  };
-  std::string why_not_cudnn, why;
-  const bool cudnn_wanted = choice == AttentionChoice::kCudnn ||
-                            (choice == AttentionChoice::kAuto && cudnn_attention_preferred(device));
-  if (cudnn_wanted && cudnn_attention_supported(device, dtype, head_dim, &why_not_cudnn)) {
-    if (shape.seq_len > 0) {
-      const auto start = std::chrono::steady_clock::now();
-      warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, shape.recompute);
-      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-      log::info("attention: cuDNN's graphs for ", (shape.seq_len + kSegmentGrain - 1) / kSegmentGrain,
-                " padded lengths built in ", format_number(took.count(), 3), " s (once per run)");
-    }
-    return install(AttentionKernel::kCudnnSegments, "");
-  }
-  LOOM_CHECK(choice != AttentionChoice::kCudnn, "job.attention=cudnn cannot run here: ", why_not_cudnn);
-  const bool want_flash = choice == AttentionChoice::kAuto || choice == AttentionChoice::kFlash;
-  if (want_flash && flash_attention_supported(device, dtype, head_dim, &why)) {
-    return install(AttentionKernel::kFlashVarlen, why_not_cudnn.empty() ? "" : " (no cuDNN: " + why_not_cudnn + ")");
-  }
-  LOOM_CHECK(choice != AttentionChoice::kFlash, "job.attention=flash cannot run here: ", why);
-  const bool segments_here = cpu_segment_attention_supported(device, dtype);
-  LOOM_CHECK(choice != AttentionChoice::kSegments || segments_here, "job.attention=segments runs on CPU float32, "
-             "this run is ", device.str(), " ", c10::toString(dtype));
-  if (choice != AttentionChoice::kMasked && segments_here) return install(AttentionKernel::kCpuSegments, "");
-  return install(AttentionKernel::kMasked, choice == AttentionChoice::kMasked ? std::string(" (job.attention=masked)")
-                                                                              : " (no flash: " + why + ")");
 }
 
 }  // namespace loom

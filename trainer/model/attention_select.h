@@ -1,11 +1,16 @@
-// Which attention kernel a run uses (job.attention), chosen once at start and installed as
-// attention.h's varlen kernel:
-//   cudnn     cuDNN's SDPA once per document (kernels/cudnn_attention.h), CUDA bf16/fp16
-//   flash     FlashAttention-2 varlen (kernels/flash_attention.h), CUDA bf16/fp16
-//   segments  per-document segment attention (kernels/cpu_attention.h), CPU fp32
-//   masked    attention.h's math path with the block-diagonal causal mask, anywhere
+// Which attention kernel a run uses (job.attention), chosen once at start by one pure rule
+// (choose_attention) over what the device offers (AttentionCaps), and held by the model
+// (InternLMImpl::set_attention); the memory plan, `loom-train plan` and the run name the same one:
+//   cudnn+flash  per micro-batch: cuDNN per document when its documents average at least
+//                kCudnnMinMeanTokens tokens, else FlashAttention-2 varlen in one launch (Hopper)
+//   cudnn        cuDNN's SDPA once per document (kernels/cudnn_attention.h), CUDA bf16/fp16
+//   flash        FlashAttention-2 varlen (kernels/flash_attention.h), CUDA bf16/fp16
+//   segments     per-document segment attention (kernels/cpu_attention.h), CPU fp32
+//   masked       attention.h's math path with the block-diagonal causal mask, anywhere
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 #include <torch/torch.h>
@@ -15,20 +20,60 @@
 namespace loom {
 
 enum class AttentionKernel {
+  kCudnnOrFlash,   // per micro-batch: cuDNN per document (long documents) or FlashAttention-2 varlen
   kCudnnSegments,  // cuDNN SDPA per document, CUDA, bf16/fp16
   kFlashVarlen,    // FlashAttention-2 varlen, CUDA, bf16/fp16
   kCpuSegments,    // cpu_attention.h: per document and query block, CPU, fp32
   kMasked,         // attention.h's math path with the block-diagonal causal mask
 };
 const char* attention_kernel_name(AttentionKernel kernel);
+// The short name job.attention takes for it ("cudnn+flash" is auto's on Hopper, no key value).
+const char* attention_kernel_key(AttentionKernel kernel);
+
+// kCudnnOrFlash: a micro-batch whose documents average fewer tokens runs FlashAttention-2 varlen.
+// cuDNN runs each document as its own call (two launches a document a layer, forward and backward):
+// at paragraph-sized documents (~60 a pack) the launches, not the arithmetic, bound the step, while
+// one varlen launch costs the same for any number of documents. Above, cuDNN's Hopper kernel is
+// 1.2-1.5x FlashAttention-2 per document (bench/RESULTS.md).
+inline constexpr int64_t kCudnnMinMeanTokens = 512;
 
 // job.attention: "auto" (the fastest kernel that runs here), or one kernel by name: "cudnn",
 // "flash", "segments", "masked". Unknown names throw loom::Error.
 enum class AttentionChoice { kAuto, kCudnn, kFlash, kSegments, kMasked };
 AttentionChoice parse_attention_kernel(const std::string& name);
 
-// The varlen kernel function that set_varlen_attention() installs for a kernel (empty for kMasked).
-VarlenAttentionFn varlen_kernel_of(AttentionKernel kernel);
+// What a device offers the kernels: probed by running each on a tiny input (probe_attention_caps)
+// or, where the device is not visible (`loom-train plan` on a machine without the GPU), assumed.
+struct AttentionCaps {
+  bool cuda = false;
+  bool hopper = false;        // compute capability 9.x: cuDNN's SDPA measured faster there
+  bool flash = false;         // FlashAttention-2 varlen ran
+  bool cudnn = false;         // cuDNN's SDPA ran, forward and backward
+  bool cpu_segments = false;  // the CPU segment kernel is built (BLAS)
+  std::string why_no_flash, why_no_cudnn;
+  std::string source;         // "probed on cuda:0" or "assumed: ..." (printed by the plan)
+};
+AttentionCaps probe_attention_caps(const torch::Device& device, int64_t head_dim);
+// A CUDA device that is not visible: flash assumed present, cuDNN and Hopper not known.
+AttentionCaps assumed_attention_caps(bool cuda);
+
+struct AttentionPlan {
+  AttentionKernel kernel = AttentionKernel::kMasked;
+  std::string why;  // "" or a parenthesised reason ("(no cuDNN: ...)")
+};
+
+// The one rule. kAuto: on Hopper with cuDNN and flash, cudnn+flash; cuDNN alone there, cudnn; else
+// flash where it runs; else segment attention on CPU fp32; else masked. Both kernels of CUDA take
+// bf16/fp16 and head dims that are multiples of 8 (cuDNN up to 128, flash up to 256). A named
+// kernel that cannot run here throws loom::Error saying why. No side effects.
+AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, int64_t head_dim,
+                               AttentionChoice choice);
+
+// How many attention calls took each branch of kCudnnOrFlash (every layer, forward and recompute
+// counted); the loop reads and resets it each step.
+struct AttentionUse {
+  std::atomic<int64_t> cudnn{0}, flash{0};
+};
 
 // The heads and the longest segment of a run, and whether any layer's forward is recomputed in the
 // backward: what a kernel that builds per-shape plans (cuDNN's graphs) prepares for before the
@@ -38,11 +83,10 @@ struct AttentionShape {
   bool recompute = false;
 };
 
-// Chooses the attention kernel for a run and installs it (attention.h's set_varlen_attention).
-// kAuto: cuDNN where it runs and is preferred (Hopper), else flash varlen where supported, else
-// segment attention on CPU fp32, else the masked path. A named kernel that cannot run here is an
-// error that says why. Logs which one runs and why. Call once, before training.
-AttentionKernel select_attention(const torch::Device& device, torch::Dtype dtype, int64_t head_dim,
-                                 AttentionChoice choice = AttentionChoice::kAuto, const AttentionShape& shape = {});
+// The kernel function of a plan, ready to run: cuDNN's graphs are built for `shape` (logged), and
+// kCudnnOrFlash counts its branches into `use` (may be null). Empty for kMasked.
+VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Device& device, torch::Dtype dtype,
+                                        int64_t head_dim, const AttentionShape& shape = {},
+                                        std::shared_ptr<AttentionUse> use = nullptr);
 
 }  // namespace loom

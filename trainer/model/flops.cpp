@@ -23,4 +23,17 @@ double hardware_flops_per_token(const ModelOptions& m, int64_t seq_len) {
   return model_flops_per_token(m, seq_len) + recompute;
 }
 
+double executed_flops(const ModelOptions& m, int64_t tokens, const torch::Tensor& cu_seqlens_host) {
+  const double L = double(m.num_layers), ckpt = double(m.checkpointed_layers());
+  const double matmuls = double(tokens) * (6.0 * double(matmul_parameters(m)) + 2.0 * ckpt * double(layer_matmul_parameters(m)));
+  double squares = 0;
+  const torch::Tensor cu = cu_seqlens_host.to(torch::kInt64).contiguous();
+  const int64_t* c = cu.data_ptr<int64_t>();
+  for (int64_t s = 0; s + 1 < cu.numel(); ++s) {
+    const double n = double(c[s + 1] - c[s]);
+    squares += n * (n + 1);  // twice the n (n + 1) / 2 query-key pairs of a causal document
+  }
+  return matmuls + squares * double(m.hidden_size) * (6.0 * L + 2.0 * ckpt);
+}
+
 }  // namespace loom

@@ -15,6 +15,14 @@
 //   their matmul parameters), as InternLM's "tflops" (its factor 4 instead of 3 for checkpointed
 //   runs).
 // MFU = model FLOPs/token * tokens/s per device / peak FLOP/s of the device.
+//
+//   executed FLOPs of a micro-batch = tokens * (6 * N_mm + 2 * N_mm_ckpt)
+//                                     + sum over documents of n (n + 1) * C * (6 * L + 2 * L_ckpt)
+//   what the kernels compute: causal attention within each document (n (n + 1) / 2 query-key
+//   pairs, two matmuls: 2 C n (n + 1) FLOPs forward per layer, x3 with the backward, +1 forward per
+//   recomputed layer), padding
+//   rows' matmuls included. HFU = executed FLOPs / s / peak: on packs of one document it is the
+//   model FLOPs' attention halved (causal), on packs of short documents far less.
 #pragma once
 
 #include <cstdint>
@@ -29,5 +37,7 @@ int64_t matmul_parameters(const ModelOptions& m);
 
 double model_flops_per_token(const ModelOptions& m, int64_t seq_len);
 double hardware_flops_per_token(const ModelOptions& m, int64_t seq_len);
+// cu_seqlens_host: [S+1] int32 on the CPU, the micro-batch's documents; tokens = B * T.
+double executed_flops(const ModelOptions& m, int64_t tokens, const torch::Tensor& cu_seqlens_host);
 
 }  // namespace loom

@@ -327,7 +327,7 @@ torch::Tensor InternLMImpl::hidden_states(const Batch& b) {
                 " is outside the model's vocabulary [0, ", o_.vocab_size, ") (model.vocab_size)");
     }
   }
-  const PackedContext ctx = make_packed_context(b, o_.head_dim(), o_.rope_base);
+  const PackedContext ctx = make_packed_context(b, o_.head_dim(), o_.rope_base, attention_);
   if (hooks_) hooks_->begin_forward();
   // The residual stream is h + pending: a layer that splits its output leaves its MLP's output in
   // pending for the next layer's norm to add.

@@ -180,6 +180,9 @@ class InternLMImpl : public torch::nn::Module {
   const ModelOptions& options() const { return o_; }
   // Called around the decoder layers of every forward from now on (nullptr: none); not owned.
   void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
+  // The varlen attention kernel of every forward from now on (attention_select.h makes the run's;
+  // empty: the masked math path, what a model starts with).
+  void set_attention(VarlenAttentionFn kernel) { attention_ = std::move(kernel); }
 
   Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers;
@@ -194,6 +197,7 @@ class InternLMImpl : public torch::nn::Module {
   ModelOptions o_;
   std::vector<DecoderLayer> layer_list_;
   LayerHooks* hooks_ = nullptr;
+  VarlenAttentionFn attention_;
 };
 TORCH_MODULE(InternLM);
 

@@ -49,6 +49,13 @@ MemoryStats memory_stats(int device) {
   return s;
 }
 
+std::string device_name(int device) {
+  cudaDeviceProp p{};
+  // An unknown name only costs the MFU field (device_peak.h): no error to raise here.
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "";
+  return p.name;
+}
+
 void reset_peak_memory(int device) {
   ensure_allocator(device);
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));

@@ -17,6 +17,8 @@ struct MemoryStats {
 };
 
 MemoryStats memory_stats(int device);
+// The device's name as the driver reports it ("NVIDIA H100 80GB HBM3").
+std::string device_name(int device);
 void reset_peak_memory(int device);
 // "allocated 12.3 GiB (peak 40.1), reserved 44.0 GiB (peak 44.0), device free 90.2 of 139.8 GiB"
 std::string describe(const MemoryStats& s);

@@ -44,6 +44,7 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   const uint64_t per_token = (4 * C + C + 2 * K * D + C + 3 * F) * b + 2 * 4;  // + fp32 rstd of each norm
   l.full = tok * per_token;
   switch (in.attention) {
+    case AttentionKernel::kCudnnOrFlash:   // either kernel of the rule: the same bytes
     case AttentionKernel::kCudnnSegments:  // the log-sum-exp of its padded segments: the same within 1%
     case AttentionKernel::kFlashVarlen:
       l.full += tok * H * 4;  // log-sum-exp
@@ -238,7 +239,9 @@ std::string MemoryPlan::to_json() const {
     << ", \"num_parameters\": " << num_parameters << ", \"zero_shards\": " << zero_shards
     << ", \"zero_stage\": " << (in.zero1 == 1 ? 0 : in.zero_stage)
     << ", \"dtype\": " << json_quote(dtype_name(in.model.dtype))
-    << ", \"attention\": " << json_quote(attention_kernel_name(in.attention))
+    << ", \"attention\": " << json_quote(attention_kernel_key(in.attention))
+    << ", \"attention_kernel\": " << json_quote(attention_kernel_name(in.attention))
+    << ", \"attention_source\": " << json_quote(in.attention_source)
     << ", \"micro_bsz\": " << in.micro_bsz << ", \"seq_len\": " << in.seq_len
     << ", \"per_rank_bytes\": {\"parameters\": " << parameters << ", \"gradients\": " << gradients
     << ", \"optimizer_state\": " << optimizer_state << ", \"activations\": " << activations
@@ -267,7 +270,8 @@ std::string MemoryPlan::to_text() const {
     << format_count(in.world_size) << ", optimizer state in " << format_count(zero_shards)
     << (zero_shards == 1 ? " piece" : " shards");
   if (in.zero1 != 1) o << " (ZeRO-" << in.zero_stage << ")";
-  o << ", " << attention_kernel_name(in.attention) << "):\n";
+  o << ", attention " << attention_kernel_key(in.attention) << ": " << attention_kernel_name(in.attention) << "):\n";
+  if (!in.attention_source.empty()) o << "  attention kernels " << in.attention_source << "\n";
   row("parameters", parameters);
   row("gradients", gradients);
   row("optimizer_state", optimizer_state);

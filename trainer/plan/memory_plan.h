@@ -52,7 +52,8 @@ struct PlanInputs {
   int64_t world_size = 1;          // W
   int64_t zero1 = 1;               // parallel.zero1: 1 = replicated; -1 or 0 = every rank; else S
   bool cuda = false;               // device kind (the runtime's share of workspace)
-  AttentionKernel attention = AttentionKernel::kMasked;
+  AttentionKernel attention = AttentionKernel::kMasked;  // choose_attention's, as the run installs it
+  std::string attention_source;    // how the device's kernels were known (AttentionCaps::source)
   uint64_t device_bytes = 0;       // memory of one device (host RAM for CPU runs)
   double margin = 0.05;            // fraction of device_bytes kept free: fits = total <= (1 - margin) device
   int64_t zero_stage = 1;          // parallel.zero_stage (with zero1 != 1): 1, 2 or 3

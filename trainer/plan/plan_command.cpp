@@ -17,19 +17,7 @@
 
 namespace loom {
 
-AttentionKernel expected_attention(bool cuda, torch::Dtype dtype, int64_t head_dim, AttentionChoice choice) {
-  const bool flash = cuda && dtype != torch::kFloat32 && head_dim % 8 == 0 && head_dim <= 256;
-  const bool segments = !cuda && dtype == torch::kFloat32;
-  if (choice == AttentionChoice::kMasked) return AttentionKernel::kMasked;
-  if (choice == AttentionChoice::kCudnn) return AttentionKernel::kCudnnSegments;
-  if (choice == AttentionChoice::kFlash || (choice == AttentionChoice::kAuto && flash))
-    return AttentionKernel::kFlashVarlen;
-  if (choice == AttentionChoice::kSegments || (choice == AttentionChoice::kAuto && segments))
-    return AttentionKernel::kCpuSegments;
-  return AttentionKernel::kMasked;
-}
-
-PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device_bytes) {
+PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device_bytes, const AttentionCaps& caps) {
   PlanInputs in;
   in.model = c.model;
   in.micro_bsz = c.data.micro_bsz;
@@ -40,7 +28,8 @@ PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device
   in.zero_stage = c.parallel.zero_stage;
   in.cuda = c.job.device.rfind("cuda", 0) == 0;
   in.attention =
-      expected_attention(in.cuda, c.model.dtype, c.model.head_dim(), parse_attention_kernel(c.job.attention));
+      choose_attention(caps, c.model.dtype, c.model.head_dim(), parse_attention_kernel(c.job.attention)).kernel;
+  in.attention_source = caps.source;
   in.device_bytes = device_bytes;
   in.margin = 0;
   return in;
@@ -61,8 +50,8 @@ constexpr const char* kUsage =
     "  --world-size W (default 1: the launch environment is not read). --json: one JSON object.\n"
     "  Exit code 0 when it fits, 1 when it does not (loom/cli.h).\n";
 
-MemoryPlan resolve_and_plan(const TrainConfig& c, int64_t world, uint64_t device) {
-  PlanInputs in = plan_inputs(c, world, device);
+MemoryPlan resolve_and_plan(const TrainConfig& c, int64_t world, uint64_t device, const AttentionCaps& caps) {
+  PlanInputs in = plan_inputs(c, world, device, caps);
   if (c.model.checkpoint_auto) {
     in.margin = c.model.checkpoint_margin;
     in.model.checkpoint = auto_checkpoint_fraction(in);
@@ -82,15 +71,24 @@ uint64_t device_memory(const TrainConfig& c) {
   throw UsageError("loom-train plan: job.device=" + c.job.device + " and no GPU here: give --device-memory-gib G");
 }
 
+// The kernels of the device a `plan` command describes: probed where it is visible, else assumed.
+AttentionCaps plan_attention_caps(const TrainConfig& c) {
+  const bool on_cuda = c.job.device.rfind("cuda", 0) == 0;
+#ifdef LOOM_CUDA_KERNELS
+  if (on_cuda && torch::cuda::is_available()) return probe_attention_caps(torch::Device(c.job.device), c.model.head_dim());
+#endif
+  return on_cuda ? assumed_attention_caps(true) : probe_attention_caps(torch::kCPU, c.model.head_dim());
+}
+
 }  // namespace
 
-MemoryPlan plan_for_run(const TrainConfig& c, int64_t world_size, const torch::Device& device) {
+MemoryPlan plan_for_run(const TrainConfig& c, int64_t world_size, const torch::Device& device, const AttentionCaps& caps) {
   uint64_t bytes = host_memory_bytes();
 #ifdef LOOM_CUDA_KERNELS
   if (device.is_cuda())
     bytes = static_cast<uint64_t>(cuda::memory_stats(device.has_index() ? device.index() : 0).device_total);
 #endif
-  return resolve_and_plan(c, world_size, bytes);
+  return resolve_and_plan(c, world_size, bytes, caps);
 }
 
 int run_plan(const std::vector<std::string>& args) {
@@ -144,7 +142,7 @@ int run_plan(const std::vector<std::string>& args) {
   const std::optional<TrainConfig> c = parse_train_config(rest);
   LOOM_ASSERT(c.has_value(), "--help was handled above");
   const uint64_t device = gib > 0 ? static_cast<uint64_t>(gib * double(uint64_t{1} << 30)) : device_memory(*c);
-  const MemoryPlan p = resolve_and_plan(*c, world, device);
+  const MemoryPlan p = resolve_and_plan(*c, world, device, plan_attention_caps(*c));
   if (json) std::cout << p.to_json() << "\n";
   else std::cout << p.to_text() << "\n";
   return p.fits ? kExitOk : kExitFailed;

@@ -13,22 +13,19 @@
 
 namespace loom {
 
-// The attention kernel a run of this device kind, dtype and job.attention will use, as
-// select_attention() would choose it where flash attention is built (LibTorch 2.x). auto on CUDA
-// is planned as flash: the cuDNN kernel auto takes on Hopper keeps the same bytes.
-AttentionKernel expected_attention(bool cuda, torch::Dtype dtype, int64_t head_dim, AttentionChoice choice);
-
-// The plan's inputs for config c at world size W on devices of device_bytes each. With
+// The plan's inputs for config c at world size W on devices of device_bytes each, with the
+// attention kernel choose_attention() picks from caps (what the run installs). With
 // model.checkpoint=auto the fraction is left at c.model.checkpoint (resolve it with
 // auto_checkpoint_fraction).
-PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device_bytes);
+PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device_bytes, const AttentionCaps& caps);
 
 // Physical memory of this host (sysconf), bytes.
 uint64_t host_memory_bytes();
 
 // The plan loom-train checks at start: one rank of `world_size` on `device` (its total memory; host
-// RAM for the CPU). model.checkpoint=auto is resolved into the returned plan's model options.
-MemoryPlan plan_for_run(const TrainConfig& c, int64_t world_size, const torch::Device& device);
+// RAM for the CPU) whose kernels are caps. model.checkpoint=auto is resolved into the returned
+// plan's model options; in.attention is the kernel the run installs.
+MemoryPlan plan_for_run(const TrainConfig& c, int64_t world_size, const torch::Device& device, const AttentionCaps& caps);
 
 int run_plan(const std::vector<std::string>& args);
 

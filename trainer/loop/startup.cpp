@@ -1,0 +1,164 @@
+#include "startup.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "device_peak.h"
+#include "loom/hash.h"
+#include "loom/log.h"
+#include "loom/progress.h"
+#include "loom/sys.h"
+#include "memory_usage.h"
+#include "run_state.h"
+
+#ifdef LOOM_CUDA_KERNELS
+#include "cuda_memory.h"
+#endif
+
+namespace loom {
+
+namespace {
+
+double round2(double x) { return std::round(x * 100) / 100; }
+
+// Seconds since this process was launched (its start time in /proc); -1 if unknown.
+double seconds_since_launch() {
+  std::ifstream stat("/proc/self/stat"), up("/proc/uptime");
+  std::string line;
+  double uptime = 0;
+  if (!std::getline(stat, line) || !(up >> uptime)) return -1;
+  const size_t paren = line.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) return -1;
+  std::istringstream fields(line.substr(paren + 2));
+  std::string f;
+  for (int i = 3; i < 22 && fields >> f; ++i) {
+  }
+  unsigned long long start_ticks = 0;
+  if (!(fields >> start_ticks)) return -1;
+  return uptime - static_cast<double>(start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+void StartupClock::phase(const char* what) {
+  const auto now = std::chrono::steady_clock::now();
+  log::info("start-up: ", what, " ", round2(std::chrono::duration<double>(now - last_).count()), " s, host RSS ",
+            round2(static_cast<double>(current_rss_bytes()) / (1 << 30)), " GiB");
+  last_ = now;
+}
+
+void StartupClock::first_step_done() {
+  phase("first step");
+  const double since_launch = seconds_since_launch();
+  log::info("start-up: launch -> first step ", since_launch >= 0 ? str(round2(since_launch), " s") : "unknown",
+            ", host peak RSS ", round2(static_cast<double>(peak_rss_bytes()) / (1 << 30)), " GiB");
+}
+
+void keep_freed_memory_in_heap() {
+  // With glibc's defaults a freed block above the mmap threshold goes back to the kernel and the
+  // next step faults its pages in again (~0.5M minor faults in 12 steps of bench/train_bench.sh,
+  // ~10% of the step). Keeping it costs nothing: the next step needs the same peak.
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return;
+  // mallopt returns 0 for a value it refuses: only speed is at stake, so say so and go on.
+  const bool ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) != 0 &&         // glibc's maximum; larger blocks still use mmap
+                  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 0 &&  // never shrink between steps
+                  mallopt(M_TOP_PAD, 256 << 20) != 0;                 // grow the heap in large steps
+  if (!ok) log::warn("mallopt refused a setting: freed activations may go back to the kernel every step");
+}
+
+std::string read_tokenizer_model(const DataOptions& data, const TrainData& train_data) {
+  if (data.tokenizer.empty()) return "";
+  // The model the data was tokenized with goes into every checkpoint: checked here, not trusted.
+  std::string bytes = sys::read_file(data.tokenizer);
+  const uint64_t have = xxh64(bytes.data(), bytes.size());
+  const uint64_t want = train_data.tokenizer().model_fingerprint;
+  LOOM_CHECK(want == 0 || have == want, "data.tokenizer ", data.tokenizer, " (XXH64 ", hex64(have),
+             ") is not the model the data in ", data.train_folder, " was tokenized with (XXH64 ", hex64(want), ")");
+  if (want == 0)
+    log::job_warn("data.tokenizer ", data.tokenizer, ": the data records no tokenizer fingerprint to check it against");
+  return bytes;
+}
+
+std::string resolve_resume_dir(const std::string& resume, const Checkpointer& ckpt, const std::string& run_ini) {
+  std::string dir;
+  const std::string& folder = ckpt.options().folder;
+  if (resume == "auto" || resume == "auto-or-fresh") {
+    const Checkpointer::Choice pick = ckpt.choose_resume(check_state_step);
+    dir = pick.dir;
+    if (dir.empty() && !pick.rejected.empty()) {
+      std::string why;
+      for (const std::string& r : pick.rejected) why += "\n  " + r;
+      // Starting fresh would overwrite them step by step: only on request.
+      LOOM_CHECK(resume == "auto-or-fresh", "--resume auto: no checkpoint in ", folder, " validates:", why,
+                 "\nRepair or move them, or pass --resume auto-or-fresh to start fresh over them");
+      log::warn("--resume auto-or-fresh: no checkpoint in ", folder, " validates, starting fresh:", why);
+    } else if (dir.empty()) {
+      log::info("--resume ", resume, ": no checkpoint in ", folder, ", starting fresh");
+    }
+  } else if (!resume.empty()) {
+    dir = resume;
+    check_state_step(dir, validate_checkpoint_named(dir));
+  }
+  if (dir.empty()) return dir;
+  // Equal shapes load under another architecture (more heads, another rotary base): refuse what
+  // would silently train on as a different model; --init-from takes weights only.
+  const std::vector<std::string> diff = model_key_differences(sys::read_file(dir + "/config.ini"), run_ini);
+  std::string list;
+  for (const std::string& d : diff) list += "\n  " + d;
+  LOOM_CHECK(diff.empty(), dir, ": the checkpoint's model differs from this run's:", list,
+             "\nResume with its model.* values, or start from its weights only with --init-from ", dir, " (a fresh run)");
+  return dir;
+}
+
+void warn_if_global_batch_changed(const std::string& resume_dir, const DataOptions& data, int64_t saved_world,
+                                  int64_t world, int64_t now) {
+  // A checkpoint saved before its config recorded these keys is compared at the current sizes.
+  const std::string saved_ini = sys::read_file(resume_dir + "/config.ini");
+  auto saved_int = [&](const char* key, int64_t current) -> int64_t {
+    const std::string v = ini_value(saved_ini, key);
+    try {
+      return v.empty() ? current : std::stoll(v);
+    } catch (const std::exception&) {
+      return current;
+    }
+  };
+  const int64_t old_bsz = saved_int("data.micro_bsz", data.micro_bsz);
+  const int64_t old_num = saved_int("data.micro_num", data.micro_num);
+  const int64_t old_world = saved_world > 0 ? saved_world : world;
+  const int64_t before = old_bsz * old_num * old_world;
+  if (before == now) return;
+  const int64_t per_micro = data.micro_bsz * world;
+  log::job_warn("the global batch changes on this resume: ", before, " packs per step (micro_bsz ", old_bsz,
+                " x micro_num ", old_num, " x world size ", old_world, ") before, ", now, " now (micro_bsz ",
+                data.micro_bsz, " x micro_num ", data.micro_num, " x world size ", world, "); steps from here see ", now,
+                " packs each, and the learning-rate schedule still counts steps. Keep the global batch with "
+                "data.micro_num = ",
+                before % per_micro == 0 ? std::to_string(before / per_micro) : std::string("(none: not divisible)"));
+}
+
+double resolve_peak_tflops(double configured, const torch::Device& device, std::string* source) {
+  if (configured > 0) {
+    *source = "job.peak_tflops";
+    return configured;
+  }
+  std::string name;
+#ifdef LOOM_CUDA_KERNELS
+  if (device.is_cuda()) name = cuda::device_name(device.has_index() ? device.index() : 0);
+#endif
+  const double peak = known_bf16_peak_tflops(name);
+  if (peak > 0) {
+    *source = "the dense bf16 peak of " + name;
+  } else {
+    *source = device.is_cuda() ? "no known peak for GPU '" + name + "': set job.peak_tflops for an mfu field"
+                               : "CPU: no mfu field (set job.peak_tflops for one)";
+  }
+  return peak;
+}
+
+}  // namespace loom

@@ -1,0 +1,49 @@
+// The start-up's jobs that are not the loop's own state, one function each (Loop::start orders
+// them): how long each phase took, the tokenizer the data was made with, the checkpoint a run
+// resumes from and what may differ from it, the peak the MFU is measured against.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "checkpoint.h"
+#include "communicator.h"
+#include "config.h"
+#include "dataset.h"
+
+namespace loom {
+
+// The start-up's phases, one log line each as it ends (seconds, host RSS).
+class StartupClock {
+ public:
+  void phase(const char* what);
+  // After the first step: its phase, then launch -> first step and the host's peak RSS so far.
+  void first_step_done();
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+// CPU training frees and allocates the same activation sizes every step: keep freed memory in the
+// heap (glibc's mallopt) unless the user tunes glibc through its own MALLOC_*_ variables.
+void keep_freed_memory_in_heap();
+
+// data.tokenizer's bytes, checked against the fingerprint the data records ("" when unset).
+std::string read_tokenizer_model(const DataOptions& data, const TrainData& train_data);
+
+// The step_N folder --resume names ("" = start fresh): auto walks back past damaged checkpoints
+// (all damaged: an error, or fresh with auto-or-fresh); a named folder is validated. Refuses a
+// checkpoint whose model.* keys differ from run_ini's.
+std::string resolve_resume_dir(const std::string& resume, const Checkpointer& ckpt, const std::string& run_ini);
+
+// One warning when the packs of a step differ from the checkpoint's (micro_bsz x micro_num x world).
+void warn_if_global_batch_changed(const std::string& resume_dir, const DataOptions& data, int64_t saved_world,
+                                  int64_t world, int64_t global_batch_now);
+
+// job.peak_tflops resolved: the configured value, else (0 = auto) the device's known dense bf16
+// peak (device_peak.h), else 0: no MFU is reported. *source says which, for the log.
+double resolve_peak_tflops(double configured, const torch::Device& device, std::string* source);
+
+}  // namespace loom

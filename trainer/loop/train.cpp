@@ -1,0 +1,77 @@
+// train(): one process's part of a run: its launch (rank, world), the communicator, the run
+// folder's lock and config.ini, the hang watchdog, then the Loop (loop.h). Failures are reported to
+// the other ranks and alerted before they leave.
+#include "trainer.h"
+
+#include "launch.h"
+#include "loom/log.h"
+#include "loom/sys.h"
+#include "loop.h"
+#include "run_dir.h"
+
+namespace loom {
+
+TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights) {
+  TrainConfig config = config_in;
+  const LaunchInfo li = read_launch(process_environment());
+  log::set_rank(li.rank);
+  log::set_world(li.world);
+  if (li.rank != 0) log::set_level(log::Level::kWarn);  // rank 0 speaks for the job; others on trouble
+  // LibTorch's own message for a CPU-only build is a dispatcher dump that never says "no CUDA".
+  if (torch::Device(config.job.device).is_cuda()) {
+    LOOM_CHECK(torch::cuda::is_available(), "job.device=", config.job.device,
+               at::hasCUDA() ? ": no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES, the driver)"
+                             : ": this loom-train is built without CUDA (its LibTorch is CPU only); use job.device=cpu "
+                               "or a CUDA build (docs/GPU.md)");
+  }
+  // One device per rank: a bare "cuda" means this rank's local GPU.
+  if (config.job.device == "cuda") config.job.device = "cuda:" + std::to_string(li.local_rank);
+  CommOptions co;
+  co.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
+  co.backend = config.parallel.backend;
+  Alerts alerts(config.monitor.alerts, li.rank, li.host);  // first: a failed rendezvous is alerted too
+  std::unique_ptr<Communicator> comm_owner;
+  try {
+    comm_owner = std::make_unique<Communicator>(li, co, torch::Device(config.job.device));
+  } catch (const std::exception& e) {
+    alerts.send_exception(e.what());
+    alerts.flush(config.monitor.alerts.timeout_s);
+    throw;
+  }
+  Communicator& comm = *comm_owner;
+  std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<RunDirLock> run_dir_lock;
+  try {
+    if (config.job.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
+    const std::vector<RankRow> table =
+        gather_rank_table(comm, RankRow{li.rank, li.local_rank, li.host, config.job.device});
+    if (li.world > 1)
+      log::info(li.launcher, " launch, ", li.world, " ranks, backend ", comm.backend_name(), ":\n",
+                format_rank_table(table));
+    log::info("loom-train configuration (what differs from the defaults; every key in ", config.job.run_dir,
+              "/config.ini):\n", config.changed_ini.empty() ? std::string("(all defaults)\n") : config.changed_ini);
+    // Rank 0 locks the folder before anything is written there, and holds it until the run ends.
+    if (li.rank == 0) {
+      run_dir_lock = std::make_unique<RunDirLock>(config.job.run_dir);
+      if (config.flags.resume.empty())
+        prepare_fresh_run_dir(config.job.run_dir, config.ckpt.folder, config.job.overwrite, config.flags.init_from);
+      sys::AtomicFile ini(config.job.run_dir + "/config.ini");  // this run's; each checkpoint keeps its own
+      ini.write(config.resolved_ini);
+      ini.commit();
+    }
+    comm.barrier();
+    if (config.monitor.hang_timeout > 0) {
+      watchdog = std::make_unique<Watchdog>(config.monitor.hang_timeout, &alerts);
+      watchdog->set_on_hang([&comm](const std::string& report) { comm.report_failure("hang watchdog: " + report); });
+    }
+    Loop loop(config, init_weights, comm, alerts, watchdog.get());
+    return loop.run();
+  } catch (const std::exception& e) {
+    comm.report_failure(e.what());  // the other ranks' reports name this cause
+    alerts.send_exception(e.what());
+    alerts.flush(config.monitor.alerts.timeout_s);
+    throw;
+  }
+}
+
+}  // namespace loom
