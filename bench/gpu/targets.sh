@@ -104,12 +104,12 @@ density() {
       echo "density $preset $d: $(tail -1 "$OUT/density_${preset}_$d.json") ($(( $(date +%s) - t0 )) s)"
     done
     # The peer: one process, compiled once, every density's packs in turn (one JSON line each).
-    [ -n "$data" ] && { timeout 480 python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
+    [ -n "$data" ] && { timeout ${LOOM_FLEX_TIMEOUT:-360} python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
       --data "$data" --tags "$tags" --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
       > "$OUT/flex_$preset.jsonl" 2> "$OUT/flex_$preset.err" || echo "flex peer $preset: exit $? (see flex_$preset.err)"; }
     echo "density $preset flex peer done ($(( $(date +%s) - t0 )) s)"
     if [ "${LOOM_DENSITY_SDPA_PEER:-1}" = 1 ] && [[ " $DENS " == *" one "* ]]; then
-      timeout 300 python3 bench/gpu/hf_llama.py --preset "$preset" --mode compile --micro-bsz "$bsz" \
+      timeout 240 python3 bench/gpu/hf_llama.py --preset "$preset" --mode compile --micro-bsz "$bsz" \
         --data "$W/$preset/one/part0.bin" --tags one --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
         > "$OUT/hf_compile_${preset}_one.jsonl" 2> "$OUT/hf_compile_${preset}_one.err" || echo "sdpa peer $preset: exit $?"
       echo "density $preset sdpa peer done ($(( $(date +%s) - t0 )) s)"
