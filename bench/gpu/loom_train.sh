@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # loom-train on one GPU with a preset of bench/gpu/run.sh: random documents packed to 4096
 # tokens (bench/gpu/make_packed.py), bf16, flash attention, the CUDA path. Prints one JSON line
-# (tokens/s, TFLOP/s, MFU, peak memory) averaged over the steps after the warm-up, with the memory
-# plan's total beside the measured peak and the seconds from launch to the first step.
+# (tokens/s, TFLOP/s, MFU, peak memory) over the steps after the warm-up, with the memory plan's
+# total beside the measured peak and the seconds from launch to the first step.
+# tokens_per_s is wall clock: the real tokens of steps WARMUP+1..STEPS (num_consumed_tokens of
+# metrics.jsonl) over the time between the log lines of step WARMUP and step STEPS (each line's
+# arrival, stamped by a reader of the log pipe; a metrics.jsonl "time"/"timestamp" field instead
+# where loom-train writes one), so what no step_time holds (data waits, host gaps between steps)
+# counts. mfu is that rate times loom's FLOPs per token (its own mfu figures, weighted by
+# step_time, times sum(step_time) / wall); *_step_sum are the former figures from the sum of the
+# step times.
+# Env: LOOM_BENCH_STEPS (10), LOOM_BENCH_WARMUP (3), LOOM_BENCH_DOCS (make_packed.py --docs:
+# random, one, paragraphs, sft16), LOOM_BENCH_DATA (a packed .bin to train on instead: its .meta
+# beside it), LOOM_BENCH_TAG (log names loom_TAG.log, default the preset), LOOM_TRAIN_EXTRA.
 # Usage: bench/gpu/loom_train.sh PRESET MICRO_BSZ CHECKPOINT(fraction or auto) OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PRESET=$1 BSZ=$2 CKPT=$3 OUT=$4
-STEPS=${LOOM_BENCH_STEPS:-10} WARMUP=3
+STEPS=${LOOM_BENCH_STEPS:-10} WARMUP=${LOOM_BENCH_WARMUP:-3} TAG=${LOOM_BENCH_TAG:-$PRESET}
 case "$PRESET" in
   1b) SHAPE="--model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16" ;;
   7b) SHAPE="--model.hidden_size=4096 --model.num_layers=32 --model.num_attention_heads=32" ;;
@@ -15,16 +25,33 @@ case "$PRESET" in
 esac
 WORK=$(mktemp -d /tmp/loom-bench-XXXX)
 mkdir -p "$WORK/train/synthetic"
-python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len 4096 --packs $((BSZ * (STEPS + 2))) >&2
+if [ -n "${LOOM_BENCH_DATA:-}" ]; then
+  ln -s "$(realpath "$LOOM_BENCH_DATA")" "$WORK/train/synthetic/part0.bin"
+  ln -s "$(realpath "$LOOM_BENCH_DATA.meta")" "$WORK/train/synthetic/part0.bin.meta"
+else
+  python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len 4096 --packs $((BSZ * (STEPS + 2))) \
+    --docs "${LOOM_BENCH_DOCS:-random}" >&2
+fi
 ARGS=(--job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16
   --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false --job.log_every=1
   --data.train_folder="$WORK/train" --data.seq_len=4096 --data.micro_bsz="$BSZ" --data.micro_num=1
   --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint="$CKPT" $SHAPE ${LOOM_TRAIN_EXTRA:-})
 # The memory plan of the same run, to set beside the allocator's measured peak.
-build-gpu/trainer/loom-train plan --json "${ARGS[@]}" > "$WORK/plan.json" 2> "$OUT/plan_${PRESET}.err" || true
+build-gpu/trainer/loom-train plan --json "${ARGS[@]}" > "$WORK/plan.json" 2> "$OUT/plan_${TAG}.err" || true
 # --profile-memory: the breakdown (parameters, gradients, optimizer state, activations) lands in the log.
-build-gpu/trainer/loom-train --profile-memory "${ARGS[@]}" > "$OUT/loom_${PRESET}.log" 2>&1 || { tail -30 "$OUT/loom_${PRESET}.log" >&2; exit 1; }
-python3 - "$WORK/run/metrics.jsonl" "$PRESET" "$BSZ" "$CKPT" "$WARMUP" "$WORK/plan.json" "$OUT/loom_${PRESET}.log" <<'PY'
+# The log goes through a reader that stamps each step line with its arrival time (loom flushes
+# stderr per line): the wall clock of the timed window.
+build-gpu/trainer/loom-train --profile-memory "${ARGS[@]}" 2>&1 | tee "$OUT/loom_${TAG}.log" | python3 -u -c '
+import re, sys, time
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    m = re.search(r"INFO step (\d+)/", line)
+    if m:
+        print(m.group(1), repr(time.time()), flush=True)
+' > "$WORK/stamps.txt" || { tail -30 "$OUT/loom_${TAG}.log" >&2; exit 1; }
+python3 - "$WORK/run/metrics.jsonl" "$PRESET" "$BSZ" "$CKPT" "$WARMUP" "$WORK/plan.json" "$OUT/loom_${TAG}.log" "$WORK/stamps.txt" <<'PY'
 import json, re, sys
 path, preset, bsz, ckpt, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 try:
@@ -41,11 +68,35 @@ rows = [json.loads(l) for l in open(path) if '"tokens_per_s"' in l]
 timed = [r for r in rows if r["step"] > warmup]
 n = sum(r["tokens_per_s"] * r["step_time"] for r in timed)
 t = sum(r["step_time"] for r in timed)
-tok_s = n / t
+# Wall clock of the timed window: a timestamp field of metrics.jsonl if there is one, else the
+# arrival times of the log's step lines.
+by_step = {r["step"]: r for r in rows}
+clock_key = next((k for k in ("time", "timestamp", "wall_time", "unix_time") if all(k in r for r in rows)), None)
+if clock_key:
+    when, clock_src = {r["step"]: float(r[clock_key]) for r in rows}, "metrics.jsonl " + clock_key
+else:
+    when, clock_src = {}, "log line arrival"
+    for l in open(sys.argv[8]):
+        s, ts = l.split()
+        when.setdefault(int(s), float(ts))
+last = max(by_step)
+if warmup in when and last in when and last > warmup:
+    wall = when[last] - when[warmup]
+    if "num_consumed_tokens" in by_step[last] and warmup in by_step and "num_consumed_tokens" in by_step[warmup]:
+        real = by_step[last]["num_consumed_tokens"] - by_step[warmup]["num_consumed_tokens"]
+    else:
+        real = n
+else:
+    wall, real, clock_src = t, n, "sum of step_time (no clock of steps %d and %d)" % (warmup, last)
+tok_s = real / wall
+mfu_wall = sum(r["mfu"] * r["step_time"] for r in timed) / wall
 mean = lambda k: sum(r[k] for r in timed) / len(timed)
 print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=4096, checkpoint=ckpt,
-                      steps_timed=len(timed), step_s=round(t / len(timed), 4), tokens_per_s=round(tok_s, 1),
-                      tflops=round(mean("tflops"), 1), mfu=round(mean("mfu"), 4),
+                      steps_timed=len(timed), step_s=round(wall / len(timed), 4), tokens_per_s=round(tok_s, 1),
+                      tflops=round(mfu_wall * 989, 1),  # --job.peak_tflops=989
+                      mfu=round(mfu_wall, 4), clock=clock_src, wall_s=round(wall, 3), real_tokens_timed=int(real),
+                      step_s_step_sum=round(t / len(timed), 4), tokens_per_s_step_sum=round(n / t, 1),
+                      tflops_step_sum=round(mean("tflops"), 1), mfu_step_sum=round(mean("mfu"), 4),
                       peak_allocated_gib=round(max(r["peak_memory_mb"] for r in rows) / 1024, 2),
                       peak_reserved_gib=round(max(r.get("peak_reserved_mb", 0) for r in rows) / 1024, 2),
                       final_loss=round(rows[-1]["loss"], 4), startup_to_step1_s=startup_s,
@@ -55,9 +106,9 @@ print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=4096,
 PY
 # --profiling (in LOOM_TRAIN_EXTRA): the trace is too big to bring back whole; a summary is not.
 if [ -f "$WORK/run/profile_trace.json" ]; then
-  python3 bench/gpu/trace_summary.py "$WORK/run/profile_trace.json" > "$OUT/trace_${PRESET}.txt" 2>&1 || true
-  gzip -c "$WORK/run/profile_trace.json" > "$OUT/trace_${PRESET}.json.gz" || true
-  [ "$(stat -c %s "$OUT/trace_${PRESET}.json.gz" 2>/dev/null || echo 0)" -lt 16000000 ] || rm -f "$OUT/trace_${PRESET}.json.gz"
+  python3 bench/gpu/trace_summary.py "$WORK/run/profile_trace.json" > "$OUT/trace_${TAG}.txt" 2>&1 || true
+  gzip -c "$WORK/run/profile_trace.json" > "$OUT/trace_${TAG}.json.gz" || true
+  [ "$(stat -c %s "$OUT/trace_${TAG}.json.gz" 2>/dev/null || echo 0)" -lt 16000000 ] || rm -f "$OUT/trace_${TAG}.json.gz"
 fi
-[ -f "$WORK/run/memory_profile.json" ] && { echo "memory_profile.json:"; cat "$WORK/run/memory_profile.json"; } >> "$OUT/loom_${PRESET}.log"
+[ -f "$WORK/run/memory_profile.json" ] && { echo "memory_profile.json:"; cat "$WORK/run/memory_profile.json"; } >> "$OUT/loom_${TAG}.log"
 rm -rf "$WORK"

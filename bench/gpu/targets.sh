@@ -1,14 +1,47 @@
 #!/usr/bin/env bash
-# The GPU speed targets in one call, beside the peer: loom's 1b (micro_bsz 4, no recompute) and 7b
-# (micro_bsz 1, model.checkpoint=auto) presets in bf16 and fp8 (bench/gpu/fp8_vs_bf16.sh), then HF
-# transformers compiled on the 1b shape and micro-batch (bench/gpu/hf_llama.py). Prints one line per
-# target (1b bf16 >= 60% MFU, 7b bf16 >= 52%, fp8/bf16 >= 1.3x on 7b and >= 1.2x on 1b) with the
-# figures, and loom's 1b bf16 tokens/s over the peer's. Run on the GPU machine after
-# scripts/device/build.sh. Usage: bash bench/gpu/targets.sh OUT_DIR   (LOOM_BENCH_STEPS, default 20)
+# The GPU speed targets in one call, each set beside its peer. LOOM_TARGET_SETS picks the sets
+# (default "precision density"; one set fits a ~10-minute device call, both may not):
+#
+# precision: loom's 1b (micro_bsz 4, no recompute) and 7b (micro_bsz 1, model.checkpoint=auto)
+# presets in bf16 and fp8 (bench/gpu/fp8_vs_bf16.sh), then HF transformers compiled on the 1b shape
+# and micro-batch (bench/gpu/hf_llama.py). Prints one line per target (1b bf16 >= 60% MFU, 7b bf16
+# >= 52%, fp8/bf16 >= 1.3x on 7b and >= 1.2x on 1b) with the figures, and loom's 1b bf16 tokens/s
+# over the peer's. LOOM_BENCH_STEPS (default 20).
+#
+# density: "real short documents train at full speed". The 1b preset (bf16, micro_bsz 4, no
+# recompute; with LOOM_DENSITY_7B=1 also the 7b preset, micro_bsz 1, model.checkpoint=auto) on
+# packs of four densities made by bench/gpu/make_packed.py, the same packs for loom and the peer:
+#   one         tests/data/botchan.txt as one long document: one document a pack, full causal
+#   random      make_packed.py's default: random documents, ~2 a pack
+#   paragraphs  botchan's paragraphs, one a document, bestfit: ~56 a pack
+#   sft16       botchan's lines, ~17 tokens a document, bestfit: ~230 a pack
+# (tokenized with tests/data/internlm_v7.model by loom-tokenize and packed by loom-pack, built
+# here first if build-gpu lacks them). For each density: loom's tokens/s (wall clock over the
+# timed steps, bench/gpu/loom_train.sh), MFU by two conventions, met / not met (tokens/s on the
+# density >= tokens/s on one-document packs), and the peer: HF transformers' Llama with
+# torchtitan-style document masking (flex_attention, a BlockMask that is causal AND same document,
+# torch.compile; bench/gpu/hf_llama.py --mode flex), its tokens/s and loom/peer (goal >= 1.3x). On
+# one-document packs also HF compiled with SDPA (full causal, exact there).
+# MFU conventions (peak 989 TFLOP/s, real tokens; N = matmul parameters, docs/GPU.md):
+#   model:    6 N + 12 L C T per token: the full T x T square of every pack, whatever its documents
+#             (PaLM; what loom-train logs).
+#   executed: 6 N + 12 L C P / R per token, P = sum over the timed packs' segments of
+#             len (len + 1) / 2 (the query-key pairs causal attention within documents computes),
+#             R = their real tokens: 2 matmuls x 2 FLOPs x C per pair and layer, x 3 for the backward.
+#             One document a pack gives P/R = (T + 1) / 2: half the model convention's attention.
+# LOOM_DENSITY_STEPS (12) steps, the first LOOM_DENSITY_WARMUP (4) untimed; LOOM_DENSITIES
+# (default "one random paragraphs sft16"); LOOM_DENSITY_SDPA_PEER=0 skips HF compiled on one.
+# Every step runs under timeout; the summary lands in OUT_DIR/density_targets.txt, the logs, the
+# packs' statistics and the JSON lines in OUT_DIR/density_logs.tgz (LOOM_DENSITY_TAR=0: loose).
+# Run on the GPU machine after scripts/device/build.sh. Usage: bash bench/gpu/targets.sh OUT_DIR
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: bench/gpu/targets.sh OUT_DIR}
 mkdir -p "$OUT"
+SETS=${LOOM_TARGET_SETS:-"precision density"}
+export LD_LIBRARY_PATH="/tmp/loom-prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+
+precision() {
 LOOM_BENCH_STEPS=${LOOM_BENCH_STEPS:-20} bash bench/gpu/fp8_vs_bf16.sh "$OUT" "1b 7b"
 timeout 300 python3 bench/gpu/hf_llama.py --preset 1b --mode compile --micro-bsz 4 --steps 12 --warmup 3 \
   > "$OUT/hf_1b.json" 2> "$OUT/hf_1b.err" || echo "{\"failed\": \"hf 1b\"}" > "$OUT/hf_1b.json"
@@ -41,3 +74,125 @@ if tok("1b_bf16") and tok("hf_1b"):
 else:
     print("peer: missing (see hf_1b.err)")
 PY
+}
+
+density() {
+  local STEPS=${LOOM_DENSITY_STEPS:-12} WARMUP=${LOOM_DENSITY_WARMUP:-4}
+  local DENS=${LOOM_DENSITIES:-"one random paragraphs sft16"}
+  local PRESETS="1b" W t0
+  [ "${LOOM_DENSITY_7B:-0}" = 1 ] && PRESETS="1b 7b"
+  W=$(mktemp -d /tmp/loom-density-XXXX)
+  t0=$(date +%s)
+  if [ ! -x build-gpu/tokenize/loom-tokenize ] || [ ! -x build-gpu/packer/loom-pack ]; then
+    LOOM_TARGETS="loom-tokenize loom-pack" timeout 300 bash scripts/device/build.sh > "$OUT/density_build.log" 2>&1
+    echo "density: built loom-tokenize loom-pack rc=$? in $(( $(date +%s) - t0 )) s (make_packed.py falls back to Python without them)"
+  fi
+  for preset in $PRESETS; do
+    local bsz=4 ckpt=0 hfck=""
+    [ "$preset" = 7b ] && { bsz=1; ckpt=auto; hfck=--checkpoint; }
+    local data="" tags=""
+    for d in $DENS; do
+      mkdir -p "$W/$preset/$d"
+      timeout 120 python3 bench/gpu/make_packed.py "$W/$preset/$d/part0.bin" --seq-len 4096 \
+        --packs $((bsz * (STEPS + 2))) --docs "$d" --stats-json "$OUT/packs_${preset}_$d.json" > /dev/null \
+        2> "$OUT/packs_${preset}_$d.err" || { echo "density $preset $d: make_packed failed"; cat "$OUT/packs_${preset}_$d.err"; continue; }
+      data="$data${data:+,}$W/$preset/$d/part0.bin" tags="$tags${tags:+,}$d"
+      LOOM_BENCH_DATA="$W/$preset/$d/part0.bin" LOOM_BENCH_TAG="${preset}_$d" LOOM_BENCH_STEPS=$STEPS \
+        LOOM_BENCH_WARMUP=$WARMUP timeout 300 bash bench/gpu/loom_train.sh "$preset" "$bsz" "$ckpt" "$OUT" \
+        > "$OUT/density_${preset}_$d.json" 2> "$OUT/density_${preset}_$d.err" \
+        || echo "{\"failed\": \"loom $preset $d\"}" >> "$OUT/density_${preset}_$d.json"
+      echo "density $preset $d: $(tail -1 "$OUT/density_${preset}_$d.json") ($(( $(date +%s) - t0 )) s)"
+    done
+    # The peer: one process, compiled once, every density's packs in turn (one JSON line each).
+    [ -n "$data" ] && { timeout ${LOOM_FLEX_TIMEOUT:-360} python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
+      --data "$data" --tags "$tags" --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
+      > "$OUT/flex_$preset.jsonl" 2> "$OUT/flex_$preset.err" || echo "flex peer $preset: exit $? (see flex_$preset.err)"; }
+    echo "density $preset flex peer done ($(( $(date +%s) - t0 )) s)"
+    if [ "${LOOM_DENSITY_SDPA_PEER:-1}" = 1 ] && [[ " $DENS " == *" one "* ]]; then
+      timeout 240 python3 bench/gpu/hf_llama.py --preset "$preset" --mode compile --micro-bsz "$bsz" \
+        --data "$W/$preset/one/part0.bin" --tags one --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
+        > "$OUT/hf_compile_${preset}_one.jsonl" 2> "$OUT/hf_compile_${preset}_one.err" || echo "sdpa peer $preset: exit $?"
+      echo "density $preset sdpa peer done ($(( $(date +%s) - t0 )) s)"
+    fi
+  done
+  python3 - "$OUT" "$W" "$WARMUP" "$STEPS" "$PRESETS" "$DENS" <<'PY' | tee "$OUT/density_targets.txt"
+import json, os, sys
+sys.path.insert(0, "bench/gpu")
+from hf_llama import PRESETS, PEAK_BF16_TFLOPS, flops_per_token, read_packed_shard
+
+out, work, warmup, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+presets, dens = sys.argv[5].split(), sys.argv[6].split()
+
+def lines(name):
+    try:
+        return [json.loads(l) for l in open(os.path.join(out, name)) if l.strip().startswith("{")]
+    except Exception:
+        return []
+
+def timed_pairs(path, bsz):
+    """Causal pairs and real tokens of the packs the timed steps train on (warmup*bsz .. steps*bsz)."""
+    _, segs = read_packed_shard(path)
+    pairs = real = 0
+    for s in segs[warmup * bsz: steps * bsz]:
+        n = s["length"].astype("int64")
+        pairs += int((n * (n + 1) // 2).sum())
+        real += int(n.sum())
+    return pairs, real
+
+for preset in presets:
+    p = PRESETS[preset]
+    bsz = 1 if preset == "7b" else 4
+    fpt, n = flops_per_token(p, 4096)
+    flex = {r.get("data"): r for r in lines(f"flex_{preset}.jsonl")}
+    sdpa = {r.get("data"): r for r in lines(f"hf_compile_{preset}_one.jsonl")}
+    loom = {d: (lines(f"density_{preset}_{d}.json") or [{}])[-1] for d in dens}
+    ref = loom.get("one", {}).get("tokens_per_s")
+    print(f"== density targets, {preset} (micro_bsz {bsz}, seq_len 4096, {steps - warmup} timed steps after {warmup}; "
+          f"MFU model = 6N+12LCT, executed = 6N+12LC*pairs/token; peak {PEAK_BF16_TFLOPS:g})")
+    for d in dens:
+        st = (lines(f"packs_{preset}_{d}.json") or [{}])[-1]
+        r, f = loom[d], flex.get(d, {})
+        tok = r.get("tokens_per_s")
+        path = os.path.join(work, preset, d, "part0.bin")
+        try:
+            pairs, real = timed_pairs(path, bsz)
+            exec_fpt = 6 * n + 12 * p["layers"] * p["hidden"] * pairs / real
+        except Exception:
+            exec_fpt = None
+        mfu_m = round(tok * fpt / 1e12 / PEAK_BF16_TFLOPS, 4) if tok else None
+        mfu_e = round(tok * exec_fpt / 1e12 / PEAK_BF16_TFLOPS, 4) if tok and exec_fpt else None
+        if d == "one":
+            verdict = "reference" if tok else "missing"
+        else:
+            verdict = "missing" if not (tok and ref) else (
+                f"{'met' if tok >= ref else 'not met'} ({tok / ref:.3f}x one-document)")
+        ft = f.get("tokens_per_s")
+        ratio = round(tok / ft, 3) if tok and ft else None
+        peer = (f"flex peer {ft} tokens/s (MFU {f.get('mfu')} / {f.get('mfu_executed_attention')}), "
+                f"loom/peer {ratio}x (goal >= 1.3): {'met' if ratio >= 1.3 else 'not met'}" if ratio
+                else f"flex peer missing ({f.get('error', 'see flex_' + preset + '.err')})")
+        print(f"target {preset} {d} ({st.get('docs_per_pack_mean')} docs/pack mean, median {st.get('docs_per_pack_median')}, "
+              f"attention fraction {st.get('attn_flops_fraction')}): loom {tok} tokens/s, MFU {mfu_m} model / {mfu_e} executed; "
+              f"vs one-document: {verdict}; {peer}")
+        if d == "one" and sdpa.get("one", {}).get("tokens_per_s"):
+            s = sdpa["one"]
+            print(f"  peer HF compiled SDPA (full causal) on one-document packs: {s['tokens_per_s']} tokens/s "
+                  f"(MFU {s.get('mfu')}), loom/peer {tok / s['tokens_per_s']:.3f}x" if tok else "")
+PY
+  echo "density: $(( $(date +%s) - t0 )) s in all"
+  rm -rf "$W"
+  # The device tool brings few files back: everything but the summary goes into one archive.
+  if [ "${LOOM_DENSITY_TAR:-1}" = 1 ]; then
+    (cd "$OUT" && tar -czf density_logs.tgz --remove-files $(ls density_*.json density_*.err packs_*.json packs_*.err \
+      flex_*.jsonl flex_*.err hf_compile_*_one.* density_build.log 2>/dev/null; for preset in $PRESETS; do
+      for d in $DENS; do ls loom_${preset}_$d.log plan_${preset}_$d.err trace_${preset}_$d.* 2>/dev/null; done; done))
+  fi
+}
+
+for set in $SETS; do
+  case "$set" in
+    precision) precision ;;
+    density) density ;;
+    *) echo "unknown target set $set (precision, density)" ;;
+  esac
+done
