@@ -32,6 +32,7 @@ LrScheduleOptions TrainConfig::lr_schedule_options() const {
   out.init_steps = lr_scheduler.init_steps;
   out.eta_min = lr_scheduler.eta_min;
   out.total_steps = data.total_steps;
+  out.decay_ratio = lr_scheduler.decay_ratio;
   return out;
 }
 
@@ -73,6 +74,7 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("data.micro_num", po::value(&c.data.micro_num)->default_value(1), "micro-batches per step (gradient accumulation)")
     ("data.total_steps", po::value(&c.data.total_steps)->default_value(100), "optimizer steps of the run")
     ("data.valid_every", po::value(&c.data.valid_every)->default_value(0), "steps between validations (0 = at the end)")
+    ("data.valid_micro_num", po::value(&c.data.valid_micro_num)->default_value(0), "micro-batches per dataset and validation (0 = all; Megatron's eval-iters)")
     ("data.skip_batches", po::value(&c.data.skip_batches)->default_value(""), "steps whose data is consumed without an update, \"a-b,c\"")
     ("data.train_folder", po::value(&c.data.train_folder)->required(), "folder of packed shards (sub-folders = named datasets)")
     ("data.valid_folder", po::value(&c.data.valid_folder)->default_value(""), "folder of packed shards for validation")
@@ -113,7 +115,9 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
     ("adam.overlap_update", value_with_default(&c.adam.overlap_update, true), "CUDA, replicated optimizer: the "
         "update runs layer by layer beside the next step's forward (same weights, bitwise)")
     ("hybrid_zero_optimizer.clip_grad_norm", value_with_default(&c.hybrid_zero_optimizer.clip_grad_norm, 1.0), "global-norm clip (0 = off)")
-    ("lr_scheduler.kind", po::value(&c.lr_scheduler.kind)->default_value("cosine"), "cosine or constant")
+    ("lr_scheduler.kind", po::value(&c.lr_scheduler.kind)->default_value("cosine"), "cosine, constant or wsd (warmup-stable-decay: extendable)")
+    ("lr_scheduler.decay_ratio", value_with_default(&c.lr_scheduler.decay_ratio, 0.1), "wsd: the final linear decay to eta_min, a fraction of total_steps")
+    ("lr_scheduler.on_resume", po::value(&c.lr_scheduler.on_resume)->default_value("refuse"), "a resume whose schedule keys differ from the checkpoint's: refuse, apply (this run's keys from this step) or keep (the checkpoint's)")
     ("lr_scheduler.warmup_ratio", value_with_default(&c.lr_scheduler.warmup_ratio, 0.01), "warmup = int(total_steps*ratio)")
     ("lr_scheduler.init_steps", po::value(&c.lr_scheduler.init_steps)->default_value(0), "updates at lr 0 before warmup")
     ("lr_scheduler.eta_min", value_with_default(&c.lr_scheduler.eta_min, 1e-5), "final learning rate")
@@ -218,6 +222,10 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   LOOM_CHECK(c.monitor.diag_outlier_ratio > 1, "monitor.diag_outlier_ratio must be > 1, got ",
              c.monitor.diag_outlier_ratio);
   LrSchedule check(c.lr_schedule_options());  // validates the lr_scheduler.* keys
+  const std::string& on_resume = c.lr_scheduler.on_resume;
+  LOOM_CHECK(on_resume == "refuse" || on_resume == "apply" || on_resume == "keep",
+             "lr_scheduler.on_resume must be refuse, apply or keep, got '", on_resume, "'");
+  LOOM_CHECK(c.data.valid_micro_num >= 0, "data.valid_micro_num must be >= 0 (0 = all), got ", c.data.valid_micro_num);
   c.resolved_ini = p.resolved_ini();
   c.changed_ini = p.changed_ini();
   return c;

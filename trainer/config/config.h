@@ -62,10 +62,12 @@ struct HybridZeroOptions {
 
 // [lr_scheduler]
 struct LrSchedulerOptions {
-  std::string kind = "cosine";     // lr_scheduler.kind: cosine or constant
+  std::string kind = "cosine";     // lr_scheduler.kind: cosine, constant or wsd
   double warmup_ratio = 0.01;      // lr_scheduler.warmup_ratio
   int64_t init_steps = 0;          // lr_scheduler.init_steps
   double eta_min = 1e-5;           // lr_scheduler.eta_min
+  double decay_ratio = 0.1;        // lr_scheduler.decay_ratio: wsd's final decay, a fraction of total_steps
+  std::string on_resume = "refuse";  // lr_scheduler.on_resume: refuse, apply or keep (startup.h)
 };
 
 // [loss]

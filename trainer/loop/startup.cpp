@@ -8,8 +8,10 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "device_peak.h"
+#include "loom/cli.h"
 #include "loom/hash.h"
 #include "loom/log.h"
 #include "loom/progress.h"
@@ -114,6 +116,62 @@ std::string resolve_resume_dir(const std::string& resume, const Checkpointer& ck
   LOOM_CHECK(diff.empty(), dir, ": the checkpoint's model differs from this run's:", list,
              "\nResume with its model.* values, or start from its weights only with --init-from ", dir, " (a fresh run)");
   return dir;
+}
+
+namespace {
+
+// The schedule keys of a config.ini text; absent keys keep `now`'s values.
+LrScheduleOptions saved_schedule(const std::string& ini, const LrScheduleOptions& now, const std::string& path) {
+  LrScheduleOptions o = now;
+  const auto text = [&](const char* key, std::string& into) {
+    const std::string v = ini_value(ini, key);
+    if (!v.empty()) into = v;
+  };
+  const auto number = [&](const char* key, auto& into) {
+    const std::string v = ini_value(ini, key);
+    if (v.empty()) return;
+    try {
+      into = static_cast<std::remove_reference_t<decltype(into)>>(std::stod(v));
+    } catch (const std::exception&) {
+      LOOM_FAIL(path, ": ", key, " = '", v, "' is not a number");
+    }
+  };
+  text("lr_scheduler.kind", o.kind);
+  number("adam.lr", o.base_lr);
+  number("lr_scheduler.warmup_ratio", o.warmup_ratio);
+  number("lr_scheduler.init_steps", o.init_steps);
+  number("lr_scheduler.eta_min", o.eta_min);
+  number("data.total_steps", o.total_steps);
+  number("lr_scheduler.decay_ratio", o.decay_ratio);
+  return o;
+}
+
+}  // namespace
+
+LrScheduleOptions schedule_on_resume(const std::string& resume_dir, const LrScheduleOptions& now,
+                                     const std::string& on_resume, int64_t updates) {
+  const std::string path = resume_dir + "/config.ini";
+  const LrScheduleOptions saved = saved_schedule(sys::read_file(path), now, path);
+  const std::string diff = saved.differences(now);
+  if (diff.empty()) return now;
+  const double before = LrSchedule(saved).lr(updates), after = LrSchedule(now).lr(updates);
+  log::job_warn("the learning-rate schedule differs from the checkpoint's (", diff, "): lr at update ", updates,
+                " would be ", format_number(before), " as saved, ", format_number(after), " with this run's keys");
+  if (on_resume == "apply") {
+    log::info("lr_scheduler.on_resume=apply: this run's schedule from update ", updates, " on: lr ",
+              format_number(before), " -> ", format_number(after));
+    return now;
+  }
+  if (on_resume == "keep") {
+    log::info("lr_scheduler.on_resume=keep: the checkpoint's schedule (lr ", format_number(before), ")",
+              now.total_steps > saved.total_steps ? str("; updates past ", saved.total_steps, " hold eta_min") : "");
+    return saved;
+  }
+  throw UsageError(str(resume_dir, ": the learning-rate schedule differs from the checkpoint's: ", diff,
+                       ". Choose: --lr_scheduler.on_resume=apply (this run's keys from update ", updates, ": lr ",
+                       format_number(before), " -> ", format_number(after),
+                       ") or --lr_scheduler.on_resume=keep (the checkpoint's keys); a run meant to be extended "
+                       "is best run with lr_scheduler.kind=wsd"));
 }
 
 void warn_if_global_batch_changed(const std::string& resume_dir, const DataOptions& data, int64_t saved_world,

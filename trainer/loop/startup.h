@@ -12,6 +12,7 @@
 #include "communicator.h"
 #include "config.h"
 #include "dataset.h"
+#include "lr_schedule.h"
 
 namespace loom {
 
@@ -37,6 +38,15 @@ std::string read_tokenizer_model(const DataOptions& data, const TrainData& train
 // (all damaged: an error, or fresh with auto-or-fresh); a named folder is validated. Refuses a
 // checkpoint whose model.* keys differ from run_ini's.
 std::string resolve_resume_dir(const std::string& resume, const Checkpointer& ckpt, const std::string& run_ini);
+
+// The learning-rate schedule a resumed run follows. The checkpoint's config.ini holds the keys it
+// trained with; when they differ from `now`, one line names each difference and on_resume
+// (lr_scheduler.on_resume) decides: "refuse" (loom::UsageError naming the differences and both
+// other choices), "apply" (now's keys from this update on; the lr before and after is logged),
+// "keep" (the checkpoint's keys; past its total_steps the lr holds eta_min). `updates` is the
+// resumed optimizer's count. Keys a checkpoint's config.ini lacks are taken as unchanged.
+LrScheduleOptions schedule_on_resume(const std::string& resume_dir, const LrScheduleOptions& now,
+                                     const std::string& on_resume, int64_t updates);
 
 // One warning when the packs of a step differ from the checkpoint's (micro_bsz x micro_num x world).
 void warn_if_global_batch_changed(const std::string& resume_dir, const DataOptions& data, int64_t saved_world,

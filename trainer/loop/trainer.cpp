@@ -132,6 +132,8 @@ int64_t Loop::resume_or_init() {
     for (const auto& part : checkpointed_) part->load_state(resume_dir);
     LOOM_CHECK(update_->updates() == state_.updates, resume_dir, ": optimizer step ", update_->updates(),
                " disagrees with state.json updates ", state_.updates);
+    schedule_ = LrSchedule(
+        schedule_on_resume(resume_dir, c_.lr_schedule_options(), c_.lr_scheduler.on_resume, state_.updates));
     keep_logs_through = state_.step;
     saved_step_ = state_.step;
     log::info("resumed from ", resume_dir, ": step ", state_.step, ", ", state_.updates, " updates, ",
