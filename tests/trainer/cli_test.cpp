@@ -45,7 +45,7 @@ std::string py_check(const TempDir& dir, const std::string& name, const std::str
 const char* kPyMetrics = R"(
 import json, sys
 need = ["step", "consumed_samples", "num_consumed_tokens", "loss", "acc", "perplexity", "lr", "grad_norm",
-        "inf_nan_skip_batches", "skip_batches", "skipped_this_step", "tokens_per_s", "tgs", "tflops", "mfu",
+        "inf_nan_skip_batches", "skip_batches", "skipped_this_step", "tokens_per_s", "tgs", "tflops", "hardware_tflops",
         "step_time", "data_time", "fwd_bwd_time", "optimizer_time", "peak_memory_mb"]
 steps = []
 for n, line in enumerate(open(sys.argv[1]), 1):
@@ -153,6 +153,8 @@ TEST_CASE("loom-train: a run's outputs, SIGTERM then --resume auto equals an uni
   INFO(a.output.substr(a.output.size() > 4000 ? a.output.size() - 4000 : 0));
   REQUIRE(a.exit_code == 0);
   const std::string steps_a = py_check(dir, "metrics_a", kPyMetrics, dir / "a/metrics.jsonl");
+  // A CPU and no job.peak_tflops: no peak to measure against, so no mfu or hfu at all.
+  CHECK_THAT(loom::test::read_all(dir / "a/metrics.jsonl"), !Catch::Contains("\"mfu\"") && !Catch::Contains("\"hfu\""));
   std::string expect_steps;
   for (int s = 1; s <= kSteps; ++s) expect_steps += (s > 1 ? " " : "") + std::to_string(s);
   CHECK(trim_newlines(steps_a) == expect_steps);
@@ -286,7 +288,7 @@ TEST_CASE("loom-train's log for people: a short metrics line, the last step alwa
   // Stopped as by SIGTERM after step 5, which job.log_every=2 would pass over.
   auto r = train(loom::test::loop_args(dir / "data", dir / "r",
                                        {"--data.total_steps=8", "--job.log_every=2", "--debug.stop_at_step=5",
-                                        "--monitor.diag_every=2"}));
+                                        "--monitor.diag_every=2", "--job.peak_tflops=0.4"}));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   std::vector<std::string> steps;
@@ -295,7 +297,7 @@ TEST_CASE("loom-train's log for people: a short metrics line, the last step alwa
   CHECK(steps == std::vector<std::string>{"2", "4", "5"});
   // Every number in metrics.jsonl is the shortest text that reads back as the same double.
   for (const auto& l : lines) {
-    for (const char* key : {"loss", "lr", "grad_norm", "step_time", "tgs", "mfu", "acc"}) {
+    for (const char* key : {"loss", "lr", "grad_norm", "step_time", "tgs", "mfu", "hfu", "acc"}) {
       const std::string text = field(l, key);
       INFO(key << " = " << text);
       const double v = std::strtod(text.c_str(), nullptr);

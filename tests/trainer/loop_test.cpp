@@ -4,7 +4,13 @@
 
 #include "checkpoint.h"
 #include "config.h"
+#include "data_manifest.h"
+#include "evaluator.h"
+#include "loader.h"
+#include "lr_schedule.h"
+#include "startup.h"
 #include "loop_fixture.h"
+#include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "loom/sys.h"
@@ -173,4 +179,111 @@ TEST_CASE("a checkpoint's config.ini written with 17 digits matches this run's s
         std::vector<std::string>{"model.layer_norm_epsilon: 1.0000000000000001e-05 -> 1e-06"});
   CHECK(ini_value(now_ini, "model.rope_base") == "10000");
   CHECK(ini_value(now_ini, "data.micro_bsz").empty());
+}
+
+TEST_CASE("a resume that changes the schedule is refused, or applies or keeps it as lr_scheduler.on_resume says") {
+  log::set_level(log::Level::kError);
+  test::TempDir dir("loop_schedule_resume");
+  test::write_loop_data(dir / "data");
+  // 4 steps of a 4-step cosine (warmup 1), then the run asked for 8.
+  const std::vector<std::string> first = {"--data.total_steps=4", "--lr_scheduler.warmup_ratio=0.25"};
+  for (const char* run : {"refuse", "apply", "keep"}) {
+    INFO(run);
+    const std::string r = dir / run;
+    train(test::loop_config(dir / "data", r, first));
+    auto more = [&](std::vector<std::string> extra) {
+      extra.insert(extra.end(), {"--data.total_steps=8", "--lr_scheduler.warmup_ratio=0.25", "--resume=auto"});
+      return test::loop_config(dir / "data", r, extra);
+    };
+    if (std::string(run) == "refuse") {
+      CHECK_THROWS_AS(train(more({})), UsageError);
+      CHECK_THROWS_WITH(train(more({})), Catch::Contains("data.total_steps: 4 -> 8") &&
+                                             Catch::Contains("--lr_scheduler.on_resume=apply") &&
+                                             Catch::Contains("--lr_scheduler.on_resume=keep"));
+      CHECK(test::train_lines(r + "/metrics.jsonl").size() == 4);  // nothing trained or written
+      continue;
+    }
+    train(more({std::string("--lr_scheduler.on_resume=") + run}));
+    const auto lines = test::train_lines(r + "/metrics.jsonl");
+    REQUIRE(lines.size() == 8);
+    // An 8-step cosine with warmup 2 at updates 4..7, or the 4-step one's end: eta_min (1e-5).
+    LrScheduleOptions eight;
+    eight.base_lr = 0.01, eight.eta_min = 1e-5, eight.total_steps = 8, eight.warmup_ratio = 0.25;
+    for (int64_t e = 4; e < 8; ++e) {
+      INFO("update " << e);
+      const double lr = std::stod(field(lines[static_cast<size_t>(e)], "lr"));
+      CHECK(lr == Approx(std::string(run) == "apply" ? LrSchedule(eight).lr(e) : 1e-5).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("schedule_on_resume: the checkpoint's keys against the run's, one key at a time") {
+  test::TempDir dir("schedule_on_resume");
+  test::write_loop_data(dir / "data");
+  const TrainConfig saved = test::loop_config(dir / "data", dir / "r", {"--lr_scheduler.kind=wsd"});
+  sys::make_dirs(dir / "ckpt");
+  test::write_all(dir / "ckpt/config.ini", saved.resolved_ini);
+  CHECK(schedule_on_resume(dir / "ckpt", saved.lr_schedule_options(), "refuse", 3) == saved.lr_schedule_options());
+  const TrainConfig lower = test::loop_config(dir / "data", dir / "r", {"--lr_scheduler.kind=wsd", "--adam.lr=0.005"});
+  CHECK_THROWS_WITH(schedule_on_resume(dir / "ckpt", lower.lr_schedule_options(), "refuse", 3),
+                    Catch::Contains("adam.lr: 0.01 -> 0.005"));
+  CHECK(schedule_on_resume(dir / "ckpt", lower.lr_schedule_options(), "apply", 3).base_lr == 0.005);
+  CHECK(schedule_on_resume(dir / "ckpt", lower.lr_schedule_options(), "keep", 3).base_lr == 0.01);
+}
+
+TEST_CASE("validation: data.valid_micro_num caps the batches, a stop request ends it within one batch") {
+  log::set_level(log::Level::kError);
+  test::TempDir dir("eval_cap");
+  test::write_loop_dataset(dir / "valid/alpha", 3, 8);  // 8 packs: 4 micro-batches of 2
+  const TrainConfig c = test::loop_config(dir / "", dir / "r", {"--data.valid_folder=" + (dir / "valid")});
+  ValidationSets sets(c.data, 0, 1);
+  REQUIRE(sets.num_micro_batches(0) == 4);
+  torch::manual_seed(3);
+  InternLM model(c.model);
+  const Evaluation all = evaluate(model, sets, torch::kCPU);
+  REQUIRE(all.results.size() == 1);
+  CHECK(all.results[0].tokens > 0);
+  EvalOptions one;
+  one.max_micro_batches = 1;
+  const Evaluation capped = evaluate(model, sets, torch::kCPU, nullptr, one);
+  REQUIRE(capped.results.size() == 1);
+  CHECK(capped.results[0].tokens * 4 == all.results[0].tokens);  // every pack holds 14 tokens in two documents
+  int asked = 0;
+  EvalOptions stop;
+  stop.stop = [&] { return ++asked == 3; };  // the third batch sees the request
+  const Evaluation stopped = evaluate(model, sets, torch::kCPU, nullptr, stop);
+  CHECK(stopped.interrupted);
+  CHECK(stopped.results.empty());
+  CHECK(asked == 3);
+}
+
+TEST_CASE("the data a checkpoint trained on: recorded, compared on resume, another tokenizer refused") {
+  log::set_level(log::Level::kError);
+  test::TempDir dir("loop_data_resume");
+  test::write_loop_data(dir / "data", 0x1234);
+  train(test::loop_config(dir / "data", dir / "r", {"--data.total_steps=2"}));
+  const TrainState saved = read_state(dir / "r/checkpoints/step_2");
+  const DataManifest m = DataManifest::from_json(saved.data_json, "state.json");
+  CHECK(m.seq_len == test::kLoopSeqLen);
+  CHECK(m.tokenizer.model_fingerprint == 0x1234);
+  REQUIRE(m.datasets.size() == 2);
+  CHECK(m.datasets[0].name == "alpha");
+  REQUIRE(m.datasets[0].shards.size() == 1);
+  CHECK(m.datasets[0].shards[0].file == "part0.bin");
+  CHECK(m.datasets[0].shards[0].packs == 24);
+  CHECK(DataManifest::from_json(m.to_json(), "again").to_json() == m.to_json());
+
+  // The same data: nothing to say. More data and another weight: named, one phrase each.
+  CHECK(data_changes(m, m, "ckpt").empty());
+  DataManifest more = m;
+  more.datasets[0].weight = 2;
+  more.datasets[1].shards.push_back({"part1.bin", 5, 42});
+  more.datasets[1].shards[0].bin_xxh64 ^= 1;
+  more.datasets.push_back({"gamma", 1, {{"part0.bin", 3, 7}}});
+  CHECK(data_changes(m, more, "ckpt") == std::vector<std::string>{"datasets added: gamma", "dataset alpha: weight 1 -> 2",
+                                                                   "dataset beta: 1 shard added, 1 shard with other contents"});
+  // Another tokenizer: refused, by the one tokenizer check, naming what differs.
+  test::write_loop_data(dir / "other", 0x5678);
+  CHECK_THROWS_WITH(train(test::loop_config(dir / "other", dir / "r", {"--data.total_steps=4", "--resume=auto"})),
+                    Catch::Contains("model_fingerprint") && Catch::Contains("step_2"));
 }

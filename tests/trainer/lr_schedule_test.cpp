@@ -63,3 +63,34 @@ TEST_CASE("lr schedule rejects bad options") {
   o.warmup_ratio = 1.5;
   CHECK_THROWS_WITH(LrSchedule(o), Catch::Contains("lr_scheduler.warmup_ratio must be in [0, 1)"));
 }
+
+TEST_CASE("wsd: warmup, base lr until the last decay_ratio of the run, then linear to eta_min") {
+  LrScheduleOptions o;
+  o.kind = "wsd";
+  o.base_lr = 1e-3;
+  o.eta_min = 1e-5;
+  o.total_steps = 100;
+  o.warmup_ratio = 0.1;  // W = 10
+  o.decay_ratio = 0.2;   // decay over updates 80..99
+  LrSchedule s(o);
+  CHECK(s.lr(0) == Approx(1e-4).epsilon(1e-15));
+  CHECK(s.lr(9) == Approx(1e-3).epsilon(1e-15));
+  for (int64_t e = 10; e < 80; ++e) CHECK(s.lr(e) == 1e-3);
+  CHECK(s.lr(80) == Approx(1e-3 + (1e-5 - 1e-3) * 1.0 / 20).epsilon(1e-15));
+  CHECK(s.lr(89) == Approx(1e-3 + (1e-5 - 1e-3) * 10.0 / 20).epsilon(1e-15));
+  CHECK(s.lr(99) == Approx(1e-5).epsilon(1e-15));
+  CHECK(s.lr(100) == 1e-5);
+  // Extended before its decay begins (say at update 70), the run goes on at the base lr until the
+  // new decay: only the warmup, long past, differs (it is int(total_steps * warmup_ratio)).
+  LrScheduleOptions longer = o;
+  longer.total_steps = 150;
+  LrSchedule l(longer);
+  for (int64_t e = 15; e < 120; ++e) CHECK(l.lr(e) == 1e-3);
+  CHECK(l.lr(149) == Approx(1e-5).epsilon(1e-15));
+  CHECK(o.differences(longer) == "data.total_steps: 100 -> 150");
+  CHECK(o.differences(o).empty());
+  longer.decay_ratio = 0.5;
+  CHECK(o.differences(longer) == "data.total_steps: 100 -> 150; lr_scheduler.decay_ratio: 0.2 -> 0.5");
+  o.decay_ratio = 0;
+  CHECK_THROWS_WITH(LrSchedule(o), Catch::Contains("lr_scheduler.decay_ratio must be in (0, 1]"));
+}

@@ -143,8 +143,15 @@ void Loop::log_step(const StepRecord& s) {
     f.emplace_back("hfu", hardware_tflops / peak_tflops_);
   }
   const int64_t cudnn_calls = attention_use_->cudnn.exchange(0), flash_calls = attention_use_->flash.exchange(0);
-  if (attention_ == AttentionKernel::kCudnnOrFlash && cudnn_calls + flash_calls > 0)  // which branch this step took
-    f.emplace_back("attention_flash_share", double(flash_calls) / double(cudnn_calls + flash_calls));
+  if (attention_ == AttentionKernel::kCudnnOrFlash && cudnn_calls + flash_calls > 0) {  // which branch this step took
+    const double share = double(flash_calls) / double(cudnn_calls + flash_calls);
+    f.emplace_back("attention_flash_share", share);
+    const char* branch = share == 0 ? "cuDNN per document" : share == 1 ? "FlashAttention-2 varlen" : "both kernels";
+    if (branch != attention_branch_)  // a line when the branch changes, not one a step
+      log::info("attention: from step ", state_.step, " ", branch, " (rank 0's micro-batches; attention_flash_share ",
+                format_number(share, 3), ")");
+    attention_branch_ = branch;
+  }
   const auto names = data_.dataset_names();
   for (size_t d = 0; d < names.size(); ++d) {
     if (t.ds_tokens[d] == 0) continue;

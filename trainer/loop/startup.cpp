@@ -10,6 +10,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "data_manifest.h"
 #include "device_peak.h"
 #include "loom/cli.h"
 #include "loom/hash.h"
@@ -172,6 +173,31 @@ LrScheduleOptions schedule_on_resume(const std::string& resume_dir, const LrSche
                        format_number(before), " -> ", format_number(after),
                        ") or --lr_scheduler.on_resume=keep (the checkpoint's keys); a run meant to be extended "
                        "is best run with lr_scheduler.kind=wsd"));
+}
+
+void check_resumed_data(const std::string& resume_dir, const std::string& saved_json, const std::string& now_json,
+                        const TrainData& data, uint64_t consumed) {
+  if (saved_json.empty()) return;  // a checkpoint from before loom recorded its data
+  const std::string where = resume_dir + "/state.json";
+  const std::vector<std::string> changes =
+      data_changes(DataManifest::from_json(saved_json, where), DataManifest::from_json(now_json, "this run"), resume_dir);
+  if (changes.empty()) return;
+  std::string list;
+  for (const std::string& c : changes) list += (list.empty() ? "" : "; ") + c;
+  const uint64_t n = data.epoch_samples();
+  log::job_warn("resuming onto other data than ", resume_dir, " trained on: ", list, ". The sampler goes on at sample ",
+                consumed, " of the stream over this data (epoch ", n ? consumed / n : 0, " of ", n,
+                " samples): a new order from here, so packs seen before this resume may come again in this epoch");
+}
+
+std::string tokenizer_from_checkpoint(const std::string& resume_dir, const TrainData& data) {
+  const std::string path = resume_dir + "/" + kCheckpointTokenizer;
+  if (!sys::exists(path)) return "";
+  std::string bytes = sys::read_file(path);
+  const uint64_t want = data.tokenizer().model_fingerprint;
+  if (want == 0 || xxh64(bytes.data(), bytes.size()) != want) return "";
+  log::info("data.tokenizer: the checkpoint's ", path, " (the model the data was tokenized with) goes into new checkpoints");
+  return bytes;
 }
 
 void warn_if_global_batch_changed(const std::string& resume_dir, const DataOptions& data, int64_t saved_world,

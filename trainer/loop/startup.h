@@ -48,6 +48,16 @@ std::string resolve_resume_dir(const std::string& resume, const Checkpointer& ck
 LrScheduleOptions schedule_on_resume(const std::string& resume_dir, const LrScheduleOptions& now,
                                      const std::string& on_resume, int64_t updates);
 
+// A resume onto data other than the checkpoint's record (saved_json, state.json's "data"; "" for a
+// checkpoint from before the record): another tokenizer is refused (loom::Error); other datasets,
+// shards, weights or seq_len are one warning that says what the sampler does with them.
+void check_resumed_data(const std::string& resume_dir, const std::string& saved_json, const std::string& now_json,
+                        const TrainData& data, uint64_t consumed_samples);
+
+// The tokenizer.model a resumed run keeps writing into its checkpoints when data.tokenizer is not
+// given: the checkpoint's, if the data was tokenized with it (its XXH64 is the data's fingerprint).
+std::string tokenizer_from_checkpoint(const std::string& resume_dir, const TrainData& data);
+
 // One warning when the packs of a step differ from the checkpoint's (micro_bsz x micro_num x world).
 void warn_if_global_batch_changed(const std::string& resume_dir, const DataOptions& data, int64_t saved_world,
                                   int64_t world, int64_t global_batch_now);

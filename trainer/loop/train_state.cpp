@@ -40,7 +40,8 @@ std::string TrainState::to_json() const {
      << ",\n  \"spike_skips\": " << spike_skips << ",\n  \"spike\": " << spike_json
      << ",\n  \"sampler\": {\"seed\": " << sampler.seed << ", \"epoch\": " << sampler.epoch
      << ", \"consumed_samples\": " << sampler.consumed_samples << "},\n  \"world_size\": " << world_size
-     << ",\n  \"rng\": {\"cpu\": \"" << cpu_rng_state_hex << "\"},\n  \"loom_version\": \"" << LOOM_VERSION_STRING
+     << ",\n  \"rng\": {\"cpu\": \"" << cpu_rng_state_hex << "\"}"
+     << (data_json.empty() ? std::string() : ",\n  \"data\": " + data_json) << ",\n  \"loom_version\": \"" << LOOM_VERSION_STRING
      << "\"\n}\n";
   return os.str();
 }
@@ -84,6 +85,8 @@ TrainState TrainState::from_json(const std::string& json, const std::string& whe
   std::string_view rng;
   LOOM_CHECK(!root["rng"]["cpu"].get(rng), where, ": missing string key 'rng.cpu'");
   s.cpu_rng_state_hex = std::string(rng);
+  simdjson::dom::object data;
+  if (!root["data"].get(data)) s.data_json = simdjson::minify(data);
   return s;
 }
 

@@ -22,10 +22,11 @@ struct TrainState {
   SamplerState sampler;             // consumed_samples is the global data position
   int64_t world_size = 1;           // at save time (informative: a resume may change it)
   std::string cpu_rng_state_hex;    // torch's default CPU generator state bytes
+  std::string data_json;            // what the run trained on (data_manifest.h), a JSON object; "" = not recorded
 
   std::string to_json() const;
   // Throws loom::Error naming `where` for malformed JSON, a missing key or an unknown version.
-  // spike_skips and spike (added within version 1) may be absent: zero and an empty detector.
+  // spike_skips, spike and data (added within version 1) may be absent: zero, an empty detector, "".
   static TrainState from_json(const std::string& json, const std::string& where);
 };
 

@@ -8,6 +8,7 @@
 #include "health_check.h"
 #include "loom/log.h"
 #include "loop.h"
+#include "data_manifest.h"
 #include "model_state.h"
 #include "plan_command.h"
 #include "run_state.h"
@@ -52,6 +53,7 @@ void Loop::index_data() {
              c_.model.vocab_size, " is smaller than the data's vocabulary ", data_.vocab_size());
   data_.log_summary(loader_.layout().global_batch(), c_.data.total_steps);
   tokenizer_model_ = read_tokenizer_model(c_.data, data_);
+  state_.data_json = manifest_of(data_, c_.data.seq_len).to_json();  // what every checkpoint records
   if (!c_.data.valid_folder.empty())
     valid_ = std::make_unique<ValidationSets>(c_.data, comm_.rank(), comm_.world(), &data_);
   startup_.phase("data index");
@@ -129,7 +131,11 @@ int64_t Loop::resume_or_init() {
   const std::string resume_dir = resolve_resume_dir(c_.flags.resume, ckpt_, c_.resolved_ini);
   int64_t keep_logs_through = -1;
   if (!resume_dir.empty()) {
+    const std::string data_now = state_.data_json;
     for (const auto& part : checkpointed_) part->load_state(resume_dir);
+    check_resumed_data(resume_dir, state_.data_json, data_now, data_, state_.sampler.consumed_samples);
+    state_.data_json = data_now;
+    if (tokenizer_model_.empty()) tokenizer_model_ = tokenizer_from_checkpoint(resume_dir, data_);
     LOOM_CHECK(update_->updates() == state_.updates, resume_dir, ": optimizer step ", update_->updates(),
                " disagrees with state.json updates ", state_.updates);
     schedule_ = LrSchedule(
