@@ -222,9 +222,10 @@ void check_export_output(const std::string& output, const std::string& checkpoin
   for (fs::path p = out;; p = p.parent_path()) {
     if (p == ck || is_checkpoint_folder(p)) {
       const std::string shown = p == out ? output : p == ck ? checkpoint : p.string();
-      throw UsageError(str("export-hf: --output ", output, p == out ? " is" : " is inside", " the loom checkpoint folder ",
-                           shown, " (exporting --checkpoint ", checkpoint, "); the HF files would overwrite or "
-                           "sit among the checkpoint's; choose an output folder outside every checkpoint folder"));
+      throw UsageError(str("export-hf: --output ", output, p == out ? " is" : " is inside",
+                           " the loom checkpoint folder ", shown, " (exporting --checkpoint ", checkpoint,
+                           "); the HF files would overwrite or sit among the checkpoint's; choose an output folder "
+                           "outside every checkpoint folder"));
     }
     if (p == p.parent_path()) break;
   }
@@ -232,9 +233,9 @@ void check_export_output(const std::string& output, const std::string& checkpoin
   LOOM_CHECK(!fs::exists(out, ec) || fs::is_directory(out, ec), "export-hf: --output ", output,
              " exists and is not a folder");
   if (!force && fs::is_directory(out, ec) && !fs::is_empty(out, ec))
-    throw UsageError(str("export-hf: --output ", output, " is a folder that holds files already (exporting --checkpoint ",
-                         checkpoint, "); pass --force to write there (the export replaces the files it writes and "
-                         "an earlier export's weight files), or name an empty or new folder"));
+    throw UsageError(str("export-hf: --output ", output, " is a folder that holds files already (exporting "
+                         "--checkpoint ", checkpoint, "); pass --force to write there (the export replaces the files "
+                         "it writes and an earlier export's weight files), or name an empty or new folder"));
 }
 
 int run_export_hf(const std::vector<std::string>& args) {
