@@ -4,11 +4,16 @@
 #include <catch2/catch.hpp>
 
 #include <cctype>
+#include <filesystem>
+#include <map>
 #include <regex>
 #include <sstream>
 
 #include "checkpoint.h"
+#include "hf_export.h"
+#include "loom/cli.h"
 #include "loom/hash.h"
+#include "loom/sys.h"
 #include "loop_fixture.h"
 #include "test_util.h"
 
@@ -33,7 +38,112 @@ std::vector<std::string> losses(const std::string& run_dir) {
   return out;
 }
 
+// Every file under dir, by path, with its bytes.
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const std::string& f : loom::sys::list_files(dir)) out[f] = read_all(f);
+  return out;
+}
+
+loom::test::RunResult export_hf(const std::string& ckpt, const std::string& output, const std::string& extra = "") {
+  return loom::test::run(quote(LOOM_TRAIN_BIN) + " export-hf --checkpoint " + quote(ckpt) + " --output " +
+                         quote(output) + " --tokenizer " +
+                         quote(loom::test::source_dir() + "/data_samples/spm_2k.model") + extra + " 2>&1");
+}
+
 }  // namespace
+
+// An --output that is, or lies inside, a checkpoint folder would overwrite the checkpoint it
+// exports: refused with the usage code before anything is written, however the path is spelled.
+TEST_CASE("hf export: an output inside a checkpoint folder or a non-empty folder is refused, the checkpoint intact",
+          "[hf]") {
+  namespace fs = std::filesystem;
+  loom::test::TempDir dir("hf_export_guard");
+  loom::test::write_loop_data(dir / "data");
+  auto a = train(dir / "data", dir / "a", {"--data.total_steps=2"});
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  const std::string ckpts = dir / "a/checkpoints";
+  const std::string ckpt = ckpts + "/step_2";
+  const auto before = snapshot(ckpts);
+  REQUIRE(before.count(ckpt + "/model.safetensors"));
+  fs::create_directory_symlink(ckpt, dir / "link");
+
+  struct Case {
+    std::string checkpoint, output, extra;
+  };
+  for (const Case& c : std::vector<Case>{
+           {ckpt, ckpt, ""},                                    // the exported checkpoint itself
+           {ckpt, ckpt, " --force"},                            // --force does not lift it
+           {ckpt, ckpt + "/hf", ""},                            // a new folder inside it
+           {ckpts, ckpts, ""},                                  // the checkpoints folder (`latest`)
+           {ckpt, ckpts + "/step_9", " --force"},               // where the trainer saves next
+           {ckpt, dir / "a/checkpoints/../checkpoints/step_2/", ""},  // another spelling
+           {ckpt, dir / "link", ""},                            // through a symlink
+           {ckpt, dir / "link/sub", ""},
+       }) {
+    auto r = export_hf(c.checkpoint, c.output, c.extra);
+    INFO(c.output << c.extra << "\n" << r.output);
+    CHECK(r.exit_code == loom::kExitUsage);
+    CHECK(r.output.find("--output " + c.output) != std::string::npos);
+    CHECK(r.output.find(c.checkpoint) != std::string::npos);
+    CHECK(r.output.find("checkpoint folder") != std::string::npos);
+    CHECK(snapshot(ckpts) == before);
+  }
+  CHECK(!fs::exists(ckpt + "/hf"));
+  CHECK(!fs::exists(ckpts + "/step_9"));
+  CHECK(!fs::exists(ckpt + "/config.json"));
+
+  // A folder that holds files: refused without --force; with it the export writes its own files
+  // and leaves the others.
+  const std::string other = dir / "other";
+  fs::create_directories(other);
+  loom::test::write_all(other + "/notes.txt", "mine");
+  auto r = export_hf(ckpt, other);
+  INFO(r.output);
+  CHECK(r.exit_code == loom::kExitUsage);
+  CHECK(r.output.find("--output " + other) != std::string::npos);
+  CHECK(r.output.find(ckpt) != std::string::npos);
+  CHECK(r.output.find("--force") != std::string::npos);
+  CHECK(!fs::exists(other + "/config.json"));
+  r = export_hf(ckpt, other, " --force");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(read_all(other + "/notes.txt") == "mine");
+  CHECK(fs::exists(other + "/config.json"));
+  // A rerun into its own output needs --force too; a new folder does not.
+  CHECK(export_hf(ckpt, other).exit_code == loom::kExitUsage);
+  CHECK(export_hf(ckpt, other, " --force").exit_code == 0);
+  CHECK(export_hf(ckpt, dir / "fresh/hf").exit_code == 0);
+  CHECK(snapshot(ckpts) == before);
+}
+
+// How a checkpoint folder is recognised, without a run: a step_N folder being written (state.json,
+// no manifest yet) and a folder holding step_N.tmp only.
+TEST_CASE("hf export: check_export_output recognises checkpoint folders by their layout", "[hf]") {
+  namespace fs = std::filesystem;
+  loom::test::TempDir dir("hf_export_layout");
+  fs::create_directories(dir / "run/step_3");
+  loom::test::write_all(dir / "run/step_3/state.json", "{}");
+  fs::create_directories(dir / "tmp_only/step_4.tmp");
+  fs::create_directories(dir / "plain/step_x");
+  const auto refused = [](const std::string& out, const std::string& ck, bool force) {
+    try {
+      loom::hf::check_export_output(out, ck, force);
+      return std::string();
+    } catch (const loom::UsageError& e) {
+      return std::string(e.what());
+    }
+  };
+  CHECK_THAT(refused(dir / "run/step_3/hf", dir / "elsewhere", false),
+             Catch::Contains("is inside the loom checkpoint folder") && Catch::Contains("step_3"));
+  CHECK_THAT(refused(dir / "run", dir / "elsewhere", true), Catch::Contains("is the loom checkpoint folder"));
+  CHECK_THAT(refused(dir / "tmp_only/x", dir / "elsewhere", true), Catch::Contains("tmp_only"));
+  CHECK(refused(dir / "plain/step_x/new", dir / "elsewhere", false).empty());  // not step_<digits>
+  CHECK(refused(dir / "new", dir / "elsewhere", false).empty());
+  CHECK_THAT(refused(dir / "plain", dir / "elsewhere", false), Catch::Contains("--force"));
+  CHECK(refused(dir / "plain", dir / "elsewhere", true).empty());
+}
 
 TEST_CASE("hf init: --init-from-hf of an export equals --init-from of its checkpoint", "[hf]") {
   loom::test::TempDir dir("hf_init");

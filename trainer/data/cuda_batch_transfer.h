@@ -1,6 +1,13 @@
-// Host-to-device transfer of micro-batches that overlaps compute: the next batch is copied from
-// pinned host memory on a side stream while the current step runs, and the compute stream waits
-// for that copy on the device (an event), never on the host. LOOM_CUDA builds only.
+// Host-to-device transfer of micro-batches: start() copies the batch into pinned host memory (on
+// the host) and from there to the device on a side stream, recording an event; finish() makes the
+// current (compute) stream wait for that event on the device, never on the host. LOOM_CUDA builds
+// only.
+//
+// What overlaps today: no copy overlaps a step's compute. The loop moves a step's micro-batches in
+// its data phase, before the forward and after the previous step ended synchronised, calling
+// start() and finish() back to back for each, so the compute stream waits on each copy right away.
+// The two halves exist for a caller that overlaps: start() the next batch while the current step
+// runs, finish() it when that batch is needed.
 #pragma once
 
 #include <memory>

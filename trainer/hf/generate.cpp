@@ -128,65 +128,78 @@ std::vector<int64_t> parse_ids(const std::string& s) {
   return ids;
 }
 
-}  // namespace
+// The command line of `loom-train generate`, beyond GenerateOptions.
+struct GenerateArgs {
+  std::string checkpoint, hf_dir, prompt, prompt_ids, tokenizer, dump, device = "cpu";
+  bool text_prompt = false;  // --prompt (text) rather than --prompt-ids
+};
 
-int run_generate(const std::vector<std::string>& args) {
+// Parses args into a and o; false for --help.
+bool parse_generate_args(const std::vector<std::string>& args, GenerateArgs& a, GenerateOptions& o) {
   OptionParser p("loom-train generate",
                  "loom-train generate (--checkpoint DIR | --hf DIR) (--prompt TEXT | --prompt-ids 1,2,3)\n"
                  "                           [--tokenizer FILE.model] [--max-new-tokens N] [--temperature T] [--top-p P]\n"
                  "                           [--seed S] [--no-kv-cache] [--device D] [--dump-logits FILE]");
-  GenerateOptions o;
-  std::string checkpoint, hf_dir, prompt, prompt_ids, tokenizer, dump, device = "cpu";
   bool no_cache = false;
   p.options().add_options()
-      ("checkpoint", po::value(&checkpoint), "loom checkpoint: a step_N folder, or a folder with a `latest` pointer")
-      ("hf", po::value(&hf_dir), "or an HF model folder (export-hf's output, or a LLaMA/Qwen2 model)")
-      ("prompt", po::value(&prompt), "the prompt as text, encoded with the tokenizer, bos first (as InternLM)")
-      ("prompt-ids", po::value(&prompt_ids), "or the prompt as token ids, bos included (loom-tokenize's ids)")
-      ("tokenizer", po::value(&tokenizer), "SentencePiece model to encode and decode with (default: the folder's "
-                                            "tokenizer.model; a loom checkpoint has one when its run had data.tokenizer)")
+      ("checkpoint", po::value(&a.checkpoint), "loom checkpoint: a step_N folder, or a folder with a `latest` pointer")
+      ("hf", po::value(&a.hf_dir), "or an HF model folder (export-hf's output, or a LLaMA/Qwen2 model)")
+      ("prompt", po::value(&a.prompt), "the prompt as text, encoded with the tokenizer, bos first (as InternLM)")
+      ("prompt-ids", po::value(&a.prompt_ids), "or the prompt as token ids, bos included (loom-tokenize's ids)")
+      ("tokenizer", po::value(&a.tokenizer), "SentencePiece model to encode and decode with (default: the folder's "
+                                              "tokenizer.model; a loom checkpoint has one when its run had data.tokenizer)")
       ("max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens), "tokens to generate at most")
       ("temperature", value_with_default(&o.temperature, o.temperature), "0 = greedy; else sample from softmax(logits / T)")
       ("top-p", value_with_default(&o.top_p, o.top_p), "nucleus sampling: smallest set of tokens with this much probability")
       ("seed", po::value(&o.seed)->default_value(o.seed), "RNG seed of the sampler")
       ("no-kv-cache", po::bool_switch(&no_cache), "recompute the whole forward each step (slow; a cross-check)")
-      ("device", po::value(&device)->default_value(device), "torch device: cpu, cuda, cuda:1, ...")
-      ("dump-logits", po::value(&dump), "write prompt ids, prompt logits and generated ids to this safetensors file");
-  if (!p.parse(args)) return 0;  // --help
+      ("device", po::value(&a.device)->default_value(a.device), "torch device: cpu, cuda, cuda:1, ...")
+      ("dump-logits", po::value(&a.dump), "write prompt ids, prompt logits and generated ids to this safetensors file");
+  if (!p.parse(args)) return false;
   log::info("generate: options that differ from the defaults\n", p.changed_ini());
-  LOOM_CHECK(checkpoint.empty() != hf_dir.empty(), "generate: pass exactly one of --checkpoint DIR and --hf DIR");
+  LOOM_CHECK(a.checkpoint.empty() != a.hf_dir.empty(), "generate: pass exactly one of --checkpoint DIR and --hf DIR");
   LOOM_CHECK(p.has("prompt") != p.has("prompt-ids"), "generate: pass exactly one of --prompt TEXT and --prompt-ids 1,2,3");
+  a.text_prompt = p.has("prompt");
   o.use_cache = !no_cache;
-  std::vector<int64_t> ids;
-  if (p.has("prompt-ids")) ids = parse_ids(prompt_ids);
+  return true;
+}
 
-  const hf::LoadedWeights w = hf_dir.empty() ? hf::load_loom_checkpoint(checkpoint) : hf::load_hf(hf_dir);
-  if (hf_dir.empty()) tokenizer = checkpoint_tokenizer(w.dir, tokenizer);  // checked against the recorded one
-  if (tokenizer.empty()) tokenizer = w.tokenizer;
-  spm::SpmModel sp;
-  if (!tokenizer.empty()) {
-    sp = spm::read_spm_model(tokenizer);
+// The tokenizer to use (a.tokenizer, else the checkpoint's recorded one, else the folder's; "" =
+// none), read into sp; sets o.eos_id from it, or from the folder when there is none.
+void choose_tokenizer(GenerateArgs& a, const hf::LoadedWeights& w, spm::SpmModel& sp, GenerateOptions& o) {
+  if (a.hf_dir.empty()) a.tokenizer = checkpoint_tokenizer(w.dir, a.tokenizer);  // checked against the recorded one
+  if (a.tokenizer.empty()) a.tokenizer = w.tokenizer;
+  if (!a.tokenizer.empty()) {
+    sp = spm::read_spm_model(a.tokenizer);
     o.eos_id = sp.eos_id;
   } else {
     o.eos_id = w.tokens.eos_id;
   }
-  if (p.has("prompt")) {
-    LOOM_CHECK(!tokenizer.empty(), "generate: --prompt needs a SentencePiece model to encode with; pass --tokenizer "
+}
+
+// Completes the prompt's token ids (ids holds --prompt-ids' already, parsed before the slow load):
+// --prompt is encoded after bos and printed, so a caller can reuse the ids; each id is checked to be
+// inside the vocabulary.
+void encode_prompt(const GenerateArgs& a, const spm::SpmModel& sp, int64_t vocab_size, std::vector<int64_t>& ids) {
+  if (a.text_prompt) {
+    LOOM_CHECK(!a.tokenizer.empty(), "generate: --prompt needs a SentencePiece model to encode with; pass --tokenizer "
                "FILE.model (a loom checkpoint records one when its run had data.tokenizer; an HF folder's "
                "tokenizer.model is used when present)");
     const spm::SpmEncoder enc(sp);
     if (sp.bos_id >= 0) ids.push_back(sp.bos_id);
-    const std::vector<int64_t> text_ids = enc.encode(prompt);
+    const std::vector<int64_t> text_ids = enc.encode(a.prompt);
     ids.insert(ids.end(), text_ids.begin(), text_ids.end());
-    LOOM_CHECK(!ids.empty(), "generate: the prompt '", prompt, "' encodes to no tokens and the tokenizer has no bos");
+    LOOM_CHECK(!ids.empty(), "generate: the prompt '", a.prompt, "' encodes to no tokens and the tokenizer has no bos");
     std::string s;
     for (int64_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
     std::cout << "prompt ids: " << s << "\n";
   }
   for (int64_t id : ids)
-    LOOM_CHECK(id < w.model.vocab_size, "generate: prompt token id ", id, " is outside the model's vocabulary of ",
-               w.model.vocab_size);
+    LOOM_CHECK(id < vocab_size, "generate: prompt token id ", id, " is outside the model's vocabulary of ", vocab_size);
+}
 
+// The model of w for inference on `device`, holding w's weights.
+InternLM inference_model(const hf::LoadedWeights& w, const std::string& device) {
   ModelOptions mo = w.model;
   mo.dropout = 0;
   mo.checkpoint = 0;
@@ -198,35 +211,63 @@ int run_generate(const std::vector<std::string>& args) {
   const torch::Device dev(device);
   InternLM model = dev.is_cpu() ? InternLM(mo) : InternLM(mo, ModelInit{dev, 0});
   hf::load_into(*model, w.tensors, w.dir);
+  return model;
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
-  const Generation g = generate(*model, ids, o);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
+// Prints the generated ids and, with a tokenizer, the whole text; returns the prompt's text for the
+// logits dump ("" without a tokenizer).
+std::string print_generation(const GenerateArgs& a, const spm::SpmModel& sp, const std::vector<int64_t>& ids,
+                             const Generation& g) {
   std::string out_ids;
   for (int64_t t : g.tokens) out_ids += (out_ids.empty() ? "" : ",") + std::to_string(t);
   std::cout << "ids: " << out_ids << "\n";
   std::string prompt_text;
-  if (!tokenizer.empty()) {
-    prompt_text = p.has("prompt") ? prompt : spm::decode(sp, ids);  // the text as given (check_logits.py encodes it)
+  if (!a.tokenizer.empty()) {
+    prompt_text = a.text_prompt ? a.prompt : spm::decode(sp, ids);  // the text as given (check_logits.py encodes it)
     std::vector<int64_t> all = ids;
     all.insert(all.end(), g.tokens.begin(), g.tokens.end());
     std::cout << "text: " << spm::decode(sp, all) << "\n";
   }
   std::cout.flush();
+  return prompt_text;
+}
+
+// --dump-logits: prompt ids, prompt logits (fp32) and generated ids, for check_logits.py.
+void dump_logits(const std::string& path, const std::vector<int64_t>& ids, const Generation& g,
+                 const std::string& prompt_text, double temperature) {
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  safetensors::write(path,
+                     {{"prompt_ids", torch::tensor(ids, i64)},
+                      {"prompt_logits", g.prompt_logits.to(torch::kCPU, torch::kFloat32)},
+                      {"generated_ids", torch::tensor(g.tokens, i64)}},
+                     {{"prompt", prompt_text}, {"temperature", json_number(temperature)}});
+  log::info("generate: logits written to ", path);
+}
+
+}  // namespace
+
+int run_generate(const std::vector<std::string>& args) {
+  GenerateArgs a;
+  GenerateOptions o;
+  if (!parse_generate_args(args, a, o)) return 0;  // --help
+  std::vector<int64_t> ids;
+  if (!a.text_prompt) ids = parse_ids(a.prompt_ids);
+  const hf::LoadedWeights w = a.hf_dir.empty() ? hf::load_loom_checkpoint(a.checkpoint) : hf::load_hf(a.hf_dir);
+  spm::SpmModel sp;
+  choose_tokenizer(a, w, sp, o);
+  encode_prompt(a, sp, w.model.vocab_size, ids);
+  InternLM model = inference_model(w, a.device);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const Generation g = generate(*model, ids, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const std::string prompt_text = print_generation(a, sp, ids, g);
   const double rate = s > 0 ? static_cast<double>(g.tokens.size()) / s : 0.0;
   log::info("generate: ", format_count(ids.size()), " prompt tokens, ", format_count(g.tokens.size()),
             " new tokens in ", format_number(s, 3), " s (", format_number(rate, 3), " tokens/s)",
             g.stopped_at_eos ? ", stopped at eos" : "", o.temperature == 0 ? ", greedy" : ", sampled");
-  if (!dump.empty()) {
-    const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-    safetensors::write(dump,
-                       {{"prompt_ids", torch::tensor(ids, i64)},
-                        {"prompt_logits", g.prompt_logits.to(torch::kCPU, torch::kFloat32)},
-                        {"generated_ids", torch::tensor(g.tokens, i64)}},
-                       {{"prompt", prompt_text}, {"temperature", json_number(o.temperature)}});
-    log::info("generate: logits written to ", dump);
-  }
+  if (!a.dump.empty()) dump_logits(a.dump, ids, g, prompt_text, o.temperature);
   return 0;
 }
 

@@ -11,6 +11,8 @@
 // Every file goes through sys::AtomicFile; config.json is removed first and written last, so a
 // killed export never leaves a folder that loads; model*.safetensors files of an earlier export
 // that this one did not write are removed, so a rerun leaves exactly what a first run does.
+// The command (run_export_hf) first refuses an output inside a checkpoint folder, and a folder that
+// holds files unless --force (check_export_output).
 #pragma once
 
 #include <cstdint>
@@ -44,8 +46,14 @@ struct ExportSummary {
 ExportSummary export_hf(const std::map<std::string, torch::Tensor>& loom, const ModelOptions& model,
                         const ExportOptions& o);
 
+// Refuses (UsageError, naming both paths) an export-hf --output that is, or lies inside, a loom
+// checkpoint folder (`checkpoint` itself, or any folder holding a step_N, a `latest` or a
+// manifest.json), which the export would overwrite; and, without force, a folder that holds files
+// already. Paths compare resolved (symlinks, ".."), a not-yet-existing output by its existing part.
+void check_export_output(const std::string& output, const std::string& checkpoint, bool force);
+
 // `loom-train export-hf --checkpoint DIR --output OUT [--tokenizer FILE --max-shard-size BYTES
-// --dtype D --max-positions N]`; args without the subcommand. Returns the exit code (0; --help too); throws on bad input.
+// --dtype D --max-positions N --force]`; args without the subcommand. Returns the exit code (0; --help too); throws on bad input.
 int run_export_hf(const std::vector<std::string>& args);
 
 }  // namespace loom::hf

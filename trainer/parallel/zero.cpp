@@ -149,6 +149,18 @@ ZeroOptimizer::ZeroOptimizer(Communicator& comm, const std::vector<std::pair<std
              ": the shard count must divide the data-parallel world size ", world, " (or be -1 for all ranks)");
   shard_index_ = comm_.rank() % shards_;
 
+  build_units();
+  plan_shard_runs(decay);
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(comm_.device());
+  master_ = torch::zeros({shard_size_}, f32);
+  exp_avg_ = torch::zeros_like(master_);
+  exp_avg_sq_ = torch::zeros_like(master_);
+  grad_ = torch::zeros_like(master_);
+  master_from_parameters();
+  if (stage_ >= 2) install_grad_hooks();
+}
+
+void ZeroOptimizer::build_units() {
   // Units: runs of parameters of one decoder layer (or of none) and one dtype.
   unit_of_.resize(named_.size());
   for (size_t i = 0; i < named_.size(); ++i) {
@@ -168,6 +180,7 @@ ZeroOptimizer::ZeroOptimizer(Communicator& comm, const std::vector<std::pair<std
     numel_ += p.numel();
     unit_of_[i] = units_.size() - 1;
   }
+  // Each unit's chunk (its 1/S, padded) goes into the shard vectors in unit order.
   for (size_t k = 0; k < units_.size(); ++k) {
     Unit& u = *units_[k];
     u.chunk = (u.numel + shards_ - 1) / shards_;
@@ -178,6 +191,9 @@ ZeroOptimizer::ZeroOptimizer(Communicator& comm, const std::vector<std::pair<std
       layer_units_[u.layer].push_back(k);
     }
   }
+}
+
+void ZeroOptimizer::plan_shard_runs(const std::vector<bool>& decay) {
   // Each parameter's part of this shard, adjacent parts of the same rule merged.
   for (const auto& up : units_) {
     const Unit& u = *up;
@@ -196,27 +212,20 @@ ZeroOptimizer::ZeroOptimizer(Communicator& comm, const std::vector<std::pair<std
         runs.push_back({pos, e - b});
     }
   }
+}
 
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(comm_.device());
-  master_ = torch::zeros({shard_size_}, f32);
-  exp_avg_ = torch::zeros_like(master_);
-  exp_avg_sq_ = torch::zeros_like(master_);
-  grad_ = torch::zeros_like(master_);
-  master_from_parameters();
-
-  if (stage_ >= 2) {
-    // Layer units are reduced from hooks as backward finishes them, last layer first.
-    for (size_t k = units_.size(); k-- > 0;)
-      if (units_[k]->layer >= 0) reduce_order_.push_back(k);
-    seen_.assign(named_.size(), false);
-    std::vector<torch::Tensor> params;
-    std::vector<bool> in_layers;
-    for (size_t i = 0; i < named_.size(); ++i) {
-      params.push_back(named_[i].second);
-      in_layers.push_back(units_[unit_of_[i]]->layer >= 0);
-    }
-    hooks_ = std::make_unique<GradReadyHooks>(params, in_layers, [this](size_t i) { on_grad_ready(i); });
+void ZeroOptimizer::install_grad_hooks() {
+  // Layer units are reduced from hooks as backward finishes them, last layer first.
+  for (size_t k = units_.size(); k-- > 0;)
+    if (units_[k]->layer >= 0) reduce_order_.push_back(k);
+  seen_.assign(named_.size(), false);
+  std::vector<torch::Tensor> params;
+  std::vector<bool> in_layers;
+  for (size_t i = 0; i < named_.size(); ++i) {
+    params.push_back(named_[i].second);
+    in_layers.push_back(units_[unit_of_[i]]->layer >= 0);
   }
+  hooks_ = std::make_unique<GradReadyHooks>(params, in_layers, [this](size_t i) { on_grad_ready(i); });
 }
 
 ZeroOptimizer::~ZeroOptimizer() {

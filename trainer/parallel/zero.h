@@ -136,6 +136,11 @@ class ZeroOptimizer : public LayerHooks {
     int64_t global, length, shard_pos;
   };
   std::vector<Piece> pieces() const;
+  // The constructor's parts: units_ (and their chunks in the shard vectors), this shard's decay and
+  // no-decay runs, and the stage 2/3 gradient hooks.
+  void build_units();
+  void plan_shard_runs(const std::vector<bool>& decay);
+  void install_grad_hooks();
   void master_from_parameters();
   void parameters_from_master();
   // Gradients -> this rank's fp32 gradient shard.

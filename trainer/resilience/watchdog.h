@@ -1,8 +1,12 @@
 // The hang watchdog (monitor.hang_timeout): a thread per rank that fires when no step completes
-// within hang_timeout seconds. It then logs, for every registered thread, the phase it is in and for
-// how long (the loop's "data" | "forward_backward" | "optimizer" | "allreduce:<name>" | ..., the
-// loader's, the checkpoint writer's), sends an error alert, and ends the process with
-// loom::kExitHang (4, loom/cli.h), so the launcher restarts the job from its last checkpoint.
+// within hang_timeout seconds. What it watches is the training loop's thread: the loop's heartbeat
+// after each step, the phase it names as it goes (slot 0, "main": "data", "forward_backward",
+// "reduce", "optimizer", ...) and its LongPhase guards. When it fires it logs the phase of every
+// slot and for how long, sends an error alert, and ends the process with loom::kExitHang (4,
+// loom/cli.h), so the launcher restarts the job from its last checkpoint. Other threads could
+// register slots of their own (add_slot), but none does today: the data loader and the background
+// checkpoint writer are not watched themselves; a stall of theirs shows as the loop's phase
+// ("data", or "checkpoint" while a save waits for the previous write).
 //
 // Exiting here is the one sanctioned exit outside main(): the hung thread (usually blocked inside a
 // collective or a device call) cannot be unwound, so nothing could ever catch an exception thrown
@@ -51,8 +55,8 @@ class Watchdog {
   // The loop's (slot 0, "main") current phase.
   void set_phase(const std::string& phase) { set_phase(0, phase); }
 
-  // Other threads register a slot of their own (named e.g. "loader", "checkpoint-writer") and set
-  // its phase; the report lists every slot. Returns the slot id.
+  // A slot for another thread, which then sets its own phase; the report lists every slot. Returns
+  // the slot id. Only tests call it today: the trainer's threads besides the loop have no slot.
   int add_slot(const std::string& thread_name);
   void set_phase(int slot, const std::string& phase);
 
