@@ -217,7 +217,7 @@ TEST_CASE("choose_attention: the rule on CUDA devices, from their capabilities a
                     Catch::Contains("this build has no cuDNN attention"));
   CHECK_THROWS_WITH(pick(hopper, torch::kBFloat16, 256, AttentionChoice::kCudnn),
                     Catch::Contains("head dim 256 is not a multiple of 8 up to 128"));
-  CHECK_THROWS_WITH(pick(hopper, torch::kFloat32, 128, AttentionChoice::kFlash), Catch::Contains("float"));
+  CHECK_THROWS_WITH(pick(hopper, torch::kFloat32, 128, AttentionChoice::kFlash), Catch::Contains("activations are Float"));
   // A GPU not visible (loom-train plan elsewhere): flash, and the plan says it assumed so.
   const loom::AttentionCaps assumed = loom::assumed_attention_caps(true);
   CHECK(pick(assumed, torch::kBFloat16, 128) == AttentionKernel::kFlashVarlen);
