@@ -76,7 +76,8 @@ TEST_CASE("config: a value out of range or of the wrong kind names its key") {
   CHECK_THROWS_AS(parse_train_config({kTrain, "--data.seed=-1"}), UsageError);
   // Every key given a text no number reads: refused naming the key, or (a text key) taken.
   TrainConfig c;
-  for (const auto& k : train_options(c).keys()) {
+  const OptionTable table = train_options(c);
+  for (const auto& k : table.keys()) {
     if (k.is_switch) continue;
     INFO(k.name);
     try {
