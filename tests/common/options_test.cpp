@@ -3,6 +3,7 @@
 #include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/option_keys.h"
+#include "loom/option_table.h"
 #include "loom/options.h"
 #include "test_util.h"
 
@@ -200,4 +201,40 @@ TEST_CASE("a typed double option refuses nan and inf, which its saved configurat
   OptionParser ok = make_parser();
   REQUIRE(ok.parse({"--adam.lr=1e300"}));
   CHECK(ok.get<double>("adam.lr") == 1e300);
+}
+
+TEST_CASE("OptionTable: defaults from the fields, the text read back into them, checks naming the key") {
+  struct Opts {
+    int64_t seq_len = 2048;
+    uint64_t seed = 7;
+    double lr = 1e-4;
+    bool on = true;
+    std::string kind = "cosine";
+  } o;
+  OptionTable t;
+  t.add("data.seq_len", &o.seq_len, "tokens per pack", above(0));
+  t.add("data.seed", &o.seed, "seed");
+  t.add("adam.lr", &o.lr, "learning rate", at_least(0));
+  t.add("job.on", &o.on, "switched");
+  t.add("lr.kind", &o.kind, "schedule", one_of({"cosine", "constant", "linear"}));
+  CHECK(t.keys()[2].default_text == "1e-04");
+  auto parse = [&](const std::vector<std::string>& args) {
+    OptionParser p("tool", "tool [options]");
+    t.declare(p);
+    REQUIRE(p.parse(args));
+    t.read(p);
+  };
+  parse({});
+  CHECK(t.ini(true).empty());
+  CHECK(t.ini(false) == "[adam]\nlr = 1e-04\n[data]\nseed = 7\nseq_len = 2048\n[job]\non = true\n[lr]\nkind = cosine\n");
+  parse({"--data.seq-len=+64", "--job.on=off", "--adam.lr=0.50"});
+  CHECK(o.seq_len == 64);
+  CHECK_FALSE(o.on);
+  CHECK(t.ini(true) == "[adam]\nlr = 0.5\n[data]\nseq_len = 64\n[job]\non = false\n");
+  CHECK_THROWS_WITH(parse({"--data.seed=-1"}), "--data.seed: '-1' is not an integer in [0, 18446744073709551615]");
+  CHECK_THROWS_WITH(parse({"--adam.lr=nan"}), "--adam.lr: 'nan' is not a finite number");
+  CHECK_THROWS_WITH(parse({"--job.on=maybe"}), "--job.on: 'maybe' is not a boolean (true or false)");
+  CHECK_THROWS_WITH(parse({"--data.seq_len=0"}), "data.seq_len must be > 0, got 0");
+  CHECK_THROWS_WITH(parse({"--adam.lr=-1"}), "adam.lr must be >= 0, got -1");
+  CHECK_THROWS_WITH(parse({"--lr.kind=step"}), "lr.kind must be cosine, constant or linear, got 'step'");
 }

@@ -1,6 +1,7 @@
-// loom-train's configuration: every key registered once with loom::OptionParser (INI sections and
-// names follow InternLM's config where it has one), parsed into each piece's typed options struct.
-// docs/TRAIN.md lists every key.
+// loom-train's configuration: one options struct per INI section (names follow InternLM's config
+// where it has one), each default written once, as the member's initializer. train_options()
+// declares every key once (help, check) bound to its field; --help, the parse, the checks and the
+// INI dumps all come from that declaration. docs/TRAIN.md lists every key.
 #pragma once
 
 #include <optional>
@@ -11,6 +12,7 @@
 #include "checkpoint.h"
 #include "data_parallel.h"
 #include "dataset.h"
+#include "loom/option_table.h"
 #include "lr_schedule.h"
 #include "model.h"
 #include "optimizer.h"
@@ -30,7 +32,7 @@ struct JobOptions {
   uint64_t seed = 1024;            // job.seed: model initialisation (torch's default generator)
   int64_t threads = 0;             // job.threads: torch intra-op threads (0 = LibTorch's default)
   int64_t log_every = 1;           // job.log_every
-  double peak_tflops = 1.0;        // job.peak_tflops: per-device peak for MFU (dtype of the run)
+  double peak_tflops = 0;          // job.peak_tflops: per-device peak for MFU (0 = auto, from the GPU's name)
   bool tensorboard = true;         // job.tensorboard
   bool overwrite = false;          // job.overwrite: a fresh run moves an earlier run in run_dir aside (run_dir.h)
 };
@@ -42,6 +44,7 @@ struct FlagOptions {
   std::string init_from_hf;        // --init-from-hf: a Hugging Face folder (weights only, hf_import.h)
   bool profiling = false;          // --profiling
   bool profile_memory = false;     // --profile-memory: device memory breakdown at step 2 (CUDA)
+  void validate() const;           // resume, init_from and init_from_hf exclude each other
 };
 
 // [adam]
@@ -60,7 +63,7 @@ struct HybridZeroOptions {
   double clip_grad_norm = 1.0;     // hybrid_zero_optimizer.clip_grad_norm (0 = off)
 };
 
-// [lr_scheduler]
+// [lr_scheduler]: checked by LrSchedule, which also reads adam.lr and data.total_steps.
 struct LrSchedulerOptions {
   std::string kind = "cosine";     // lr_scheduler.kind: cosine, constant or wsd
   double warmup_ratio = 0.01;      // lr_scheduler.warmup_ratio
@@ -117,6 +120,12 @@ struct TrainConfig {
   OptimizerOptions optimizer_options() const;  // adam.*, hybrid_zero_optimizer.clip_grad_norm
   LrScheduleOptions lr_schedule_options() const;  // lr_scheduler.*, adam.lr, data.total_steps
 };
+
+// Every key (and command-line flag) of loom-train, bound to c's fields; each key's default is its
+// field's value now, so a default-constructed c gives the defaults. Checks per section: those of
+// [job] [adam] [hybrid_zero_optimizer] [loss] [ckpt] [monitor] in the table; [data] [model]
+// [parallel] and the flags by their struct's validate(); [lr_scheduler] by LrSchedule.
+OptionTable train_options(TrainConfig& c);
 
 // nullopt when --help was printed. Throws loom::Error on unknown keys or bad values (naming the key).
 std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args);

@@ -32,6 +32,8 @@ void DataOptions::validate() const {
   LOOM_CHECK(micro_bsz > 0, "data.micro_bsz must be > 0, got ", micro_bsz);
   LOOM_CHECK(micro_num > 0, "data.micro_num must be > 0, got ", micro_num);
   LOOM_CHECK(prefetch >= 0, "data.prefetch must be >= 0, got ", prefetch);
+  LOOM_CHECK(total_steps >= 1, "data.total_steps must be >= 1, got ", total_steps);
+  LOOM_CHECK(valid_every >= 0, "data.valid_every must be >= 0, got ", valid_every);
   LOOM_CHECK(!train_folder.empty(), "data.train_folder is not set: give the folder of packed shards to train on");
   parse_dataset_weights(dataset_weights);
 }

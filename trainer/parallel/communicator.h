@@ -29,7 +29,7 @@ class Work;
 namespace loom {
 
 struct CommOptions {
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // parallel.timeout_s
+  std::chrono::milliseconds timeout{std::chrono::seconds(600)};  // parallel.timeout_s (ParallelOptions)
   std::string backend = "auto";  // auto (nccl for CUDA devices, else gloo) | gloo | nccl
 };
 
