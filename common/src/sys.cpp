@@ -183,14 +183,24 @@ bool path_inside(const std::string& path, const std::string& dir) {
 }
 
 void check_outputs_spare_inputs(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
-  std::map<std::pair<dev_t, ino_t>, const std::string*> input_of;
+  std::map<std::pair<dev_t, ino_t>, const std::string*> by_inode;
+  std::map<std::string, const std::string*> by_path;
   struct stat st;
-  for (const std::string& in : inputs)
-    if (::stat(in.c_str(), &st) == 0) input_of.emplace(std::make_pair(st.st_dev, st.st_ino), &in);
+  for (const std::string& in : inputs) {
+    if (::stat(in.c_str(), &st) == 0) by_inode.emplace(std::make_pair(st.st_dev, st.st_ino), &in);
+    by_path.emplace(canonical_path(in), &in);
+  }
   for (const std::string& out : outputs) {
-    if (::stat(out.c_str(), &st) != 0) continue;  // not there: no input can be it
-    const auto it = input_of.find({st.st_dev, st.st_ino});
-    LOOM_CHECK(it == input_of.end(), "the output ", out, " is the input ", *it->second,
+    const std::string* in = nullptr;
+    if (::stat(out.c_str(), &st) == 0) {
+      const auto it = by_inode.find({st.st_dev, st.st_ino});
+      if (it != by_inode.end()) in = it->second;
+    } else {
+      // Not there yet, but folders the tool makes may lead to an input ("new/../a.bin").
+      const auto it = by_path.find(canonical_path(out));
+      if (it != by_path.end()) in = it->second;
+    }
+    LOOM_CHECK(in == nullptr, "the output ", out, " is the input ", *in,
                " (the same file): writing it would replace the input; give an output path outside the inputs");
   }
 }

@@ -83,14 +83,15 @@ void check_pack_spares_inputs(const std::vector<std::string>& files, const PackO
                ", the scratch folder that pack empties (its output folder's): move the input out of it");
   // Only existing files can be inputs: those among the names a run of any size could write.
   std::vector<std::string> outputs = {o.output_dir + "/" + o.name + ".bin", o.output_dir + "/" + o.name + ".bin.meta"};
-  if (sys::is_directory(o.output_dir)) {
+  const std::string dir = sys::canonical_path(o.output_dir);  // "new/../out" lists out/ before new/ is made
+  if (sys::is_directory(dir)) {
     const std::string prefix = o.name + "-";
-    for (const std::string& entry : sys::list_dir(o.output_dir)) {
+    for (const std::string& entry : sys::list_dir(dir)) {
       if (entry.rfind(prefix, 0) != 0) continue;
       const size_t digits = entry.find_first_not_of("0123456789", prefix.size());
       if (digits == std::string::npos || digits - prefix.size() < 5) continue;
       const std::string tail = entry.substr(digits);
-      if (tail == ".bin" || tail == ".bin.meta") outputs.push_back(o.output_dir + "/" + entry);
+      if (tail == ".bin" || tail == ".bin.meta") outputs.push_back(dir + "/" + entry);
     }
   }
   sys::check_outputs_spare_inputs(files, outputs);

@@ -38,8 +38,8 @@ bool same_file(const std::string& a, const std::string& b);
 // Whether path is dir or lies under it, canonically (the path itself, and its folder with its own name).
 bool path_inside(const std::string& path, const std::string& dir);
 // A tool's guard before it writes: throws loom::Error naming both paths when an output (each file
-// the run would write or replace) is the same file as an input, which writing would destroy. Only
-// outputs that exist can be an input, so the check costs one stat per input and per output.
+// the run would write or replace) is the same file as an input, which writing would destroy: the
+// same inode for an output that exists, the same canonical_path for one that does not yet.
 void check_outputs_spare_inputs(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
 std::string hostname();
 // Whether a process with this pid runs on this host.
