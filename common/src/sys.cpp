@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "loom/error.h"
 
@@ -98,6 +100,19 @@ void walk(const std::string& dir, std::vector<std::string>& out) {
 }
 }  // namespace
 
+std::vector<std::string> list_dir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw_errno("opendir", dir, errno);
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 std::vector<std::string> list_files(const std::string& path) {
   std::vector<std::string> out;
   if (is_directory(path)) {
@@ -116,6 +131,78 @@ std::string read_file(const std::string& path) {
   std::string s(f.size(), '\0');
   if (!s.empty()) f.pread_exact(s.data(), s.size(), 0);
   return s;
+}
+
+std::string canonical_path(const std::string& path) {
+  std::string abs = path;
+  if (abs.empty() || abs[0] != '/') {
+    char* cwd = ::getcwd(nullptr, 0);
+    if (!cwd) throw_errno("getcwd", path, errno);
+    abs = std::string(cwd) + "/" + path;
+    std::free(cwd);
+  }
+  // Walk up to the longest prefix realpath resolves; the names below it are folded lexically.
+  std::vector<std::string> rest;
+  std::string head = abs;
+  std::string out;
+  for (;;) {
+    while (head.size() > 1 && head.back() == '/') head.pop_back();
+    if (char* r = ::realpath(head.c_str(), nullptr)) {
+      out = r;
+      std::free(r);
+      break;
+    }
+    rest.push_back(basename(head));
+    head = dirname(head);
+    if (head.empty()) head = "/";
+  }
+  for (auto it = rest.rbegin(); it != rest.rend(); ++it) {
+    if (it->empty() || *it == ".") continue;
+    if (*it == "..") {
+      out = dirname(out);
+      if (out.empty()) out = "/";
+      continue;
+    }
+    out += (out == "/" ? "" : "/") + *it;
+  }
+  return out;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return canonical_path(a) == canonical_path(b);
+}
+
+bool path_inside(const std::string& path, const std::string& dir) {
+  const std::string d = canonical_path(dir);
+  const auto under = [&](const std::string& p) { return p == d || p.rfind(d == "/" ? d : d + "/", 0) == 0; };
+  // The entry itself (a symlink in dir is removed with dir's files) and what it resolves to.
+  const std::string parent = dirname(path);
+  return under(canonical_path(parent.empty() ? "." : parent) + "/" + basename(path)) || under(canonical_path(path));
+}
+
+void check_outputs_spare_inputs(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
+  std::map<std::pair<dev_t, ino_t>, const std::string*> by_inode;
+  std::map<std::string, const std::string*> by_path;
+  struct stat st;
+  for (const std::string& in : inputs) {
+    if (::stat(in.c_str(), &st) == 0) by_inode.emplace(std::make_pair(st.st_dev, st.st_ino), &in);
+    by_path.emplace(canonical_path(in), &in);
+  }
+  for (const std::string& out : outputs) {
+    const std::string* in = nullptr;
+    if (::stat(out.c_str(), &st) == 0) {
+      const auto it = by_inode.find({st.st_dev, st.st_ino});
+      if (it != by_inode.end()) in = it->second;
+    } else {
+      // Not there yet, but folders the tool makes may lead to an input ("new/../a.bin").
+      const auto it = by_path.find(canonical_path(out));
+      if (it != by_path.end()) in = it->second;
+    }
+    LOOM_CHECK(in == nullptr, "the output ", out, " is the input ", *in,
+               " (the same file): writing it would replace the input; give an output path outside the inputs");
+  }
 }
 
 std::string hostname() {

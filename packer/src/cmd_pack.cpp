@@ -48,7 +48,11 @@ int cmd_pack(const Args& args) {
   ConvertOptions internlm;
   internlm.model = parser.get<std::string>("model");
   internlm.vocab_size = static_cast<uint32_t>(parser.get_uint("vocab-size", 0, UINT32_MAX));
-  const InternlmAsLoom loom_inputs(input_shards(parser), o.output_dir + "/.internlm-as-loom", internlm);
+  const std::vector<std::string> paths = input_shards(parser);
+  std::vector<std::string> reads = shard_files(paths);
+  if (!internlm.model.empty()) reads.push_back(internlm.model);
+  check_pack_spares_inputs(reads, o);
+  const InternlmAsLoom loom_inputs(paths, pack_scratch_dir(o), internlm);
   const ShardSet inputs(loom_inputs.paths());
   const PackReport r = pack_shards(inputs, o);
   log::info("pack: ", strategy, ", seq_len ", o.seq_len, ": ", format_count(r.packs), " packs in ", r.outputs.size(),

@@ -70,6 +70,10 @@ void to_loom(const std::string& in, const std::string& out, const std::optional<
 
 ConvertReport convert_shards(const std::vector<std::string>& input_paths, const ConvertOptions& o) {
   const std::vector<std::string> names = unique_basenames(input_paths);
+  std::vector<std::string> inputs = shard_files(input_paths), outputs;
+  if (!o.model.empty()) inputs.push_back(o.model);
+  for (const std::string& name : names) outputs.insert(outputs.end(), {o.output_dir + "/" + name, meta_path_for(o.output_dir + "/" + name)});
+  sys::check_outputs_spare_inputs(inputs, outputs);
   std::optional<TokenizerInfo> given;
   if (!o.model.empty()) given = SentencePieceModel(o.model).info(false, false);
   sys::make_dirs(o.output_dir);

@@ -63,6 +63,12 @@ std::vector<uint64_t> ShardSet::doc_lengths() const {
   return lens;
 }
 
+std::vector<std::string> shard_files(const std::vector<std::string>& bin_paths) {
+  std::vector<std::string> files;
+  for (const std::string& p : bin_paths) files.insert(files.end(), {p, meta_path_for(p)});
+  return files;
+}
+
 std::vector<std::string> unique_basenames(const std::vector<std::string>& bin_paths) {
   std::vector<std::string> names;
   std::set<std::string> seen;

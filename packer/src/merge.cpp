@@ -7,6 +7,9 @@
 namespace loom::packer {
 
 MergeReport merge_shards(const ShardSet& inputs, const std::string& output_bin) {
+  std::vector<std::string> bins;
+  for (size_t s = 0; s < inputs.size(); ++s) bins.push_back(inputs.shard(s).bin_path());
+  sys::check_outputs_spare_inputs(shard_files(bins), {output_bin, meta_path_for(output_bin)});
   const std::string dir = sys::dirname(output_bin);
   if (!dir.empty()) sys::make_dirs(dir);
   ShardWriter writer(output_bin, inputs.tokenizer());

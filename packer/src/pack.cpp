@@ -74,6 +74,29 @@ void fill_padding(uint8_t* pack, uint32_t dtype_bytes, uint32_t from, uint32_t n
 }
 }  // namespace
 
+std::string pack_scratch_dir(const PackOptions& o) { return o.output_dir + "/.internlm-as-loom"; }
+
+void check_pack_spares_inputs(const std::vector<std::string>& files, const PackOptions& o) {
+  const std::string scratch = pack_scratch_dir(o);
+  for (const std::string& f : files)
+    LOOM_CHECK(!sys::path_inside(f, scratch), "the input ", f, " lies in ", scratch,
+               ", the scratch folder that pack empties (its output folder's): move the input out of it");
+  // Only existing files can be inputs: those among the names a run of any size could write.
+  std::vector<std::string> outputs = {o.output_dir + "/" + o.name + ".bin", o.output_dir + "/" + o.name + ".bin.meta"};
+  const std::string dir = sys::canonical_path(o.output_dir);  // "new/../out" lists out/ before new/ is made
+  if (sys::is_directory(dir)) {
+    const std::string prefix = o.name + "-";
+    for (const std::string& entry : sys::list_dir(dir)) {
+      if (entry.rfind(prefix, 0) != 0) continue;
+      const size_t digits = entry.find_first_not_of("0123456789", prefix.size());
+      if (digits == std::string::npos || digits - prefix.size() < 5) continue;
+      const std::string tail = entry.substr(digits);
+      if (tail == ".bin" || tail == ".bin.meta") outputs.push_back(dir + "/" + entry);
+    }
+  }
+  sys::check_outputs_spare_inputs(files, outputs);
+}
+
 std::vector<std::string> pack_output_paths(const PackOptions& o, uint64_t num_packs) {
   if (o.max_packs_per_shard == 0 || num_packs <= o.max_packs_per_shard) return {o.output_dir + "/" + o.name + ".bin"};
   std::vector<std::string> paths;
@@ -88,9 +111,13 @@ std::vector<std::string> pack_output_paths(const PackOptions& o, uint64_t num_pa
 
 PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& o) {
   LOOM_CHECK(plan.num_packs() > 0, "nothing to pack: the inputs hold no token");
-  sys::make_dirs(o.output_dir);
   PackReport rep;
   rep.outputs = pack_output_paths(o, plan.num_packs());
+  std::vector<std::string> bins, outputs;
+  for (size_t s = 0; s < inputs.size(); ++s) bins.push_back(inputs.shard(s).bin_path());
+  for (const std::string& out : rep.outputs) outputs.insert(outputs.end(), {out, meta_path_for(out)});
+  sys::check_outputs_spare_inputs(shard_files(bins), outputs);
+  sys::make_dirs(o.output_dir);
   const uint64_t per_file = rep.outputs.size() == 1 ? plan.num_packs() : o.max_packs_per_shard;
   const uint32_t dtype = inputs.dtype_bytes();
   Progress progress("pack", plan.num_packs() * plan.seq_len * dtype);

@@ -47,6 +47,12 @@ SplitReport split_shards(const ShardSet& inputs, const std::vector<std::string>&
   const std::vector<std::string> names = unique_basenames(input_paths);
   const std::vector<bool> valid = choose_valid(inputs.num_docs(), options);
   const std::string train_dir = options.output_dir + "/train", valid_dir = options.output_dir + "/valid";
+  // Both sides' files, also the one an empty side removes.
+  std::vector<std::string> outputs;
+  for (const std::string& name : names)
+    for (const std::string& dir : {train_dir, valid_dir})
+      outputs.insert(outputs.end(), {dir + "/" + name, meta_path_for(dir + "/" + name)});
+  sys::check_outputs_spare_inputs(shard_files(input_paths), outputs);
   sys::make_dirs(train_dir);
   sys::make_dirs(valid_dir);
   SplitReport rep;

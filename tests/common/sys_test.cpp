@@ -91,3 +91,25 @@ TEST_CASE("AtomicFile removes temporaries of dead processes of this host and kee
   f.commit();
   CHECK(test::read_all(path) == "y");
 }
+
+TEST_CASE("canonical_path, same_file and path_inside see through spellings, symlinks and hard links") {
+  test::TempDir dir("sys_paths");
+  const std::string base = sys::canonical_path(dir.path());
+  test::write_all(dir / "a", "x");
+  REQUIRE(::symlink((dir / "a").c_str(), (dir / "s").c_str()) == 0);
+  REQUIRE(::link((dir / "a").c_str(), (dir / "h").c_str()) == 0);
+  CHECK(sys::canonical_path(dir / "./new/../a") == base + "/a");
+  CHECK(sys::canonical_path(dir / "s") == base + "/a");
+  CHECK(sys::canonical_path(dir / "missing/x/./y/../z") == base + "/missing/x/z");
+  CHECK(sys::same_file(dir / "a", dir / "h"));
+  CHECK(sys::same_file(dir / "s", dir / "a"));
+  CHECK(sys::same_file(dir / "new/../a", dir / "a"));
+  CHECK(sys::same_file(dir / "n1/../n2", dir / "n2/"));
+  CHECK_FALSE(sys::same_file(dir / "a", dir / "b"));
+  CHECK(sys::path_inside(dir / "sub/x", dir / "sub/"));
+  CHECK(sys::path_inside(dir / "a", dir.path()));
+  CHECK_FALSE(sys::path_inside(dir / "subx", dir / "sub"));
+  CHECK_THROWS_WITH(sys::check_outputs_spare_inputs({dir / "s"}, {dir / "o", dir / "h"}),
+                    Catch::Contains("the output " + dir / "h" + " is the input " + dir / "s"));
+  sys::check_outputs_spare_inputs({dir / "a"}, {dir / "o", dir / "a.meta"});
+}

@@ -1,6 +1,7 @@
 #include "loom/tokenize/cli.h"
 
 #include <thread>
+#include <utility>
 
 #include "loom/log.h"
 #include "loom/options.h"
@@ -153,12 +154,17 @@ int tokenize_main(const std::vector<std::string>& args) {
             "documents get: BOS ", opt.pipeline.bos ? "yes" : "no", ", EOS ", opt.pipeline.eos ? "yes" : "no", "; ",
             opt.inputs.size(), opt.inputs.size() == 1 ? " input" : " inputs");
   if (keys.empty()) return report(run_tokenize(opt));
+  std::vector<TokenizeOptions> jobs;
   for (const std::string& key : keys) {
     TokenizeOptions job = opt;
     job.reader.text_key = key;
     check_text_key(key);
     if (p.vm().count("output-prefix")) job.output_dir = p.get<std::string>("output-prefix") + "_" + key + "_document";
-    log::info("json key ", key, " -> ", job.output_dir);
+    check_outputs_spare_inputs(job);  // every job's, before the first one writes
+    jobs.push_back(std::move(job));
+  }
+  for (const TokenizeOptions& job : jobs) {
+    log::info("json key ", job.reader.text_key, " -> ", job.output_dir);
     report(run_tokenize(job));
   }
   return kExitOk;

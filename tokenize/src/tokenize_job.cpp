@@ -65,6 +65,17 @@ std::string settings_text(const TokenizeOptions& opt, const std::string& input, 
   return opt.reader.raw_records ? s : s + str("text_key ", opt.reader.text_key, "\n");
 }
 
+void check_outputs_spare_inputs(const TokenizeOptions& opt) {
+  std::vector<std::string> inputs = opt.inputs, outputs;
+  inputs.push_back(opt.model);
+  for (const std::string& in : opt.inputs) {
+    const std::string bin = opt.output_bin.empty() ? output_bin_path(opt.output_dir, in) : opt.output_bin;
+    outputs.insert(outputs.end(), {bin, meta_path_for(bin)});
+    if (opt.format == ShardFormat::kInternlm) outputs.push_back(internlm_record_path(bin));
+  }
+  sys::check_outputs_spare_inputs(inputs, outputs);
+}
+
 TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
   LOOM_CHECK(!opt.inputs.empty(), "no INPUT files given");
   // Everything that can be checked before any work: names, collisions, existence, the model.
@@ -83,6 +94,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     bins.push_back(bin);
     total_bytes += sys::file_size(in);
   }
+  check_outputs_spare_inputs(opt);
   const auto load0 = std::chrono::steady_clock::now();
   const SentencePieceModel& encoder = load_model(opt.model, opt.encoder);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load0).count();

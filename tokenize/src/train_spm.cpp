@@ -124,6 +124,8 @@ TrainSpmSummary run_train_spm(const TrainSpmOptions& opt) {
     input_format_for(in);
     LOOM_CHECK(sys::exists(in) && !sys::is_directory(in), in, ": no such input file");
   }
+  // The model and SentencePiece's log are written over: neither may be an input.
+  sys::check_outputs_spare_inputs(opt.inputs, {opt.model_prefix + ".model", opt.model_prefix + ".train.log"});
   const std::string dir = sys::dirname(opt.model_prefix);
   if (!dir.empty() && dir != ".") sys::make_dirs(dir);
 

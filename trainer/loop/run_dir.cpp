@@ -11,7 +11,6 @@
 #include <ctime>
 #include <vector>
 
-#include "checkpoint.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "loom/sys.h"
@@ -53,6 +52,25 @@ std::string aside_name(const std::string& path) {
   return name;
 }
 
+// Moves path to aside, except the lock files in `keep` (canonical paths) under it: a folder on the
+// way to one is made anew in aside and its entries moved one by one, so each lock stays where its
+// holder holds it and where the next run looks for it.
+void move_aside(const std::string& path, const std::string& aside, const std::vector<std::string>& keep) {
+  const std::string c = sys::canonical_path(path);
+  const bool holds_lock =
+      std::any_of(keep.begin(), keep.end(), [&](const std::string& k) { return k.rfind(c + "/", 0) == 0; });
+  if (!holds_lock || !sys::is_directory(path)) {
+    sys::rename_file(path, aside);
+    return;
+  }
+  sys::make_dirs(aside);
+  for (const std::string& name : entries(path))
+    if (std::find(keep.begin(), keep.end(), sys::canonical_path(path + "/" + name)) == keep.end())
+      move_aside(path + "/" + name, aside + "/" + name, keep);
+  sys::fsync_dir(aside);
+  sys::fsync_dir(path);
+}
+
 bool inside(const std::string& path, const std::string& dir) {
   std::string d = dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
@@ -61,8 +79,8 @@ bool inside(const std::string& path, const std::string& dir) {
 
 }  // namespace
 
-RunDirLock::RunDirLock(const std::string& run_dir) : path_(run_dir + "/" + kRunDirLockName) {
-  sys::make_dirs(run_dir);
+FolderLock::FolderLock(const std::string& folder, const std::string& what) : path_(folder + "/" + kRunDirLockName) {
+  sys::make_dirs(folder);
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   LOOM_CHECK(fd_ >= 0, path_, ": open: ", std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -75,8 +93,8 @@ RunDirLock::RunDirLock(const std::string& run_dir) : path_(run_dir + "/" + kRunD
     const size_t sp = holder.find(' ');
     const std::string who = sp == std::string::npos ? "an unknown process (it has not written its name yet)"
                                                     : "host " + holder.substr(0, sp) + " pid " + holder.substr(sp + 1);
-    LOOM_FAIL(run_dir, ": another loom-train run holds ", path_, " (", who,
-              "); wait for it to end, or give this run another job.run_dir");
+    LOOM_FAIL(folder, " (", what, "): another loom-train run holds ", path_, " (", who,
+              "); wait for it to end, or give this run another ", what);
   }
   // Only the holder writes: the old holder's name goes with the lock.
   const std::string me = sys::hostname() + " " + std::to_string(::getpid()) + "\n";
@@ -85,8 +103,13 @@ RunDirLock::RunDirLock(const std::string& run_dir) : path_(run_dir + "/" + kRunD
              std::strerror(errno));
 }
 
-RunDirLock::~RunDirLock() {
+FolderLock::~FolderLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the flock; the file stays (removing it would race a waiting run)
+}
+
+std::unique_ptr<FolderLock> lock_ckpt_folder(const std::string& ckpt_folder, const std::string& run_dir) {
+  if (sys::same_file(ckpt_folder, run_dir)) return nullptr;
+  return std::make_unique<FolderLock>(ckpt_folder, "ckpt.save_ckpt_folder");
 }
 
 std::string earlier_run_outputs(const std::string& run_dir, const std::string& ckpt_folder) {
@@ -112,16 +135,21 @@ std::string prepare_fresh_run_dir(const std::string& run_dir, const std::string&
   LOOM_CHECK(init_from.empty() || !(inside(init_from, run_dir) || inside(init_from, ckpt_folder)), "--init-from ",
              init_from, " lies in the earlier run that job.overwrite would move aside: copy it elsewhere first, or "
              "give this run another job.run_dir");
-  // Everything but the lock moves into one folder beside run_dir: the lock stays held meanwhile.
+  // Everything but the locks (run_dir's, and the checkpoint folder's, held by this run) moves into
+  // one folder beside run_dir: the locks stay held meanwhile.
+  std::vector<std::string> keep;
+  for (const std::string& lock : {run_dir + "/" + kRunDirLockName, ckpt_folder + "/" + kRunDirLockName})
+    if (sys::exists(lock)) keep.push_back(sys::canonical_path(lock));
   const std::string aside = aside_name(run_dir);
   sys::make_dirs(aside);
   for (const std::string& name : entries(run_dir))
-    if (name != kRunDirLockName) sys::rename_file(run_dir + "/" + name, aside + "/" + name);
+    if (std::find(keep.begin(), keep.end(), sys::canonical_path(run_dir + "/" + name)) == keep.end())
+      move_aside(run_dir + "/" + name, aside + "/" + name, keep);
   sys::fsync_dir(aside);
   sys::fsync_dir(run_dir);
   if (!inside(ckpt_folder, run_dir) && sys::exists(ckpt_folder)) {
     const std::string ckpt_aside = aside_name(ckpt_folder);
-    sys::rename_file(ckpt_folder, ckpt_aside);
+    move_aside(ckpt_folder, ckpt_aside, keep);
     log::warn("job.overwrite: moved the earlier checkpoints ", ckpt_folder, " to ", ckpt_aside);
   }
   log::warn("job.overwrite: moved the earlier run in ", run_dir, " (", earlier, ") to ", aside);

@@ -24,9 +24,23 @@ void rename_file(const std::string& from, const std::string& to);
 void fsync_dir(const std::string& dir);
 std::string dirname(const std::string& path);
 std::string basename(const std::string& path);
+// The names in one folder (not recursive; "." and ".." left out), sorted.
+std::vector<std::string> list_dir(const std::string& dir);
 // Regular files under each path (a file is itself; a folder is walked recursively), sorted.
 std::vector<std::string> list_files(const std::string& path);
 std::string read_file(const std::string& path);          // whole file, for small files only
+// The absolute path with the part that exists resolved by realpath (symlinks, "..") and the rest
+// appended with "." and ".." folded: two spellings of one place compare equal, even before it exists.
+std::string canonical_path(const std::string& path);
+// Whether a and b are one file: the same device and inode when both exist (so hard links and
+// symlinks count), else the same canonical_path.
+bool same_file(const std::string& a, const std::string& b);
+// Whether path is dir or lies under it, canonically (the path itself, and its folder with its own name).
+bool path_inside(const std::string& path, const std::string& dir);
+// A tool's guard before it writes: throws loom::Error naming both paths when an output (each file
+// the run would write or replace) is the same file as an input, which writing would destroy: the
+// same inode for an output that exists, the same canonical_path for one that does not yet.
+void check_outputs_spare_inputs(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
 std::string hostname();
 // Whether a process with this pid runs on this host.
 bool process_alive(long pid);

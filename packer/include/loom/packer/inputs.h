@@ -43,6 +43,9 @@ class ShardSet {
   uint64_t num_tokens_ = 0;
 };
 
+// Every file of these shards (each .bin and its .meta): what an output must not replace.
+std::vector<std::string> shard_files(const std::vector<std::string>& bin_paths);
+
 // "NAME.bin" of a shard path, refusing two inputs that would write the same output name.
 std::vector<std::string> unique_basenames(const std::vector<std::string>& bin_paths);
 

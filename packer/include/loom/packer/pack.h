@@ -32,6 +32,12 @@ struct PackReport {
   std::vector<std::string> outputs;
 };
 
+// The folder inside DIR where InternLM inputs are converted; emptied before and after use.
+std::string pack_scratch_dir(const PackOptions& options);
+// Before anything is written: refuses inputs (shards and the model, `files`: every path the run
+// reads) that an output could replace, whatever the number of packs (DIR/NAME.bin and any
+// DIR/NAME-NNNNN.bin, with their .meta), or that lie in the scratch folder.
+void check_pack_spares_inputs(const std::vector<std::string>& files, const PackOptions& options);
 // Output paths for a run of num_packs packs.
 std::vector<std::string> pack_output_paths(const PackOptions& options, uint64_t num_packs);
 PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& options);

@@ -43,6 +43,10 @@ std::string settings_text(const TokenizeOptions& options, const std::string& inp
 
 // "DIR/NAME.bin" for an input; throws for an unknown extension.
 std::string output_bin_path(const std::string& output_dir, const std::string& input);
+// Refuses a run whose outputs (each input's .bin, .meta and InternLM's .loom-settings) include one
+// of its inputs or the model (sys::check_outputs_spare_inputs). run_tokenize checks its own; the CLI
+// checks every --json-keys job before the first writes.
+void check_outputs_spare_inputs(const TokenizeOptions& options);
 TokenizeSummary run_tokenize(const TokenizeOptions& options);
 
 }  // namespace loom::tokenize
