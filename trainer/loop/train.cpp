@@ -41,6 +41,7 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
   Communicator& comm = *comm_owner;
   std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<RunDirLock> run_dir_lock;
+  std::unique_ptr<FolderLock> ckpt_lock;  // ckpt.save_ckpt_folder's: another run with its own run_dir may save there
   try {
     if (config.job.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
     const std::vector<RankRow> table =
@@ -53,6 +54,9 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
     // Rank 0 locks the folder before anything is written there, and holds it until the run ends.
     if (li.rank == 0) {
       run_dir_lock = std::make_unique<RunDirLock>(config.job.run_dir);
+      // Before prepare_fresh_run_dir: a folder another run is saving into must not be moved aside.
+      if (config.ckpt.enable_save || !config.flags.resume.empty())
+        ckpt_lock = lock_ckpt_folder(config.ckpt.folder, config.job.run_dir);
       if (config.flags.resume.empty())
         prepare_fresh_run_dir(config.job.run_dir, config.ckpt.folder, config.job.overwrite, config.flags.init_from);
       sys::AtomicFile ini(config.job.run_dir + "/config.ini");  // this run's; each checkpoint keeps its own
