@@ -9,6 +9,11 @@
 # train's target is the run's final checkpoint, OUT/run/checkpoints/step_STEPS (STEPS: the config's
 # data.total_steps unless given), and loom-train runs with --resume auto: after a change (new
 # data, more STEPS) training continues from the run's newest checkpoint, never from scratch.
+# More STEPS changes the learning-rate schedule, which loom-train refuses to do silently: give
+# ON_RESUME=apply (the new schedule from the resumed step; the lr before and after is logged) or
+# ON_RESUME=keep (the old one; past its end the lr holds eta_min). A run meant to be extended is
+# best run with `kind = wsd` under [lr_scheduler] in CONFIG: it holds the base lr until its last
+# decay_ratio of steps, so extending it before the decay changes no lr already taken or next.
 # SEQ_LEN is recorded in OUT/seq_len, so changing it repacks (and trains on the new packs).
 # Defaults run the demo's data through the demo model and config.
 BIN          ?= build
@@ -27,6 +32,7 @@ VALID_FRACTION ?= 0.05
 THREADS      ?= 1
 STEPS        ?= $(shell sed -n 's/^[[:space:]]*total_steps[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' $(CONFIG))
 TRAIN_ARGS   ?=
+ON_RESUME    ?=
 
 ifeq ($(strip $(STEPS)),)
 $(error STEPS: $(CONFIG) has no data.total_steps; give STEPS=N)
@@ -79,5 +85,6 @@ $(PACKED_VALID): $(VALID_SPLIT) $(OUT)/seq_len
 $(FINAL): $(PACKED_TRAIN) $(PACKED_VALID) $(CONFIG)
 	$(BIN)/trainer/loom-train --config $(CONFIG) --resume auto --job.run_dir=$(OUT)/run \
 	  --data.train_folder=$(OUT)/packed/train --data.valid_folder=$(OUT)/packed/valid \
-	  --data.seq_len=$(SEQ_LEN) --data.total_steps=$(STEPS) $(TRAIN_ARGS)
+	  --data.seq_len=$(SEQ_LEN) --data.total_steps=$(STEPS) $(if $(ON_RESUME),--lr_scheduler.on_resume=$(ON_RESUME)) \
+	  $(TRAIN_ARGS)
 	touch $@

@@ -139,21 +139,12 @@ void OptionTable::read(const OptionParser& p) const {
 }
 
 std::string OptionTable::ini(bool changed_only) const {
-  std::map<std::string, std::map<std::string, std::string>> sections;  // section -> key -> value
+  IniSections sections;
   for (const Key& k : keys_) {
     const std::string value = k.text();
-    if (changed_only && value == k.default_text) continue;
-    const size_t dot = k.name.find('.');
-    const std::string section = dot == std::string::npos ? "" : k.name.substr(0, dot);
-    // Written with '_' (loom/option_keys.h): the spelling every tool accepts and the docs use.
-    sections[section][normal_key(dot == std::string::npos ? k.name : k.name.substr(dot + 1))] = value;
+    if (!changed_only || value != k.default_text) add_ini_value(sections, k.name, value);
   }
-  std::ostringstream os;
-  for (const auto& [section, kv] : sections) {
-    if (!section.empty()) os << "[" << section << "]\n";
-    for (const auto& [key, value] : kv) os << key << " = " << value << "\n";
-  }
-  return os.str();
+  return ini_text(sections);
 }
 
 }  // namespace loom

@@ -226,8 +226,7 @@ std::string OptionParser::resolved_ini() const { return ini(false); }
 std::string OptionParser::changed_ini() const { return ini(true); }
 
 std::string OptionParser::ini(bool changed_only) const {
-  // section -> (key -> value); keys without a dot go first, outside any section.
-  std::map<std::string, std::map<std::string, std::string>> sections;
+  IniSections sections;
   for (const auto& opt : desc_.options()) {
     const std::string name = opt->long_name();
     if (name == "help" || name == "config" || name == pos_name_) continue;
@@ -238,12 +237,19 @@ std::string OptionParser::ini(bool changed_only) const {
       boost::any fallback;
       if (opt->semantic()->apply_default(fallback) && value_text(fallback) == value) continue;
     }
-    auto dot = name.find('.');
-    std::string section = dot == std::string::npos ? "" : name.substr(0, dot);
-    // Written with '_' (loom/option_keys.h): the INI spelling every tool accepts and the docs use.
-    std::string key = normal_key(dot == std::string::npos ? name : name.substr(dot + 1));
-    sections[section][key] = value;
+    add_ini_value(sections, name, value);
   }
+  return ini_text(sections);
+}
+
+void add_ini_value(IniSections& sections, const std::string& name, const std::string& value) {
+  const size_t dot = name.find('.');
+  const std::string section = dot == std::string::npos ? "" : name.substr(0, dot);
+  // Written with '_' (loom/option_keys.h): the INI spelling every tool accepts and the docs use.
+  sections[section][normal_key(dot == std::string::npos ? name : name.substr(dot + 1))] = value;
+}
+
+std::string ini_text(const IniSections& sections) {
   std::ostringstream os;
   for (const auto& [section, kv] : sections) {
     if (!section.empty()) os << "[" << section << "]\n";

@@ -27,6 +27,8 @@ seq_len = 999
 micro_bsz = 2
 micro_num = 1
 total_steps = 4
+[lr_scheduler]
+kind = wsd
 [model]
 hidden_size = 32
 num_layers = 1
@@ -59,8 +61,15 @@ cp "$T/out/run/metrics.jsonl" "$T/metrics1.jsonl"
 ! grep -q 'loom-' "$T/make2.log" || fail "a second make ran a tool: $(cat "$T/make2.log")"
 
 # 3. One input touched, and 2 more steps: only b is tokenized again, training resumes at step 4.
+# More steps change the schedule: refused (exit 2, both choices named) until ON_RESUME says how.
 touch "$T/data/sub/b.json"
-"${M[@]}" STEPS=6 > "$T/make3.log" 2>&1 || { cat "$T/make3.log"; fail "third make"; }
+! "${M[@]}" STEPS=6 > "$T/make3a.log" 2>&1 || fail "more STEPS without ON_RESUME ran: $(tail -5 "$T/make3a.log")"
+grep -q "data.total_steps: 4 -> 6.*lr_scheduler.on_resume=apply.*lr_scheduler.on_resume=keep" "$T/make3a.log" ||
+  fail "the refusal does not name the change and both choices: $(grep ERROR "$T/make3a.log")"
+[ ! -d "$T/out/run/checkpoints/step_5" ] || fail "the refused resume trained"
+touch "$T/data/sub/b.json"
+"${M[@]}" STEPS=6 ON_RESUME=apply > "$T/make3.log" 2>&1 || { cat "$T/make3.log"; fail "third make"; }
+grep -q "lr_scheduler.on_resume=apply" "$T/make3.log" || fail "ON_RESUME does not reach loom-train"
 [ "$(grep -c "^$BUILD/tokenize/loom-tokenize " "$T/make3.log")" = 1 ] ||
   fail "expected one tokenize job: $(grep "^$BUILD/tokenize/loom-tokenize " "$T/make3.log")"
 grep -q "^$BUILD/tokenize/loom-tokenize .*sub/b.json$" "$T/make3.log" || fail "the tokenize job is not b.json's"

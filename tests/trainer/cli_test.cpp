@@ -343,13 +343,16 @@ TEST_CASE("loom-train: a resume that changes the global batch says so, with the 
   REQUIRE(a.exit_code == 0);
   CHECK_THAT(a.output, !Catch::Contains("global batch changes"));
   // The same sizes: no warning.
-  auto same = train(loom::test::loop_args(dir / "data", dir / "r", {"--data.total_steps=3", "--resume=auto"}));
+  // (Other total_steps: the schedule's change applies, lr_scheduler.on_resume.)
+  auto same = train(loom::test::loop_args(dir / "data", dir / "r",
+                                          {"--data.total_steps=3", "--resume=auto", "--lr_scheduler.on_resume=apply"}));
   INFO(same.output);
   REQUIRE(same.exit_code == 0);
   CHECK_THAT(same.output, !Catch::Contains("global batch changes"));
   // Half the micro-batches per step (as a larger world size with the same micro_num would do).
   auto b = train(loom::test::loop_args(dir / "data", dir / "r",
-                                       {"--data.total_steps=4", "--data.micro_num=1", "--resume=auto"}));
+                                       {"--data.total_steps=4", "--data.micro_num=1", "--resume=auto",
+                                        "--lr_scheduler.on_resume=apply"}));
   INFO(b.output);
   REQUIRE(b.exit_code == 0);
   CHECK_THAT(b.output, Catch::Contains("WARN the global batch changes on this resume: 4 packs per step (micro_bsz 2 x "

@@ -164,7 +164,8 @@ TEST_CASE("loom-train: resuming with another architecture of equal shapes is ref
   INFO(init.output);
   CHECK(init.exit_code == 0);
   // Memory-only keys may change on resume.
-  auto mem = train(args(dir, "r", {"--data.total_steps=4", "--model.checkpoint=1", "--resume=auto"}));
+  auto mem = train(args(dir, "r", {"--data.total_steps=4", "--model.checkpoint=1", "--resume=auto",
+                                   "--lr_scheduler.on_resume=apply"}));
   INFO(mem.output);
   CHECK(mem.exit_code == 0);
 }

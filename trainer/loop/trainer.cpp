@@ -138,8 +138,9 @@ int64_t Loop::resume_or_init() {
     if (tokenizer_model_.empty()) tokenizer_model_ = tokenizer_from_checkpoint(resume_dir, data_);
     LOOM_CHECK(update_->updates() == state_.updates, resume_dir, ": optimizer step ", update_->updates(),
                " disagrees with state.json updates ", state_.updates);
-    schedule_ = LrSchedule(
-        schedule_on_resume(resume_dir, c_.lr_schedule_options(), c_.lr_scheduler.on_resume, state_.updates));
+    if (state_.step < c_.data.total_steps)  // a run already past its end trains nothing (Loop::run)
+      schedule_ = LrSchedule(
+          schedule_on_resume(resume_dir, c_.lr_schedule_options(), c_.lr_scheduler.on_resume, state_.updates));
     keep_logs_through = state_.step;
     saved_step_ = state_.step;
     log::info("resumed from ", resume_dir, ": step ", state_.step, ", ", state_.updates, " updates, ",

@@ -11,6 +11,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <string>
 #include <vector>
@@ -74,6 +75,12 @@ class OptionParser {
   std::string ini(bool changed_only) const;
   KeyIndex key_index() const;
 };
+
+// INI text from dotted names: section -> key -> value, written as [section] blocks with their keys
+// sorted (keys without a section first, outside any), each key with '_' (loom/option_keys.h).
+using IniSections = std::map<std::string, std::map<std::string, std::string>>;
+void add_ini_value(IniSections& sections, const std::string& dotted_name, const std::string& value);
+std::string ini_text(const IniSections& sections);
 
 // po::value(p)->default_value(v) with the default shown (--help) as the shortest text that reads
 // back as v: Boost's own text of 0.9 is 0.90000000000000002.
