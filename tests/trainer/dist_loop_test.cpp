@@ -328,3 +328,23 @@ TEST_CASE("dist loop: async ZeRO-3 saves at W=2 write the synchronous bytes and 
   const auto loss = metric(dir / "sync/metrics.jsonl", "loss");
   require_close(metric(dir / "resumed/metrics.jsonl", "loss"), std::map<int64_t, double>(loss.find(4), loss.end()), 1e-5);
 }
+
+TEST_CASE("dist loop: a sharded save that fails on one rank fails on every rank at once, naming it", "[dist-loop]") {
+  TempDir dir("dist_loop_save_fails");
+  loom::test::write_loop_data(dir / "data");
+  // ZeRO-1 over both ranks: each writes its optimizer shard into step_3.tmp/; rank 1's fails.
+  std::string cmd;
+  for (const auto& a : args(dir / "data", dir / "r", 2, 2, {"--parallel.zero1=-1", "--parallel.timeout_s=120"})) cmd += " " + quote(a);
+  const auto rs = loom::test::launch_ranks(
+      2, LOOM_TRAIN_BIN, [&](int r) { return cmd + (r == 1 ? " --debug.fail_save_at_step=3" : ""); }, dir, "run", 240);
+  INFO("rank 0 log:\n" << rs[0].log << "\nrank 1 log:\n" << rs[1].log);
+  CHECK(rs[1].exit_code == 1);
+  CHECK_THAT(rs[1].log, Catch::Contains("checkpoint of step 3: writing the optimizer shards failed on this rank: "
+                                        "debug.fail_save_at_step: injected failure"));
+  CHECK(rs[0].exit_code == 1);
+  CHECK_THAT(rs[0].log, Catch::Contains("checkpoint of step 3: writing the optimizer shards failed on another rank"));
+  // Neither waited for the 120 s communicator timeout.
+  CHECK(rs[0].seconds < 60);
+  CHECK(rs[1].seconds < 60);
+  CHECK_FALSE(loom::sys::exists(dir / "r/checkpoints/step_3"));
+}

@@ -97,6 +97,7 @@ struct DebugOptions {
   int64_t spike_at_step = -1;      // debug.spike_at_step: that step's loss looks 100x larger
   int64_t kill_at_step = -1;       // debug.kill_at_step: SIGKILL in that step's forward
   int64_t kill_in_save = -1;       // debug.kill_in_save: SIGKILL inside the save of step N
+  int64_t fail_save_at_step = -1;  // debug.fail_save_at_step: this rank's part of the save of step N throws
   int64_t kill_at_layer = -1;      // debug.kill_at_layer: with kill_at_step, SIGKILL before that layer's forward
 };
 

@@ -181,6 +181,8 @@ void declare_debug(OptionTable& t, DebugOptions& d) {
   t.add("debug.kill_at_layer", &d.kill_at_layer, "TEST ONLY: with debug.kill_at_step, SIGKILL before layer L's "
         "forward (mid-step, between a ZeRO-3 gather and the next)");
   t.add("debug.kill_in_save", &d.kill_in_save, "TEST ONLY: SIGKILL inside the save of step N (after its model file)");
+  t.add("debug.fail_save_at_step", &d.fail_save_at_step, "TEST ONLY: this rank's part of the save of step N fails "
+        "(as a full disk would); give it to one rank");
   t.add("debug.inject_nan_step", &d.inject_nan_step, "TEST ONLY: make step N's gradients NaN");
   t.add("debug.stop_at_step", &d.stop_at_step, "TEST ONLY: stop as on SIGTERM once N steps are done");
   t.add("debug.pause_at_step", &d.pause_at_step, "TEST ONLY: once N steps are done, wait for SIGTERM or SIGINT");

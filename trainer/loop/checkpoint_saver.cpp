@@ -84,22 +84,45 @@ std::string CheckpointSaver::save_replicated_async(int64_t step) {
 }
 
 std::string CheckpointSaver::save_sharded(int64_t step, const std::string& key, const std::string& tmp) {
-  // Also the replicated synchronous save: no shards, rank 0 commits.
+  // Also the replicated synchronous save: no shards, rank 0 commits. A rank whose part fails still
+  // takes part in the agreement below, so every rank raises the same error at once instead of
+  // waiting for the failed rank until the communicator's timeout.
   std::vector<CheckpointFile> shards;
-  if (const auto mine = src_.update->save_shard(tmp)) {
-    shards.push_back(*mine);
-    publish_shard(key, *mine);
+  std::string error;
+  try {
+    faults_.in_shard_write(step);
+    if (const auto mine = src_.update->save_shard(tmp)) {
+      shards.push_back(*mine);
+      publish_shard(key, *mine);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+    publish_shard_error(key, error);
   }
-  CheckpointContents cc = contents({});
+  agree_or_throw(step, "writing the optimizer shards", error);
+  CheckpointContents cc = contents({});  // every rank: at ZeRO-3 the weights are gathered collectively
   std::string dir;
   if (lead_) {
-    faults_.in_save(step, tmp, cc.model);
-    collect_shards(key, shards);
-    dir = ckpt_.commit(step, cc, shards);
-    log::info("checkpoint ", dir, " written (step ", step, ")");
+    try {
+      faults_.in_save(step, tmp, cc.model);
+      collect_shards(key, shards);
+      dir = ckpt_.commit(step, cc, shards);
+      log::info("checkpoint ", dir, " written (step ", step, ")");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
-  comm_.barrier();  // nobody runs ahead into a step (or a next save) before the checkpoint is published
+  // Also the barrier: nobody runs ahead into a step (or a next save) before step_N is published.
+  agree_or_throw(step, "committing the checkpoint on rank 0", error);
   return lead_ ? dir : folder_of(step);
+}
+
+void CheckpointSaver::agree_or_throw(int64_t step, const char* what, const std::string& error) {
+  const double failed = error.empty() ? 0.0 : 1.0;
+  const bool any = comm_.distributed() ? comm_.all_reduce_scalar(failed, ReduceOp::kMax) > 0 : failed > 0;
+  if (!any) return;
+  LOOM_CHECK(error.empty(), "checkpoint of step ", step, ": ", what, " failed on this rank: ", error);
+  LOOM_FAIL("checkpoint of step ", step, ": ", what, " failed on another rank (its own error names the cause)");
 }
 
 std::string CheckpointSaver::save_sharded_async(int64_t step, const std::string& key, const std::string& tmp) {
@@ -117,9 +140,14 @@ std::string CheckpointSaver::save_sharded_async(int64_t step, const std::string&
   const bool lead = lead_;
   async.save(step, std::move(cc), [this, key, tmp, lead](int64_t s, CheckpointContents& host) {
     std::vector<CheckpointFile> shards;
-    if (const auto mine = write_shard(tmp, host)) {
-      shards.push_back(*mine);
-      publish_shard(key, *mine);
+    try {
+      if (const auto mine = write_shard(tmp, host)) {
+        shards.push_back(*mine);
+        publish_shard(key, *mine);
+      }
+    } catch (const std::exception& e) {
+      publish_shard_error(key, e.what());  // rank 0's commit fails at once, naming this rank
+      throw;
     }
     if (!lead) return folder_of(s);
     collect_shards(key, shards);
@@ -147,9 +175,15 @@ void CheckpointSaver::publish_shard(const std::string& key, const CheckpointFile
     comm_.store_set(key + std::to_string(comm_.rank()), f.name + " " + std::to_string(f.bytes) + " " + std::to_string(f.xxh64));
 }
 
+void CheckpointSaver::publish_shard_error(const std::string& key, const std::string& error) {
+  if (comm_.distributed() && comm_.rank() != 0) comm_.store_set(key + std::to_string(comm_.rank()), "error " + error);
+}
+
 void CheckpointSaver::collect_shards(const std::string& key, std::vector<CheckpointFile>& shards) {
   for (int r = 1; r < src_.update->shards(); ++r) {  // ranks 1..S-1 hold the other distinct shards
-    std::istringstream in(comm_.store_get(key + std::to_string(r)));
+    const std::string entry = comm_.store_get(key + std::to_string(r));
+    LOOM_CHECK(entry.rfind("error ", 0) != 0, "rank ", r, " could not write its optimizer shard: ", entry.substr(6));
+    std::istringstream in(entry);
     CheckpointFile f;
     in >> f.name >> f.bytes >> f.xxh64;
     LOOM_ASSERT(!in.fail(), "rank ", r, " published a malformed shard entry");

@@ -7,7 +7,10 @@
 //   sharded, async       the same on each rank's writer thread; at ZeRO-3 the weights are gathered
 //                        straight into rank 0's host buffers (the gather's destination is an argument
 //                        of contents(), not a mode)
-// Every rank calls save() at the same steps; it returns the step_N folder on every rank.
+// Every rank calls save() at the same steps; it returns the step_N folder on every rank. A part that
+// fails on one rank fails the save on every rank at once (sync: an agreement after each phase;
+// async: the failed rank's store entry says so, and rank 0's commit fails naming it), never a
+// wait until the communicator's timeout.
 #pragma once
 
 #include <chrono>
@@ -59,9 +62,12 @@ class CheckpointSaver {
   std::string save_sharded(int64_t step, const std::string& key, const std::string& tmp);
   std::string save_sharded_async(int64_t step, const std::string& key, const std::string& tmp);
   void publish_shard(const std::string& key, const CheckpointFile& f);            // ranks > 0
+  void publish_shard_error(const std::string& key, const std::string& error);    // ranks > 0
   void collect_shards(const std::string& key, std::vector<CheckpointFile>& shards);  // rank 0
   void log_blocked(int64_t step, std::chrono::steady_clock::time_point t0, const std::string& dir);
   std::string folder_of(int64_t step) const;
+  // Every rank: whether any rank's `error` is set; throws loom::Error on every rank if so.
+  void agree_or_throw(int64_t step, const char* what, const std::string& error);
 
   Checkpointer& ckpt_;
   Communicator& comm_;

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <thread>
 
+#include "loom/error.h"
 #include "loom/log.h"
 
 namespace loom {
@@ -34,6 +35,10 @@ void FaultInjector::in_save(int64_t step, const std::string& tmp_dir, const safe
   safetensors::write(tmp_dir + "/model.safetensors", model);
   log::warn("debug.kill_in_save: SIGKILL inside the save of step ", step);
   std::raise(SIGKILL);
+}
+
+void FaultInjector::in_shard_write(int64_t step) const {
+  LOOM_CHECK(step != o_.fail_save_at_step, "debug.fail_save_at_step: injected failure in this rank's save of step ", step);
 }
 
 }  // namespace loom

@@ -35,6 +35,8 @@ class FaultInjector {
   // Inside rank 0's save, before its files: debug.kill_in_save leaves a half-written checkpoint
   // (the model file in tmp_dir, no manifest) and SIGKILLs.
   void in_save(int64_t step, const std::string& tmp_dir, const safetensors::NamedTensors& model) const;
+  // In every rank's part of a save (its optimizer shard): debug.fail_save_at_step throws loom::Error.
+  void in_shard_write(int64_t step) const;
 
  private:
   DebugOptions o_;
