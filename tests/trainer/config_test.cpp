@@ -120,3 +120,14 @@ TEST_CASE("config: typed keys read and write their own text") {
   CHECK_THROWS_WITH(parse_train_config({kTrain, "--model.checkpoint=most"}),
                     Catch::Contains("model.checkpoint='most': expected a fraction in [0, 1] or auto"));
 }
+
+TEST_CASE("config: Megatron-LM's scheduler switches are lr_scheduler.on_resume values") {
+  const auto parse = [](const std::string& flag) {
+    return loom::parse_train_config({"--data.train_folder=x", flag})->lr_scheduler.on_resume;
+  };
+  CHECK(parse("--override-opt_param-scheduler") == "apply");
+  CHECK(parse("--use-checkpoint-opt_param-scheduler") == "keep");
+  CHECK(parse("--lr_scheduler.on_resume=keep") == "keep");
+  CHECK(loom::parse_train_config({"--data.train_folder=x"})->lr_scheduler.on_resume == "refuse");
+  CHECK_THROWS_WITH(parse("--lr_scheduler.on_resume=maybe"), Catch::Contains("lr_scheduler.on_resume"));
+}

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -52,7 +53,25 @@ void validate_sections(const TrainConfig& c) {
 
 }  // namespace
 
-std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args) {
+namespace {
+
+// Megatron-LM's switches for a resumed schedule, as lr_scheduler.on_resume values.
+std::vector<std::string> megatron_switches(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    std::string n = a;
+    std::replace(n.begin(), n.end(), '_', '-');
+    if (n == "--override-opt-param-scheduler") out.push_back("--lr_scheduler.on_resume=apply");
+    else if (n == "--use-checkpoint-opt-param-scheduler") out.push_back("--lr_scheduler.on_resume=keep");
+    else out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args_in) {
+  const std::vector<std::string> args = megatron_switches(args_in);
   TrainConfig c;
   const OptionTable keys = train_options(c);
   OptionParser p("loom-train", "loom-train --config FILE.ini [--section.key=value ...]   (a training run)\n"
