@@ -30,7 +30,8 @@
 #             R = their real tokens: 2 matmuls x 2 FLOPs x C per pair and layer, x 3 for the backward.
 #             One document a pack gives P/R = (T + 1) / 2: half the model convention's attention.
 # LOOM_DENSITY_STEPS (12) steps, the first LOOM_DENSITY_WARMUP (4) untimed; LOOM_DENSITIES
-# (default "one random paragraphs sft16"); LOOM_DENSITY_SDPA_PEER=0 skips HF compiled on one.
+# (default "one random paragraphs sft16"); LOOM_DENSITY_SDPA_PEER=0 skips HF compiled on one;
+# LOOM_FLEX_DEADLINE (epoch seconds) bounds the flex peer instead of LOOM_FLEX_TIMEOUT.
 # Every step runs under timeout; the summary lands in OUT_DIR/density_targets.txt, the logs, the
 # packs' statistics and the JSON lines in OUT_DIR/density_logs.tgz (LOOM_DENSITY_TAR=0: loose).
 # Run on the GPU machine after scripts/device/build.sh. Usage: bash bench/gpu/targets.sh OUT_DIR
@@ -104,7 +105,11 @@ density() {
       echo "density $preset $d: $(tail -1 "$OUT/density_${preset}_$d.json") ($(( $(date +%s) - t0 )) s)"
     done
     # The peer: one process, compiled once, every density's packs in turn (one JSON line each).
-    [ -n "$data" ] && { timeout ${LOOM_FLEX_TIMEOUT:-360} python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
+    # LOOM_FLEX_DEADLINE (epoch seconds): the peer gets what is left before it, else LOOM_FLEX_TIMEOUT.
+    local flex_s=${LOOM_FLEX_TIMEOUT:-360}
+    [ -n "${LOOM_FLEX_DEADLINE:-}" ] && flex_s=$(( LOOM_FLEX_DEADLINE - $(date +%s) ))
+    [ "$flex_s" -lt 1 ] && flex_s=1
+    [ -n "$data" ] && { timeout "$flex_s" python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
       --data "$data" --tags "$tags" --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
       > "$OUT/flex_$preset.jsonl" 2> "$OUT/flex_$preset.err" || echo "flex peer $preset: exit $? (see flex_$preset.err)"; }
     echo "density $preset flex peer done ($(( $(date +%s) - t0 )) s)"

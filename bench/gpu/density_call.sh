@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One device call (<= 600 s) for the short-documents targets, most important first, each step under
+# its own timeout so what ran still reports: build loom-train, loom-tokenize, loom-pack and the GPU
+# tests; the attention tests (the kernels and the cudnn+flash rule, float64 references); plan == run
+# on the 1b preset (bench/gpu/plan_vs_run.sh); then bench/gpu/targets.sh's density set, its flex
+# peer given whatever time is left. Logs in $OUT/logs.tgz, the summary on stdout.
+# Usage (device tool, carry [".debs"]): bash bench/gpu/density_call.sh   (LOOM_CALL_S, default 570)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/loom-out}
+L=$OUT/logs
+mkdir -p "$L"
+T0=$(date +%s)
+left() { echo $(( ${LOOM_CALL_S:-570} - ($(date +%s) - T0) )); }
+export LD_LIBRARY_PATH="/tmp/loom-prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+{ date -u +%FT%TZ; git log -1 --format='commit %h %s' 2>/dev/null; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } | tee "$L/device.txt"
+LOOM_TARGETS="loom-train loom-tokenize loom-pack test_gpu" timeout 300 bash scripts/device/build.sh > "$L/build.log" 2>&1
+echo "build rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
+grep -E "error:|FAILED" "$L/build.log" | head -20
+timeout 90 build-gpu/tests/gpu/test_gpu "*attention*" > "$L/gpu_attention_tests.log" 2>&1
+echo "attention tests rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_attention_tests.log" | tail -1)" | tee -a "$L/device.txt"
+grep -B2 -A6 FAILED "$L/gpu_attention_tests.log" | head -40
+timeout 80 bash bench/gpu/plan_vs_run.sh "$L" 1b | tee -a "$L/device.txt"
+echo "plan_vs_run at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
+# The flex peer's timeout is computed when its turn comes: the loom runs go first.
+export LOOM_TARGET_SETS=density LOOM_DENSITY_SDPA_PEER=${LOOM_DENSITY_SDPA_PEER:-0} LOOM_DENSITY_TAR=0
+LOOM_FLEX_DEADLINE=$(( T0 + ${LOOM_CALL_S:-570} - 15 )) timeout "$(left)" bash bench/gpu/targets.sh "$L" | tee -a "$L/device.txt"
+echo "density at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
+tar czf "$OUT/logs.tgz" -C "$OUT" logs
+cp "$L/device.txt" "$OUT/summary.txt"
