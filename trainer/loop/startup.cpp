@@ -236,12 +236,9 @@ double resolve_peak_tflops(double configured, const torch::Device& device, std::
   if (device.is_cuda()) name = cuda::device_name(device.has_index() ? device.index() : 0);
 #endif
   const double peak = known_bf16_peak_tflops(name);
-  if (peak > 0) {
-    *source = "the dense bf16 peak of " + name;
-  } else {
-    *source = device.is_cuda() ? "no known peak for GPU '" + name + "': set job.peak_tflops for an mfu field"
-                               : "CPU: no mfu field (set job.peak_tflops for one)";
-  }
+  if (peak > 0) *source = "the dense bf16 peak of " + name;
+  else if (device.is_cuda()) *source = "no known peak for GPU '" + name + "': set job.peak_tflops for an mfu field";
+  else *source = "a CPU has no known peak: set job.peak_tflops for an mfu field";
   return peak;
 }
 

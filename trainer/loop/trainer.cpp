@@ -104,8 +104,11 @@ void Loop::build_model(const MemoryPlan& plan) {
   flops_per_token_ = model_flops_per_token(model_->options(), c_.data.seq_len);
   std::string peak_source;
   peak_tflops_ = resolve_peak_tflops(c_.job.peak_tflops, device_, &peak_source);
-  log::info("mfu: against ", peak_tflops_ > 0 ? format_number(peak_tflops_, 4) + " TFLOP/s, " : std::string(),
-            peak_source, c_.model.fp8 && peak_tflops_ > 0 ? " (an fp8 run measured against the bf16 peak)" : "");
+  if (peak_tflops_ > 0)
+    log::info("mfu: against ", format_number(peak_tflops_, 4), " TFLOP/s, ", peak_source,
+              c_.model.fp8 ? " (an fp8 run measured against the bf16 peak)" : "");
+  else
+    log::info("mfu: none (", peak_source, ")");
 }
 
 void Loop::build_update() {
