@@ -6,6 +6,8 @@
 #include "config.h"
 #include "loom/cli.h"
 #include "loom/option_table.h"
+#include "loom/sys.h"
+#include "lr_schedule.h"
 
 using namespace loom;
 
@@ -130,4 +132,175 @@ TEST_CASE("config: Megatron-LM's scheduler switches are lr_scheduler.on_resume v
   CHECK(parse("--lr_scheduler.on_resume=keep") == "keep");
   CHECK(loom::parse_train_config({"--data.train_folder=x"})->lr_scheduler.on_resume == "refuse");
   CHECK_THROWS_WITH(parse("--lr_scheduler.on_resume=maybe"), Catch::Contains("lr_scheduler.on_resume"));
+}
+
+TEST_CASE("config: Megatron-LM's flags that are loom keys under another name") {
+  const auto c = parse_train_config(
+      {kTrain, "--train-iters", "500", "--micro-batch-size=3", "--seq-length", "1024", "--lr", "3e-4", "--min-lr=3e-5",
+       "--weight-decay", "0.1", "--clip-grad", "0.5", "--seed", "7", "--num-layers", "6", "--hidden-size", "256",
+       "--num-attention-heads", "8", "--save", "ck", "--save-interval", "50", "--eval-interval", "25", "--eval-iters",
+       "4", "--lr-warmup-iters", "20", "--global-batch-size", "12"});
+  REQUIRE(c);
+  CHECK(c->data.total_steps == 500);
+  CHECK(c->data.micro_bsz == 3);
+  CHECK(c->data.seq_len == 1024);
+  CHECK(c->adam.lr == 3e-4);
+  CHECK(c->lr_scheduler.eta_min == 3e-5);
+  CHECK(c->adam.weight_decay == 0.1);
+  CHECK(c->hybrid_zero_optimizer.clip_grad_norm == 0.5);
+  CHECK(c->job.seed == 7);
+  CHECK(c->model.num_layers == 6);
+  CHECK(c->model.hidden_size == 256);
+  CHECK(c->model.num_attention_heads == 8);
+  CHECK(c->ckpt.folder == "ck");
+  CHECK(c->ckpt.checkpoint_every == 50);
+  CHECK(c->data.valid_every == 25);
+  CHECK(c->data.valid_micro_num == 4);
+  CHECK(c->lr_scheduler.warmup_steps == 20);
+  CHECK(LrSchedule(c->lr_schedule_options()).warmup_end() == 20);
+  CHECK(c->data.global_batch_size == 12);
+  // config.ini records the loom keys.
+  CHECK(c->changed_ini.find("[lr_scheduler]\neta_min = 3e-05\nwarmup_steps = 20\n") != std::string::npos);
+}
+
+TEST_CASE("config: Megatron-LM's --lr-decay-style") {
+  CHECK(parse_train_config({kTrain, "--lr-decay-style", "constant"})->lr_scheduler.kind == "constant");
+  CHECK(parse_train_config({kTrain, "--lr-decay-style=cosine"})->lr_scheduler.kind == "cosine");
+  for (const char* style : {"linear", "inverse-square-root"})
+    CHECK_THROWS_WITH(parse_train_config({kTrain, "--lr-decay-style", style}),
+                      "--lr-decay-style " + std::string(style) +
+                          ": no such loom schedule; loom offers cosine, constant and wsd (lr_scheduler.kind; "
+                          "Megatron-LM's WSD with --lr-wsd-decay-style linear is wsd)");
+  CHECK_THROWS_AS(parse_train_config({kTrain, "--lr-decay-style", "linear"}), UsageError);
+}
+
+TEST_CASE("config: Megatron-LM's WSD with a linear decay is wsd, its decay_ratio giving back the decay's updates") {
+  const auto c = parse_train_config({kTrain, "--train-iters=1000", "--lr-warmup-iters=10", "--lr-decay-style=WSD",
+                                     "--lr-wsd-decay-style=linear", "--lr-wsd-decay-iters=200"});
+  REQUIRE(c);
+  CHECK(c->lr_scheduler.kind == "wsd");
+  CHECK(c->lr_scheduler.decay_ratio == 0.2);
+  // Megatron-LM's WSD, num_steps = e + 1: warmup to W, max_lr while num_steps <= T - N, then
+  // min + (1 - (num_steps - (T - N)) / N) * (max - min); min past T.
+  const LrSchedule s(c->lr_schedule_options());
+  const double max = c->adam.lr, min = c->lr_scheduler.eta_min;
+  const auto megatron = [&](int64_t e) {
+    const double n = static_cast<double>(e + 1);
+    if (n <= 10) return max * n / 10;
+    if (n > 1000) return min;
+    if (n <= 800) return max;
+    return min + (1 - (n - 800) / 200) * (max - min);
+  };
+  for (int64_t e = 0; e < 1010; ++e) {
+    INFO(e);
+    CHECK(s.lr(e) == Approx(megatron(e)).epsilon(1e-12));
+  }
+  // Every decay length over an awkward total gives back exactly its updates.
+  for (int64_t n = 1; n <= 997; n += 37) {
+    const auto d = parse_train_config({kTrain, "--train-iters=997", "--lr-warmup-iters=0", "--lr-decay-style=WSD",
+                                       "--lr-wsd-decay-style=linear", "--lr-wsd-decay-iters=" + std::to_string(n)});
+    INFO(n);
+    CHECK(static_cast<int64_t>(997.0 * d->lr_scheduler.decay_ratio) == n);
+  }
+}
+
+TEST_CASE("config: Megatron-LM's WSD refused where loom's wsd would differ") {
+  const std::vector<std::string> wsd = {kTrain, "--train-iters=100", "--lr-decay-style=WSD"};
+  const auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = wsd;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  CHECK_THROWS_WITH(parse_train_config(with({"--lr-wsd-decay-iters=20"})),
+                    "loom-train: --lr-decay-style WSD with --lr-wsd-decay-style exponential (Megatron-LM's default is "
+                    "exponential): loom's wsd decays linearly to eta_min; pass --lr-wsd-decay-style linear");
+  CHECK_THROWS_WITH(parse_train_config(with({"--lr-wsd-decay-style=cosine", "--lr-wsd-decay-iters=20"})),
+                    Catch::Contains("--lr-wsd-decay-style cosine"));
+  CHECK_THROWS_WITH(parse_train_config(with({"--lr-wsd-decay-style=linear"})),
+                    "loom-train: --lr-decay-style WSD needs --lr-wsd-decay-iters (the updates of the final decay)");
+  CHECK_THROWS_WITH(parse_train_config(with({"--lr-wsd-decay-style=linear", "--lr-wsd-decay-iters=101"})),
+                    "loom-train: --lr-wsd-decay-iters must be in [1, data.total_steps = 100], got 101");
+  CHECK_THROWS_WITH(parse_train_config(with({"--lr-wsd-decay-style=linear", "--lr-wsd-decay-iters=95",
+                                             "--lr-warmup-iters=10"})),
+                    "loom-train: --lr-wsd-decay-iters 95: the decay would start at update 5, inside the warmup "
+                    "(ending at 10), where loom's wsd and Megatron-LM's WSD differ");
+}
+
+TEST_CASE("config: Megatron-LM's --load DIR is --resume auto over DIR") {
+  const auto c = parse_train_config({kTrain, "--load", "ck"});
+  REQUIRE(c);
+  CHECK(c->flags.resume == "auto");
+  CHECK(c->ckpt.folder == "ck");
+  CHECK(c->changed_ini.find("resume = auto\n") == 0);
+  const auto same = parse_train_config({kTrain, "--save=ck/", "--load=./ck"});
+  REQUIRE(same);
+  CHECK(same->flags.resume == "auto");
+  CHECK(same->ckpt.folder == "ck/");
+  CHECK_THROWS_WITH(parse_train_config({kTrain, "--save=a", "--load=b"}),
+                    "loom-train: --load b with ckpt.save_ckpt_folder (--save) a: loom resumes the newest checkpoint of "
+                    "the folder it saves to (--resume auto), or one step_N folder (--resume b/step_N); give --save b "
+                    "too, or --resume");
+  CHECK_THROWS_WITH(parse_train_config({kTrain, "--load=b", "--resume=auto"}),
+                    "loom-train: --load b is --resume auto over b: give one of --load and --resume");
+}
+
+TEST_CASE("config: Megatron-LM's --data-path: one folder, or a blend of sub-folders of one parent") {
+  CHECK(parse_train_config({"--data-path", "packed/all"})->data.train_folder == "packed/all");
+  const auto blend = parse_train_config({"--data-path", "0.3", "/nonexistent/p/en", "0.7", "/nonexistent/p/zh/"});
+  REQUIRE(blend);
+  CHECK(blend->data.train_folder == "/nonexistent/p");
+  CHECK(blend->data.dataset_weights == "en:0.3,zh:0.7");
+  const auto quoted = parse_train_config({"--data-path=2 d/a 1 d/b", "--train-iters=5"});
+  REQUIRE(quoted);
+  CHECK(quoted->data.train_folder == "d");
+  CHECK(quoted->data.dataset_weights == "a:2,b:1");
+  CHECK(quoted->data.total_steps == 5);
+  const std::string layout = ": loom trains on data.train_folder, a folder of packed shards whose sub-folders are its "
+                             "named datasets (data.dataset_weights \"name:weight\"); --data-path takes one such "
+                             "folder, or \"W1 DIR1 W2 DIR2 ...\" with every DIR a sub-folder of one parent";
+  CHECK_THROWS_WITH(parse_train_config({"--data-path", "1", "a/x", "1", "b/y"}),
+                    "--data-path '1 a/x 1 b/y': b/y is not a sub-folder of a" + layout);
+  CHECK_THROWS_WITH(parse_train_config({"--data-path", "1", "a/x", "1"}),
+                    "--data-path '1 a/x 1': not weight-prefix pairs" + layout);
+  CHECK_THROWS_WITH(parse_train_config({"--data-path", "a/x", "1", "a/y", "2"}),
+                    "--data-path 'a/x 1 a/y 2': 'a/x' is not a weight >= 0" + layout);
+  CHECK_THROWS_WITH(parse_train_config({"--data-path", "1", "a/x", "2", "a/x"}),
+                    "--data-path '1 a/x 2 a/x': x is given twice");
+  CHECK_THROWS_AS(parse_train_config({"--data-path"}), UsageError);
+}
+
+TEST_CASE("config: Megatron-LM's --data-path gives weight 0 to the parent's other sub-folders") {
+  const std::string root = "config_test_data_path";
+  sys::make_dirs(root + "/en");
+  sys::make_dirs(root + "/zh");
+  sys::make_dirs(root + "/code");
+  const auto c = parse_train_config({"--data-path", "1", root + "/zh", "3", root + "/en"});
+  CHECK(c->data.dataset_weights == "zh:1,en:3,code:0");
+  for (const char* d : {"/en", "/zh", "/code", ""}) sys::remove_dir(root + d);
+}
+
+TEST_CASE("config: data.global_batch_size derives data.micro_num once the world size is known") {
+  auto c = *parse_train_config({kTrain, "--micro-batch-size=2", "--global-batch-size=24"});
+  CHECK(c.data.micro_num == 1);
+  derive_micro_num(c, 3);
+  CHECK(c.data.micro_num == 4);
+  CHECK(c.resolved_ini.find("micro_bsz = 2\nmicro_num = 4\n") != std::string::npos);
+  CHECK(ini_value(c.changed_ini, "data.micro_num") == "4");
+  derive_micro_num(c, 3);  // again: the same
+  CHECK(c.data.micro_num == 4);
+  auto off = *parse_train_config({kTrain, "--data.micro_num=5"});
+  derive_micro_num(off, 8);
+  CHECK(off.data.micro_num == 5);
+  auto odd = *parse_train_config({kTrain, "--micro-batch-size=2", "--global-batch-size=24"});
+  CHECK_THROWS_WITH(derive_micro_num(odd, 5),
+                    "data.global_batch_size 24 is not a multiple of data.micro_bsz 2 x world size 5 = 10 "
+                    "(data.micro_num = global_batch_size / (micro_bsz * world size))");
+  auto both = *parse_train_config({kTrain, "--micro-batch-size=2", "--global-batch-size=24", "--data.micro_num=3"});
+  CHECK_THROWS_WITH(derive_micro_num(both, 3), "data.micro_num 3 and data.global_batch_size 24 disagree: micro_bsz 2 x "
+                                               "micro_num 3 x world size 3 = 18; give one of them");
+  auto agree = *parse_train_config({kTrain, "--micro-batch-size=2", "--global-batch-size=24", "--data.micro_num=4"});
+  derive_micro_num(agree, 3);
+  CHECK(agree.data.micro_num == 4);
+  CHECK_THROWS_WITH(parse_train_config({kTrain, "--global-batch-size=-1"}),
+                    Catch::Contains("data.global_batch_size must be >= 0"));
 }

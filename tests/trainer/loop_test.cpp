@@ -230,6 +230,15 @@ TEST_CASE("schedule_on_resume: the checkpoint's keys against the run's, one key 
                     Catch::Contains("adam.lr: 0.01 -> 0.005"));
   CHECK(schedule_on_resume(dir / "ckpt", lower.lr_schedule_options(), "apply", 3).base_lr == 0.005);
   CHECK(schedule_on_resume(dir / "ckpt", lower.lr_schedule_options(), "keep", 3).base_lr == 0.01);
+  const TrainConfig warm = test::loop_config(dir / "data", dir / "r", {"--lr_scheduler.kind=wsd", "--lr-warmup-iters=2"});
+  CHECK_THROWS_WITH(schedule_on_resume(dir / "ckpt", warm.lr_schedule_options(), "refuse", 3),
+                    Catch::Contains("lr_scheduler.warmup_steps: -1 -> 2"));
+  // A checkpoint from before the key was saved used the ratio: its absence reads as -1.
+  std::string old_ini = saved.resolved_ini;
+  old_ini.erase(old_ini.find("warmup_steps = -1\n"), std::string("warmup_steps = -1\n").size());
+  test::write_all(dir / "ckpt/config.ini", old_ini);
+  CHECK(schedule_on_resume(dir / "ckpt", saved.lr_schedule_options(), "refuse", 3) == saved.lr_schedule_options());
+  CHECK(schedule_on_resume(dir / "ckpt", warm.lr_schedule_options(), "keep", 3).warmup_steps == -1);
 }
 
 TEST_CASE("validation: data.valid_micro_num caps the batches, a stop request ends it within one batch") {

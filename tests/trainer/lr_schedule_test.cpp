@@ -94,3 +94,29 @@ TEST_CASE("wsd: warmup, base lr until the last decay_ratio of the run, then line
   o.decay_ratio = 0;
   CHECK_THROWS_WITH(LrSchedule(o), Catch::Contains("lr_scheduler.decay_ratio must be in (0, 1]"));
 }
+
+TEST_CASE("lr schedule: warmup_steps overrides int(total_steps * warmup_ratio)") {
+  LrScheduleOptions o;
+  o.base_lr = 1.0;
+  o.total_steps = 100;
+  o.warmup_ratio = 0.5;  // would be 50
+  o.warmup_steps = 4;
+  o.init_steps = 1;
+  LrSchedule s(o);
+  CHECK(s.warmup_end() == 5);
+  CHECK(s.lr(0) == 0.0);
+  CHECK(s.lr(1) == 0.25);
+  CHECK(s.lr(4) == 1.0);
+  CHECK(s.lr(5) == 1.0);  // cos(0) at W
+  o.warmup_steps = 0;     // no warmup at all, whatever the ratio
+  CHECK(LrSchedule(o).warmup_end() == 1);
+  CHECK(LrSchedule(o).lr(1) == 1.0);
+  o.warmup_steps = -1;
+  CHECK(LrSchedule(o).warmup_end() == 51);
+  o.warmup_steps = 100;
+  CHECK_THROWS_WITH(LrSchedule(o), Catch::Contains("lr_scheduler.warmup_steps must be -1 (use warmup_ratio) or in [0, "
+                                                   "data.total_steps), got 100"));
+  LrScheduleOptions a, b;
+  b.warmup_steps = 7;
+  CHECK(a.differences(b) == "lr_scheduler.warmup_steps: -1 -> 7");
+}

@@ -67,6 +67,7 @@ struct HybridZeroOptions {
 struct LrSchedulerOptions {
   std::string kind = "cosine";     // lr_scheduler.kind: cosine, constant or wsd
   double warmup_ratio = 0.01;      // lr_scheduler.warmup_ratio
+  int64_t warmup_steps = -1;       // lr_scheduler.warmup_steps: overrides warmup_ratio when >= 0
   int64_t init_steps = 0;          // lr_scheduler.init_steps
   double eta_min = 1e-5;           // lr_scheduler.eta_min
   double decay_ratio = 0.1;        // lr_scheduler.decay_ratio: wsd's final decay, a fraction of total_steps
@@ -139,6 +140,11 @@ std::vector<std::string> model_key_differences(const std::string& saved_ini, con
 
 // The value text of "section.key" in an INI text as resolved_ini writes it; "" when it is absent.
 std::string ini_value(const std::string& ini, const std::string& key);
+
+// data.global_batch_size, once the world size is known (at launch): data.micro_num =
+// global_batch_size / (micro_bsz * world), written into the resolved INI too. Throws loom::Error when
+// it does not divide, or when micro_num was given (not its default) and disagrees. 0 = nothing to do.
+void derive_micro_num(TrainConfig& c, int64_t world);
 
 // Sets job.run_dir after parsing (the launch names it when the config does not), the checkpoint
 // folder with it when that was defaulted, and the resolved INI text.

@@ -53,6 +53,8 @@ void declare_data(OptionTable& t, DataOptions& d) {  // checked by DataOptions::
   t.add("data.seq_len", &d.seq_len, "tokens per pack (T)");
   t.add("data.micro_bsz", &d.micro_bsz, "packs per micro-batch (B)");
   t.add("data.micro_num", &d.micro_num, "micro-batches per step (gradient accumulation)");
+  t.add("data.global_batch_size", &d.global_batch_size, "packs per step over all ranks: > 0 sets data.micro_num = "
+        "global_batch_size / (micro_bsz * world size) at launch (0 = off; Megatron's global-batch-size)");
   t.add("data.total_steps", &d.total_steps, "optimizer steps of the run");
   t.add("data.valid_every", &d.valid_every, "steps between validations (0 = at the end)");
   t.add("data.valid_micro_num", &d.valid_micro_num, "micro-batches per dataset and validation (0 = all; Megatron's "
@@ -131,6 +133,8 @@ void declare_optimizer(OptionTable& t, TrainConfig& c) {
   t.add("lr_scheduler.on_resume", &s.on_resume, "a resume whose schedule keys differ from the checkpoint's: refuse, "
         "apply (this run's keys from this step) or keep (the checkpoint's)", one_of({"refuse", "apply", "keep"}));
   t.add("lr_scheduler.warmup_ratio", &s.warmup_ratio, "warmup = int(total_steps*ratio)");
+  t.add("lr_scheduler.warmup_steps", &s.warmup_steps, "warmup updates, overriding warmup_ratio (-1 = use the ratio; "
+        "Megatron's lr-warmup-iters)");
   t.add("lr_scheduler.init_steps", &s.init_steps, "updates at lr 0 before warmup");
   t.add("lr_scheduler.eta_min", &s.eta_min, "final learning rate");
   t.add("loss.label_smoothing", &c.loss.label_smoothing, "label smoothing", half_open(0, 1));

@@ -31,6 +31,7 @@ void DataOptions::validate() const {
   LOOM_CHECK(seq_len > 0, "data.seq_len must be > 0, got ", seq_len);
   LOOM_CHECK(micro_bsz > 0, "data.micro_bsz must be > 0, got ", micro_bsz);
   LOOM_CHECK(micro_num > 0, "data.micro_num must be > 0, got ", micro_num);
+  LOOM_CHECK(global_batch_size >= 0, "data.global_batch_size must be >= 0 (0 = off), got ", global_batch_size);
   LOOM_CHECK(prefetch >= 0, "data.prefetch must be >= 0, got ", prefetch);
   LOOM_CHECK(total_steps >= 1, "data.total_steps must be >= 1, got ", total_steps);
   LOOM_CHECK(valid_every >= 0, "data.valid_every must be >= 0, got ", valid_every);

@@ -30,6 +30,7 @@ struct DataOptions {
   int64_t seq_len = 2048;         // data.seq_len: T; must equal every packed shard's seq_len
   int64_t micro_bsz = 1;          // data.micro_bsz: B, packs per micro-batch
   int64_t micro_num = 1;          // data.micro_num: M, micro-batches per step (gradient accumulation)
+  int64_t global_batch_size = 0;  // data.global_batch_size: packs per step; > 0 derives micro_num at launch
   std::string train_folder;       // data.train_folder
   std::string valid_folder;       // data.valid_folder ("" = no validation)
   uint64_t seed = 1024;           // data.seed: the sampler's seed (InternLM's default seed)

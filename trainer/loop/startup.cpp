@@ -140,6 +140,8 @@ LrScheduleOptions saved_schedule(const std::string& ini, const LrScheduleOptions
   text("lr_scheduler.kind", o.kind);
   number("adam.lr", o.base_lr);
   number("lr_scheduler.warmup_ratio", o.warmup_ratio);
+  o.warmup_steps = -1;  // a checkpoint without the key predates it: its warmup came from the ratio
+  number("lr_scheduler.warmup_steps", o.warmup_steps);
   number("lr_scheduler.init_steps", o.init_steps);
   number("lr_scheduler.eta_min", o.eta_min);
   number("data.total_steps", o.total_steps);

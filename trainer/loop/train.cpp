@@ -43,6 +43,7 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
   std::unique_ptr<RunDirLock> run_dir_lock;
   std::unique_ptr<FolderLock> ckpt_lock;  // ckpt.save_ckpt_folder's: another run with its own run_dir may save there
   try {
+    derive_micro_num(config, li.world);  // before anything reads data.micro_num or writes config.ini
     if (config.job.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
     const std::vector<RankRow> table =
         gather_rank_table(comm, RankRow{li.rank, li.local_rank, li.host, config.job.device});

@@ -17,10 +17,13 @@ LrSchedule::LrSchedule(const LrScheduleOptions& o) : o_(o) {
   LOOM_CHECK(o.total_steps >= 1, "data.total_steps must be >= 1, got ", o.total_steps);
   LOOM_CHECK(o.warmup_ratio >= 0 && o.warmup_ratio < 1, "lr_scheduler.warmup_ratio must be in [0, 1), got ",
              o.warmup_ratio);
+  LOOM_CHECK(o.warmup_steps >= -1 && o.warmup_steps < o.total_steps,
+             "lr_scheduler.warmup_steps must be -1 (use warmup_ratio) or in [0, data.total_steps), got ", o.warmup_steps);
   LOOM_CHECK(o.init_steps >= 0, "lr_scheduler.init_steps must be >= 0, got ", o.init_steps);
   LOOM_CHECK(o.base_lr >= 0 && o.eta_min >= 0, "adam.lr and lr_scheduler.eta_min must be >= 0");
   // int() of Python truncates toward zero, as static_cast does for non-negative values.
-  warmup_steps_ = static_cast<int64_t>(static_cast<double>(o.total_steps) * o.warmup_ratio);
+  warmup_steps_ = o.warmup_steps >= 0 ? o.warmup_steps
+                                      : static_cast<int64_t>(static_cast<double>(o.total_steps) * o.warmup_ratio);
   warmup_end_ = o.init_steps + warmup_steps_;
 }
 
@@ -52,6 +55,7 @@ std::string LrScheduleOptions::differences(const LrScheduleOptions& o) const {
   key("lr_scheduler.kind", kind, o.kind);
   key("adam.lr", json_number(base_lr), json_number(o.base_lr));
   key("lr_scheduler.warmup_ratio", json_number(warmup_ratio), json_number(o.warmup_ratio));
+  key("lr_scheduler.warmup_steps", std::to_string(warmup_steps), std::to_string(o.warmup_steps));
   key("lr_scheduler.init_steps", std::to_string(init_steps), std::to_string(o.init_steps));
   key("lr_scheduler.eta_min", json_number(eta_min), json_number(o.eta_min));
   key("data.total_steps", std::to_string(total_steps), std::to_string(o.total_steps));

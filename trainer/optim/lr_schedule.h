@@ -1,6 +1,6 @@
 // Learning rate as a closed-form function of the number of successful updates e (skipped updates do
 // not advance it), so a resume needs only e. InternLM's warmup + cosine:
-//   Wst = int(total_steps * warmup_ratio), W = init_steps + Wst
+//   Wst = int(total_steps * warmup_ratio) (or warmup_steps when >= 0), W = init_steps + Wst
 //   lr(e) = 0                                                          e < init_steps
 //         = base * (e + 1 - init_steps) / Wst                          e < W
 //         = eta_min + (base - eta_min) * (1 + cos(pi * (e - W) / (total_steps - W))) / 2
@@ -23,6 +23,7 @@ struct LrScheduleOptions {
   std::string kind = "cosine";  // cosine | constant | wsd
   double base_lr = 1e-4;        // adam.lr
   double warmup_ratio = 0.0;    // lr_scheduler.warmup_ratio
+  int64_t warmup_steps = -1;    // lr_scheduler.warmup_steps: Wst itself (Megatron's --lr-warmup-iters); -1 = from the ratio
   int64_t init_steps = 0;       // lr_scheduler.init_steps: updates at lr 0 before the warmup
   double eta_min = 0.0;         // lr_scheduler.eta_min
   int64_t total_steps = 1;      // data.total_steps
