@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <thread>
+#include <utility>
 
 #include "loom/error.h"
 #include "loom/log.h"
@@ -67,6 +70,31 @@ class InputsCheck {
   uint64_t start_ = 0, frontier_ = 0, released_ = 0;
 };
 
+// Runs f on a second thread, so that the inputs' check (hashing every byte) overlaps the copying;
+// join() rethrows what f threw. Destroyed unjoined (the copying threw), it waits for f.
+class Worker {
+ public:
+  template <typename F>
+  explicit Worker(F f) : thread_([this, f]() mutable {
+      try {
+        f();
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    }) {}
+  ~Worker() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void join() {
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
 // Fills ids [from, n) of a raw pack with pad_id.
 void fill_padding(uint8_t* pack, uint32_t dtype_bytes, uint32_t from, uint32_t n, uint32_t pad_id) {
   if (dtype_bytes == 2) std::fill(reinterpret_cast<uint16_t*>(pack) + from, reinterpret_cast<uint16_t*>(pack) + n, static_cast<uint16_t>(pad_id));
@@ -109,6 +137,50 @@ std::vector<std::string> pack_output_paths(const PackOptions& o, uint64_t num_pa
   return paths;
 }
 
+namespace {
+// Packs [p, end) of a concat plan into writer's .bin: the global tokens [p*L, end*L) that exist,
+// copied from the input files, then the last pack's padding.
+// This thread then runs `then` (the index) while the second one still hashes.
+template <typename F>
+void copy_concat(const ShardSet& inputs, const std::vector<sys::File>& sources, const PackPlan& plan, uint64_t p,
+                 uint64_t end, PackedWriter& writer, InputsCheck& check, Progress& progress, F&& then) {
+  const uint64_t L = plan.seq_len, t0 = p * L, t1 = std::min(end * L, plan.num_tokens);
+  const uint32_t dtype = inputs.dtype_bytes();
+  // Calls f(shard, first local token, count) over [t0, t1) in pieces of at most `piece` tokens.
+  auto pieces = [&](uint64_t piece, auto&& f) {
+    uint64_t start = 0;
+    for (size_t s = 0; s < inputs.size(); ++s) {
+      const uint64_t n = inputs.shard(s).num_tokens();
+      const uint64_t b = std::max(t0, start), e = std::min(t1, start + n);
+      for (uint64_t at = b; at < e; at += piece) f(s, at - start, std::min(piece, e - at));
+      start += n;
+    }
+  };
+  {
+    // Small pieces: each is hashed twice (the output, then the input's check) while in cache.
+    Worker hash([&] {
+      pieces(uint64_t{1} << 16, [&](size_t s, uint64_t local, uint64_t n) {
+        writer.hash_raw(inputs.shard(s).token_bytes() + local * dtype, n);
+        check.advance(n);
+      });
+    });
+    pieces(uint64_t{16} << 20, [&](size_t s, uint64_t local, uint64_t n) {
+      writer.copy_raw(sources[s], local * dtype, n);
+      progress.add(n * dtype);
+    });
+    then();
+    hash.join();
+  }
+  const uint64_t pad = end * L - t1;
+  if (pad > 0) {
+    std::vector<uint8_t> ids(pad * dtype);
+    fill_padding(ids.data(), dtype, 0, static_cast<uint32_t>(pad), writer.pad_id());
+    writer.write_raw(ids.data(), pad);
+    progress.add(pad * dtype);
+  }
+}
+}  // namespace
+
 PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& o) {
   LOOM_CHECK(plan.num_packs() > 0, "nothing to pack: the inputs hold no token");
   PackReport rep;
@@ -121,13 +193,25 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   const uint64_t per_file = rep.outputs.size() == 1 ? plan.num_packs() : o.max_packs_per_shard;
   const uint32_t dtype = inputs.dtype_bytes();
   Progress progress("pack", plan.num_packs() * plan.seq_len * dtype);
-  // Packs are assembled as raw bytes straight from the inputs' mmaps (no widening to uint32); the
-  // ids are checked against the vocab by `check`, on the inputs, before anything is published.
-  InputsCheck check(inputs, o.strategy == PackStrategy::kConcat);
+  // Packs are assembled as raw bytes straight from the inputs (no widening to uint32); the ids are
+  // checked against the vocab by `check`, on the inputs, before anything is published.
+  const bool concat = o.strategy == PackStrategy::kConcat;
+  InputsCheck check(inputs, concat);
+  // concat's .bin is the inputs' token bytes back to back, cut every seq_len tokens, and the last
+  // pack padded: copied file to file in the kernel, while a second thread hashes the same bytes
+  // through the mappings (the output's checksum, then the inputs' check). bestfit gathers its packs
+  // here from the mappings and checks the inputs on the second thread, a sequential sweep.
+  std::vector<sys::File> sources;
+  if (concat) {
+    LOOM_ASSERT(plan.num_tokens == inputs.num_tokens(), "concat plans every token");
+    for (size_t s = 0; s < inputs.size(); ++s) sources.push_back(sys::File::open_read(inputs.shard(s).bin_path()));
+  }
+  std::unique_ptr<Worker> sweep;
+  if (!concat) sweep = std::make_unique<Worker>([&check] { check.finish(); });
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
   const uint64_t pack_bytes = uint64_t{plan.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
-  std::vector<uint8_t> packs(batch * pack_bytes);
+  std::vector<uint8_t> packs(concat ? 0 : batch * pack_bytes);
   std::vector<PackedSegment> segs;
   std::vector<size_t> seg_ends;
   // Outputs are sealed as they fill and renamed into place only after every input passed its check.
@@ -136,12 +220,14 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   for (const std::string& out : rep.outputs) {
     writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), plan.seq_len, o.strategy, o.seed));
     PackedWriter& writer = *writers.back();
-    for (const uint64_t end = std::min(plan.num_packs(), p + per_file); p < end;) {
+    const uint64_t end = std::min(plan.num_packs(), p + per_file);
+    writer.reserve(end - p, plan.pack_offsets[end] - plan.pack_offsets[p]);
+    auto packs_of_file = [&] {
+    for (; p < end;) {
       segs.clear();
       seg_ends.clear();
-      uint64_t taken = 0;
       for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
-        uint8_t* pack = packs.data() + seg_ends.size() * pack_bytes;
+        uint8_t* pack = concat ? nullptr : packs.data() + seg_ends.size() * pack_bytes;
         uint32_t used = 0;
         for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
           const PlannedSegment& g = plan.segments[s];
@@ -150,21 +236,28 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
           LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
                       "segment past its document or pack");
           segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-          std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
-                      uint64_t{g.length} * dtype);
+          if (!concat)
+            std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
+                        uint64_t{g.length} * dtype);
           used += g.length;
         }
-        fill_padding(pack, dtype, used, plan.seq_len, writer.pad_id());
+        if (!concat) fill_padding(pack, dtype, used, plan.seq_len, writer.pad_id());
         seg_ends.push_back(segs.size());
-        taken += used;
       }
-      writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
-      check.advance(taken);
-      progress.add(seg_ends.size() * pack_bytes);
+      if (concat) {
+        writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
+      } else {
+        writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
+        progress.add(seg_ends.size() * pack_bytes);
+      }
     }
+    };
+    if (concat) copy_concat(inputs, sources, plan, p, end, writer, check, progress, packs_of_file);
+    else packs_of_file();
     writer.seal(inputs.num_docs());
   }
-  check.finish();
+  if (sweep) sweep->join();
+  else check.finish();
   for (size_t i = 0; i < writers.size(); ++i) {
     writers[i]->publish();
     log::info("pack: wrote ", rep.outputs[i], " (", writers[i]->num_packs(), " packs)");

@@ -40,6 +40,11 @@ PackPlan plan_concat(const std::vector<uint64_t>& lens, uint32_t L) {
   LOOM_CHECK(L > 0, "--seq-len must be positive");
   PackPlan plan;
   plan.seq_len = L;
+  uint64_t tokens = 0;
+  for (const uint64_t len : lens) tokens += len;
+  const uint64_t packs = (tokens + L - 1) / L;  // reserved: no regrowth on millions of short documents
+  plan.segments.reserve(lens.size() + packs);
+  plan.pack_offsets.reserve(packs + 1);
   uint32_t fill = 0;
   for (uint64_t d = 0; d < lens.size(); ++d) {
     if (!count_doc(plan, d, lens[d])) continue;
