@@ -46,6 +46,8 @@ class InputsCheck {
       released_ = 0;
     }
   }
+  // Shard s's check, finished when the frontier passed its end.
+  const ShardStreamCheck& shard_check(size_t s) const { return checks_[s]; }
   // Checks whatever the packs did not reach (nothing, unless the plan skipped tokens).
   void finish() {
     advance(0);
@@ -157,11 +159,17 @@ void copy_concat(const ShardSet& inputs, const std::vector<sys::File>& sources, 
     }
   };
   {
-    // Small pieces: each is hashed twice (the output, then the input's check) while in cache.
+    // Small pieces: each is hashed twice (the output, then the input's check) while in cache. A
+    // file that begins with a whole input has that input's hash as its own so far: hashed once.
+    uint64_t start = 0;
+    size_t whole = inputs.size();
+    for (size_t s = 0; s < inputs.size() && start <= t0; start += inputs.shard(s++).num_tokens())
+      if (start == t0 && t1 - t0 >= inputs.shard(s).num_tokens() && inputs.shard(s).num_tokens() > 0) whole = s;
     Worker hash([&] {
       pieces(uint64_t{1} << 16, [&](size_t s, uint64_t local, uint64_t n) {
-        writer.hash_raw(inputs.shard(s).token_bytes() + local * dtype, n);
+        if (s != whole) writer.hash_raw(inputs.shard(s).token_bytes() + local * dtype, n);
         check.advance(n);
+        if (s == whole && local + n == inputs.shard(s).num_tokens()) writer.hash_as(check.shard_check(s).hash());
       });
     });
     pieces(uint64_t{16} << 20, [&](size_t s, uint64_t local, uint64_t n) {

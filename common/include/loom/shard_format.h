@@ -182,6 +182,9 @@ class TokenBinWriter {
     bin_.copy_from(src, src_offset, uint64_t{n_ids} * dtype_bytes_);
   }
   void hash_raw(const uint8_t* bytes, size_t n_ids) { hash_.update(bytes, n_ids * dtype_bytes_); }
+  // Instead of hash_raw: the bytes written so far are exactly those h hashed (an input's whole .bin,
+  // hashed by its check), so the output's checksum continues from h.
+  void hash_as(const Xxh64& h) { hash_ = h; }
   using Parts = std::vector<std::pair<const void*, size_t>>;
   void commit(const Parts& meta_parts);
   // commit() in two steps: seal() writes the .meta and closes both files under their temporary
@@ -327,6 +330,8 @@ class ShardStreamCheck {
   // Checks the rest and the checksum; throws naming the file when the .bin is not what its .meta says.
   void finish();
   uint64_t done() const { return done_; }
+  // The hash of tokens [0, done()).
+  const Xxh64& hash() const { return hash_; }
 
  private:
   static constexpr uint64_t kChunkTokens = 1 << 16;
