@@ -216,6 +216,7 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   }
   std::unique_ptr<Worker> sweep;
   if (!concat) sweep = std::make_unique<Worker>([&check] { check.finish(); });
+  constexpr uint64_t kPrefetchAhead = 8;
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
   const uint64_t pack_bytes = uint64_t{plan.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
@@ -239,6 +240,16 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
         uint32_t used = 0;
         for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
           const PlannedSegment& g = plan.segments[s];
+          // bestfit reads short segments at random places of the inputs: ask for one further on
+          // now, so its cache misses overlap this copy.
+          if (!concat && s + kPrefetchAhead < plan.segments.size()) {
+            const PlannedSegment& f = plan.segments[s + kPrefetchAhead];
+            const auto [fs, fl] = inputs.locate(f.doc);
+            const ShardReader& fr = inputs.shard(fs);
+            const uint8_t* src = fr.token_bytes() + (fr.offsets()[fl] + f.doc_pos) * dtype;
+            __builtin_prefetch(src);
+            __builtin_prefetch(src + 64);
+          }
           const auto [shard, local] = inputs.locate(g.doc);
           const ShardReader& r = inputs.shard(shard);
           LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
