@@ -54,14 +54,16 @@ if [ "$GB" = short ]; then
   SHARD="$FAST/short.bin"
   BYTES=$(stat -c %s "$SHARD")
   STATS=$("$PACK" stats "$SHARD" 2>/dev/null)
-  cp_file() { cp "$SHARD" "$FAST/copy.bin"; rm -f "$FAST/copy.bin"; }
-  pack() { rm -rf "$FAST/out"; "$PACK" pack --seq-len 2048 --strategy "$1" --seed 1 --output-dir "$FAST/out" "$SHARD"; rm -rf "$FAST/out"; }
+  # Only the copy or the pack is timed; outputs are deleted between runs, untimed.
+  cp_file() { cp "$SHARD" "$FAST/copy.bin"; }
+  pack() { "$PACK" pack --seq-len 2048 --strategy "$1" --seed 1 --output-dir "$FAST/out" "$SHARD"; }
+  clean() { rm -rf "$FAST/copy.bin" "$FAST/out"; }
   "$PACK" verify --deep "$SHARD" >/dev/null
   cat "$SHARD" > /dev/null
   declare -A T
   for _ in $(seq "$RUNS"); do
-    T[cp1]+=" $(secs cp_file)"; T[concat]+=" $(secs pack concat)"
-    T[cp2]+=" $(secs cp_file)"; T[bestfit]+=" $(secs pack bestfit)"
+    T[cp1]+=" $(secs cp_file)"; clean; T[concat]+=" $(secs pack concat)"; clean
+    T[cp2]+=" $(secs cp_file)"; clean; T[bestfit]+=" $(secs pack bestfit)"; clean
   done
   declare -A M S
   for k in "${!T[@]}"; do M[$k]=$(echo "${T[$k]}" | median); S[$k]=$(echo "${T[$k]}" | spread); done
@@ -70,7 +72,7 @@ if [ "$GB" = short ]; then
   {
     echo "- machine: $(nproc) cores ($CPU), $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, $(uname -sr)"
     echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet -- packer common || echo ' (+ uncommitted changes)')"
-    echo "- command: \`RUNS=$RUNS bash bench/pack_bench.sh $BUILD short $MB\` (cp and pack alternate, $RUNS runs each, medians, min-max; all on /dev/shm)"
+    echo "- command: \`RUNS=$RUNS bash bench/pack_bench.sh $BUILD short $MB\` (cp and pack alternate, $RUNS runs each, wall time of the command alone, medians, min-max; all on /dev/shm)"
     echo "- input: $(awk -v b="$BYTES" 'BEGIN{printf "%.0f MB", b/1e6}') uint32 shard, botchan + wagahaiwa_nekodearu lines replicated; $(echo "$STATS" | grep -m1 '^total' | cut -d, -f2-3 | sed 's/^ //'); $(echo "$STATS" | grep -m1 'document length')"
     echo
     echo "| pair | cp s (min-max) | loom-pack s (min-max) | ratio | target |"
