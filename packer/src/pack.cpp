@@ -142,7 +142,8 @@ std::vector<std::string> pack_output_paths(const PackOptions& o, uint64_t num_pa
 namespace {
 // Packs [p, end) of a concat plan into writer's .bin: the global tokens [p*L, end*L) that exist,
 // copied from the input files, then the last pack's padding.
-// This thread then runs `then` (the index) while the second one still hashes.
+// The second thread then runs `then` (the index), which touches nothing the copying does: with one
+// hash pass it is done before the copy is.
 template <typename F>
 void copy_concat(const ShardSet& inputs, const std::vector<sys::File>& sources, const PackPlan& plan, uint64_t p,
                  uint64_t end, PackedWriter& writer, InputsCheck& check, Progress& progress, F&& then) {
@@ -171,12 +172,12 @@ void copy_concat(const ShardSet& inputs, const std::vector<sys::File>& sources, 
         check.advance(n);
         if (s == whole && local + n == inputs.shard(s).num_tokens()) writer.hash_as(check.shard_check(s).hash());
       });
+      then();
     });
     pieces(uint64_t{16} << 20, [&](size_t s, uint64_t local, uint64_t n) {
       writer.copy_raw(sources[s], local * dtype, n);
       progress.add(n * dtype);
     });
-    then();
     hash.join();
   }
   const uint64_t pad = end * L - t1;
