@@ -221,11 +221,16 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
   const uint64_t pack_bytes = uint64_t{plan.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
-  std::vector<uint8_t> packs(concat ? 0 : batch * pack_bytes);
-  std::vector<PackedSegment> segs;
-  std::vector<size_t> seg_ends;
+  // bestfit: two batches, one gathered here while a third thread writes the other (the write into
+  // the page cache costs about what the gathering does).
+  std::vector<uint8_t> packs_buf[2];
+  std::vector<PackedSegment> segs_buf[2];
+  std::vector<size_t> seg_ends_buf[2];
+  if (!concat) packs_buf[0].resize(batch * pack_bytes), packs_buf[1].resize(batch * pack_bytes);
+  int cur = 0;
   // Outputs are sealed as they fill and renamed into place only after every input passed its check.
   std::vector<std::unique_ptr<PackedWriter>> writers;
+  std::unique_ptr<Worker> writing;  // after writers and the batches: joined before they go
   uint64_t p = 0;
   for (const std::string& out : rep.outputs) {
     writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), plan.seq_len, o.strategy, o.seed));
@@ -234,6 +239,9 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
     writer.reserve(end - p, plan.pack_offsets[end] - plan.pack_offsets[p]);
     auto packs_of_file = [&] {
     for (; p < end;) {
+      std::vector<uint8_t>& packs = packs_buf[cur];
+      std::vector<PackedSegment>& segs = segs_buf[cur];
+      std::vector<size_t>& seg_ends = seg_ends_buf[cur];
       segs.clear();
       seg_ends.clear();
       for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
@@ -267,13 +275,19 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
       if (concat) {
         writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
       } else {
-        writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
+        if (writing) writing->join();
+        writing = std::make_unique<Worker>([&writer, &packs, &segs, &seg_ends] {
+          writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
+        });
+        cur ^= 1;
         progress.add(seg_ends.size() * pack_bytes);
       }
     }
     };
     if (concat) copy_concat(inputs, sources, plan, p, end, writer, check, progress, packs_of_file);
     else packs_of_file();
+    if (writing) writing->join();
+    writing.reset();
     writer.seal(inputs.num_docs());
   }
   if (sweep) sweep->join();
