@@ -237,52 +237,53 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
     PackedWriter& writer = *writers.back();
     const uint64_t end = std::min(plan.num_packs(), p + per_file);
     writer.reserve(end - p, plan.pack_offsets[end] - plan.pack_offsets[p]);
+    // The file's index, and for bestfit its packs (for concat this runs on the hashing thread).
     auto packs_of_file = [&] {
-    for (; p < end;) {
-      std::vector<uint8_t>& packs = packs_buf[cur];
-      std::vector<PackedSegment>& segs = segs_buf[cur];
-      std::vector<size_t>& seg_ends = seg_ends_buf[cur];
-      segs.clear();
-      seg_ends.clear();
-      for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
-        uint8_t* pack = concat ? nullptr : packs.data() + seg_ends.size() * pack_bytes;
-        uint32_t used = 0;
-        for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
-          const PlannedSegment& g = plan.segments[s];
-          // bestfit reads short segments at random places of the inputs: ask for one further on
-          // now, so its cache misses overlap this copy.
-          if (!concat && s + kPrefetchAhead < plan.segments.size()) {
-            const PlannedSegment& f = plan.segments[s + kPrefetchAhead];
-            const auto [fs, fl] = inputs.locate(f.doc);
-            const ShardReader& fr = inputs.shard(fs);
-            const uint8_t* src = fr.token_bytes() + (fr.offsets()[fl] + f.doc_pos) * dtype;
-            __builtin_prefetch(src);
-            __builtin_prefetch(src + 64);
+      for (; p < end;) {
+        std::vector<uint8_t>& packs = packs_buf[cur];
+        std::vector<PackedSegment>& segs = segs_buf[cur];
+        std::vector<size_t>& seg_ends = seg_ends_buf[cur];
+        segs.clear();
+        seg_ends.clear();
+        for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
+          uint8_t* pack = concat ? nullptr : packs.data() + seg_ends.size() * pack_bytes;
+          uint32_t used = 0;
+          for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
+            const PlannedSegment& g = plan.segments[s];
+            // bestfit reads short segments at random places of the inputs: ask for one further on
+            // now, so its cache misses overlap this copy.
+            if (!concat && s + kPrefetchAhead < plan.segments.size()) {
+              const PlannedSegment& f = plan.segments[s + kPrefetchAhead];
+              const auto [fs, fl] = inputs.locate(f.doc);
+              const ShardReader& fr = inputs.shard(fs);
+              const uint8_t* src = fr.token_bytes() + (fr.offsets()[fl] + f.doc_pos) * dtype;
+              __builtin_prefetch(src);
+              __builtin_prefetch(src + 64);
+            }
+            const auto [shard, local] = inputs.locate(g.doc);
+            const ShardReader& r = inputs.shard(shard);
+            LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
+                        "segment past its document or pack");
+            segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
+            if (!concat)
+              std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
+                          uint64_t{g.length} * dtype);
+            used += g.length;
           }
-          const auto [shard, local] = inputs.locate(g.doc);
-          const ShardReader& r = inputs.shard(shard);
-          LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
-                      "segment past its document or pack");
-          segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-          if (!concat)
-            std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
-                        uint64_t{g.length} * dtype);
-          used += g.length;
+          if (!concat) fill_padding(pack, dtype, used, plan.seq_len, writer.pad_id());
+          seg_ends.push_back(segs.size());
         }
-        if (!concat) fill_padding(pack, dtype, used, plan.seq_len, writer.pad_id());
-        seg_ends.push_back(segs.size());
+        if (concat) {
+          writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
+        } else {
+          if (writing) writing->join();
+          writing = std::make_unique<Worker>([&writer, &packs, &segs, &seg_ends] {
+            writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
+          });
+          cur ^= 1;
+          progress.add(seg_ends.size() * pack_bytes);
+        }
       }
-      if (concat) {
-        writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
-      } else {
-        if (writing) writing->join();
-        writing = std::make_unique<Worker>([&writer, &packs, &segs, &seg_ends] {
-          writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
-        });
-        cur ^= 1;
-        progress.add(seg_ends.size() * pack_bytes);
-      }
-    }
     };
     if (concat) copy_concat(inputs, sources, plan, p, end, writer, check, progress, packs_of_file);
     else packs_of_file();

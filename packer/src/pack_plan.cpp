@@ -108,7 +108,7 @@ class RoomIndex {
     if (here) return static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(here)));
     ++w;  // the next non-empty word, through the summary
     for (size_t s = w / 64; s < summary_.size(); ++s) {
-      const uint64_t bits = s == w / 64 ? summary_[s] & (w % 64 ? ~uint64_t{0} << (w % 64) : ~uint64_t{0}) : summary_[s];
+      const uint64_t bits = s == w / 64 ? summary_[s] & (~uint64_t{0} << (w % 64)) : summary_[s];
       if (bits) {
         const size_t word = s * 64 + static_cast<size_t>(__builtin_ctzll(bits));
         return static_cast<uint32_t>(word * 64 + static_cast<size_t>(__builtin_ctzll(words_[word])));
