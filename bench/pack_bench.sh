@@ -9,6 +9,14 @@
 # around 1000 tokens, written by numpy as docs/FORMAT.md specifies) and all outputs are deleted.
 #
 # usage: bench/pack_bench.sh [BUILD_DIR] [GB]     (defaults: build-pack, 1.0; RUNS=7)
+#
+# Short real documents, where the cost per document shows:
+#        bench/pack_bench.sh BUILD_DIR short [MB]  (default 150; RUNS=7; needs loom-tokenize too)
+#   tests/data/botchan.txt (English) and wagahaiwa_nekodearu.txt (Japanese), one line a document,
+#   tokenized by loom-tokenize with tests/data/internlm_v7.model (vocab 103168: uint32 ids, bos and
+#   eos added; median ~19 tokens a document), the shard merged with copies of itself (loom-pack
+#   merge) to >= MB megabytes on /dev/shm. cp / pack concat and cp / pack bestfit (seq-len 2048)
+#   alternate RUNS times; medians and min-max spreads are reported (targets 0.8 and 0.5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-pack}
@@ -17,6 +25,65 @@ PACK="$BUILD/packer/loom-pack"
 PY=/usr/bin/python3
 RUNS=${RUNS:-7}
 [ -x "$PACK" ] || { echo "build loom-pack first: ninja -C $BUILD loom-pack" >&2; exit 2; }
+
+secs() {  # wall seconds of "$@"
+  local t0 t1
+  t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N)
+  echo "$t0 $t1" | awk '{printf "%.4f", $2-$1}'
+}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+spread() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{printf "%s-%s", a[1], a[NR]}'; }
+
+if [ "$GB" = short ]; then
+  MB=${3:-150}
+  TOK="$BUILD/tokenize/loom-tokenize"
+  [ -x "$TOK" ] || { echo "build loom-tokenize first: ninja -C $BUILD loom-tokenize" >&2; exit 2; }
+  FAST=$(mktemp -d /dev/shm/loom_pack_short.XXXXXX 2>/dev/null || mktemp -d "$BUILD/pack_short.XXXXXX")
+  trap 'rm -rf "$FAST"' EXIT
+  "$TOK" --model tests/data/internlm_v7.model --output-dir "$FAST/tok" tests/data/botchan.txt \
+    tests/data/wagahaiwa_nekodearu.txt >/dev/null 2>&1
+  "$PACK" merge --output "$FAST/short.bin" "$FAST/tok/botchan.bin" "$FAST/tok/wagahaiwa_nekodearu.bin" >/dev/null 2>&1
+  rm -rf "$FAST/tok"
+  while [ $(($(stat -c %s "$FAST/short.bin") / 1000000)) -lt "$MB" ]; do  # doubling: merge two names of one shard
+    mkdir -p "$FAST/two"
+    for c in a b; do ln "$FAST/short.bin" "$FAST/two/$c.bin"; ln "$FAST/short.bin.meta" "$FAST/two/$c.bin.meta"; done
+    "$PACK" merge --output "$FAST/next.bin" "$FAST/two/a.bin" "$FAST/two/b.bin" >/dev/null 2>&1
+    rm -rf "$FAST/two" "$FAST/short.bin" "$FAST/short.bin.meta"
+    mv "$FAST/next.bin" "$FAST/short.bin"; mv "$FAST/next.bin.meta" "$FAST/short.bin.meta"
+  done
+  SHARD="$FAST/short.bin"
+  BYTES=$(stat -c %s "$SHARD")
+  STATS=$("$PACK" stats "$SHARD" 2>/dev/null)
+  # Only the copy or the pack is timed; outputs are deleted between runs, untimed.
+  cp_file() { cp "$SHARD" "$FAST/copy.bin"; }
+  pack() { "$PACK" pack --seq-len 2048 --strategy "$1" --seed 1 --output-dir "$FAST/out" "$SHARD"; }
+  clean() { rm -rf "$FAST/copy.bin" "$FAST/out"; }
+  "$PACK" verify --deep "$SHARD" >/dev/null
+  cat "$SHARD" > /dev/null
+  declare -A T
+  for _ in $(seq "$RUNS"); do
+    T[cp1]+=" $(secs cp_file)"; clean; T[concat]+=" $(secs pack concat)"; clean
+    T[cp2]+=" $(secs cp_file)"; clean; T[bestfit]+=" $(secs pack bestfit)"; clean
+  done
+  declare -A M S
+  for k in "${!T[@]}"; do M[$k]=$(echo "${T[$k]}" | median); S[$k]=$(echo "${T[$k]}" | spread); done
+  ratio() { awk -v bound="$1" -v t="$2" 'BEGIN{printf "%.2f", bound/t}'; }
+  CPU=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+  {
+    echo "- machine: $(nproc) cores ($CPU), $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, $(uname -sr)"
+    echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet -- packer common || echo ' (+ uncommitted changes)')"
+    echo "- command: \`RUNS=$RUNS bash bench/pack_bench.sh $BUILD short $MB\` (cp and pack alternate, $RUNS runs each, wall time of the command alone, medians, min-max; all on /dev/shm)"
+    echo "- input: $(awk -v b="$BYTES" 'BEGIN{printf "%.0f MB", b/1e6}') uint32 shard, botchan + wagahaiwa_nekodearu lines replicated; $(echo "$STATS" | grep -m1 '^total' | cut -d, -f2-3 | sed 's/^ //'); $(echo "$STATS" | grep -m1 'document length')"
+    echo
+    echo "| pair | cp s (min-max) | loom-pack s (min-max) | ratio | target |"
+    echo "| --- | ---: | ---: | ---: | ---: |"
+    echo "| \`cp\` / \`pack --seq-len 2048 --strategy concat\` | ${M[cp1]} (${S[cp1]}) | ${M[concat]} (${S[concat]}) | $(ratio "${M[cp1]}" "${M[concat]}") | 0.8 |"
+    echo "| \`cp\` / \`pack --seq-len 2048 --strategy bestfit\` | ${M[cp2]} (${S[cp2]}) | ${M[bestfit]} (${S[bestfit]}) | $(ratio "${M[cp2]}" "${M[bestfit]}") | 0.5 |"
+    echo
+    echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+  }
+  exit 0
+fi
 WORK=$(mktemp -d "$BUILD/pack_bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 SHARD="$WORK/synth.bin"
@@ -48,12 +115,6 @@ BYTES=$(stat -c %s "$SHARD")
 FAST=$(mktemp -d /dev/shm/loom_pack_bench.XXXXXX 2>/dev/null || mktemp -d "$BUILD/pack_bench_fast.XXXXXX")
 trap 'rm -rf "$WORK" "$FAST"' EXIT
 
-secs() {  # wall seconds of "$@"
-  local t0 t1
-  t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N)
-  echo "$t0 $t1" | awk '{printf "%.4f", $2-$1}'
-}
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 cat_file() { cat "$SHARD" > /dev/null; }
 cp_file() { cp "$SHARD" "$FAST/copy.bin"; rm -f "$FAST/copy.bin"; }
 verify() { "$PACK" verify --deep "$SHARD"; }

@@ -41,13 +41,17 @@ uint32_t PackedWriter::check_segments(size_t n, const PackedSegment* segs, size_
 }
 
 void PackedWriter::add_packs_raw(const uint8_t* bytes, size_t n, const PackedSegment* segs, const size_t* seg_ends) {
+  add_index(n, segs, seg_ends);
+  bin_.write_raw(bytes, n * seq_len_);
+}
+
+void PackedWriter::add_index(size_t n, const PackedSegment* segs, const size_t* seg_ends) {
   for (size_t i = 0; i < n; ++i) {
     const size_t b = i ? seg_ends[i - 1] : 0;
     num_tokens_ += check_segments(seq_len_, segs + b, seg_ends[i] - b);
     seg_offsets_.push_back(seg_offsets_.back() + (seg_ends[i] - b));
   }
   segments_.insert(segments_.end(), segs, segs + (n ? seg_ends[n - 1] : 0));
-  bin_.write_raw(bytes, n * seq_len_);
 }
 
 void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegment* segs, size_t num_segs) {
@@ -77,6 +81,8 @@ void PackedWriter::commit(uint64_t num_source_docs) {
 
 void PackedWriter::seal(uint64_t num_source_docs) {
   LOOM_CHECK(num_packs() > 0, bin_path_, ": no packs to write (an empty packed shard is not written)");
+  LOOM_ASSERT(bin_.bytes_written() == num_packs() * seq_len_ * bin_.dtype_bytes(), bin_path_, ": ",
+              bin_.bytes_written(), " bytes of packs for an index of ", num_packs(), " packs");
   PackedHeader h{};
   detail::fill_loom_header(h, kPackedMagic, kPackedVersion, bin_.dtype_bytes(), info_);
   h.seq_len = seq_len_;

@@ -300,6 +300,33 @@ void File::pwrite_all(const void* buf, size_t n, uint64_t offset) {
   }
 }
 
+void File::copy_from(const File& src, uint64_t src_offset, uint64_t n) {
+  auto in = static_cast<loff_t>(src_offset);
+  bool kernel = true;
+  std::vector<uint8_t> buf;
+  while (n > 0) {
+    const size_t step = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
+    if (kernel) {
+      const ssize_t r = ::copy_file_range(src.fd_, &in, fd_, nullptr, step, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP || errno == EBADF)) {
+        kernel = false;  // nothing was copied by the failed call
+        continue;
+      }
+      if (r < 0) throw_errno("copy_file_range", path_, errno, errno == ENOSPC ? "the disk is full" : nullptr);
+      LOOM_CHECK(r > 0, src.path_, ": ends before byte ", in, " (copying into ", path_, ")");
+      n -= static_cast<uint64_t>(r);
+      continue;
+    }
+    const size_t got = std::min<size_t>(step, size_t{1} << 20);
+    buf.resize(got);
+    src.pread_exact(buf.data(), got, static_cast<uint64_t>(in));
+    write_all(buf.data(), got);
+    in += static_cast<loff_t>(got);
+    n -= got;
+  }
+}
+
 void File::fsync() {
   if (::fsync(fd_) != 0) throw_errno("fsync", path_, errno);
 }
@@ -418,6 +445,13 @@ void AtomicFile::write_unbuffered(const void* data, size_t n) {
   written_ += n;
   flush();
   file_.write_all(data, n);
+}
+
+void AtomicFile::copy_from(const File& src, uint64_t src_offset, uint64_t n) {
+  LOOM_ASSERT(!committed_ && !sealed_, "write after commit to ", path_);
+  written_ += n;
+  flush();
+  file_.copy_from(src, src_offset, n);
 }
 
 void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {

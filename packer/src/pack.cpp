@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <thread>
+#include <utility>
 
 #include "loom/error.h"
 #include "loom/log.h"
@@ -43,6 +46,8 @@ class InputsCheck {
       released_ = 0;
     }
   }
+  // Shard s's check, finished when the frontier passed its end.
+  const ShardStreamCheck& shard_check(size_t s) const { return checks_[s]; }
   // Checks whatever the packs did not reach (nothing, unless the plan skipped tokens).
   void finish() {
     advance(0);
@@ -65,6 +70,31 @@ class InputsCheck {
   std::vector<ShardStreamCheck> checks_;
   size_t cur_ = 0;
   uint64_t start_ = 0, frontier_ = 0, released_ = 0;
+};
+
+// Runs f on a second thread, so that the inputs' check (hashing every byte) overlaps the copying;
+// join() rethrows what f threw. Destroyed unjoined (the copying threw), it waits for f.
+class Worker {
+ public:
+  template <typename F>
+  explicit Worker(F f) : thread_([this, f]() mutable {
+      try {
+        f();
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    }) {}
+  ~Worker() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void join() {
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::exception_ptr error_;
+  std::thread thread_;
 };
 
 // Fills ids [from, n) of a raw pack with pad_id.
@@ -109,6 +139,57 @@ std::vector<std::string> pack_output_paths(const PackOptions& o, uint64_t num_pa
   return paths;
 }
 
+namespace {
+// Packs [p, end) of a concat plan into writer's .bin: the global tokens [p*L, end*L) that exist,
+// copied from the input files, then the last pack's padding.
+// The second thread then runs `then` (the index), which touches nothing the copying does: with one
+// hash pass it is done before the copy is.
+template <typename F>
+void copy_concat(const ShardSet& inputs, const std::vector<sys::File>& sources, const PackPlan& plan, uint64_t p,
+                 uint64_t end, PackedWriter& writer, InputsCheck& check, Progress& progress, F&& then) {
+  const uint64_t L = plan.seq_len, t0 = p * L, t1 = std::min(end * L, plan.num_tokens);
+  const uint32_t dtype = inputs.dtype_bytes();
+  // Calls f(shard, first local token, count) over [t0, t1) in pieces of at most `piece` tokens.
+  auto pieces = [&](uint64_t piece, auto&& f) {
+    uint64_t start = 0;
+    for (size_t s = 0; s < inputs.size(); ++s) {
+      const uint64_t n = inputs.shard(s).num_tokens();
+      const uint64_t b = std::max(t0, start), e = std::min(t1, start + n);
+      for (uint64_t at = b; at < e; at += piece) f(s, at - start, std::min(piece, e - at));
+      start += n;
+    }
+  };
+  {
+    // Small pieces: each is hashed twice (the output, then the input's check) while in cache. A
+    // file that begins with a whole input has that input's hash as its own so far: hashed once.
+    uint64_t start = 0;
+    size_t whole = inputs.size();
+    for (size_t s = 0; s < inputs.size() && start <= t0; start += inputs.shard(s++).num_tokens())
+      if (start == t0 && t1 - t0 >= inputs.shard(s).num_tokens() && inputs.shard(s).num_tokens() > 0) whole = s;
+    Worker hash([&] {
+      pieces(uint64_t{1} << 16, [&](size_t s, uint64_t local, uint64_t n) {
+        if (s != whole) writer.hash_raw(inputs.shard(s).token_bytes() + local * dtype, n);
+        check.advance(n);
+        if (s == whole && local + n == inputs.shard(s).num_tokens()) writer.hash_as(check.shard_check(s).hash());
+      });
+      then();
+    });
+    pieces(uint64_t{16} << 20, [&](size_t s, uint64_t local, uint64_t n) {
+      writer.copy_raw(sources[s], local * dtype, n);
+      progress.add(n * dtype);
+    });
+    hash.join();
+  }
+  const uint64_t pad = end * L - t1;
+  if (pad > 0) {
+    std::vector<uint8_t> ids(pad * dtype);
+    fill_padding(ids.data(), dtype, 0, static_cast<uint32_t>(pad), writer.pad_id());
+    writer.write_raw(ids.data(), pad);
+    progress.add(pad * dtype);
+  }
+}
+}  // namespace
+
 PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& o) {
   LOOM_CHECK(plan.num_packs() > 0, "nothing to pack: the inputs hold no token");
   PackReport rep;
@@ -121,50 +202,97 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   const uint64_t per_file = rep.outputs.size() == 1 ? plan.num_packs() : o.max_packs_per_shard;
   const uint32_t dtype = inputs.dtype_bytes();
   Progress progress("pack", plan.num_packs() * plan.seq_len * dtype);
-  // Packs are assembled as raw bytes straight from the inputs' mmaps (no widening to uint32); the
-  // ids are checked against the vocab by `check`, on the inputs, before anything is published.
-  InputsCheck check(inputs, o.strategy == PackStrategy::kConcat);
+  // Packs are assembled as raw bytes straight from the inputs (no widening to uint32); the ids are
+  // checked against the vocab by `check`, on the inputs, before anything is published.
+  const bool concat = o.strategy == PackStrategy::kConcat;
+  InputsCheck check(inputs, concat);
+  // concat's .bin is the inputs' token bytes back to back, cut every seq_len tokens, and the last
+  // pack padded: copied file to file in the kernel, while a second thread hashes the same bytes
+  // through the mappings (the output's checksum, then the inputs' check). bestfit gathers its packs
+  // here from the mappings and checks the inputs on the second thread, a sequential sweep.
+  std::vector<sys::File> sources;
+  if (concat) {
+    LOOM_ASSERT(plan.num_tokens == inputs.num_tokens(), "concat plans every token");
+    for (size_t s = 0; s < inputs.size(); ++s) sources.push_back(sys::File::open_read(inputs.shard(s).bin_path()));
+  }
+  std::unique_ptr<Worker> sweep;
+  if (!concat) sweep = std::make_unique<Worker>([&check] { check.finish(); });
+  constexpr uint64_t kPrefetchAhead = 8;
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
   const uint64_t pack_bytes = uint64_t{plan.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
-  std::vector<uint8_t> packs(batch * pack_bytes);
-  std::vector<PackedSegment> segs;
-  std::vector<size_t> seg_ends;
+  // bestfit: two batches, one gathered here while a third thread writes the other (the write into
+  // the page cache costs about what the gathering does).
+  std::vector<uint8_t> packs_buf[2];
+  std::vector<PackedSegment> segs_buf[2];
+  std::vector<size_t> seg_ends_buf[2];
+  if (!concat) packs_buf[0].resize(batch * pack_bytes), packs_buf[1].resize(batch * pack_bytes);
+  int cur = 0;
   // Outputs are sealed as they fill and renamed into place only after every input passed its check.
   std::vector<std::unique_ptr<PackedWriter>> writers;
+  std::unique_ptr<Worker> writing;  // after writers and the batches: joined before they go
   uint64_t p = 0;
   for (const std::string& out : rep.outputs) {
     writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), plan.seq_len, o.strategy, o.seed));
     PackedWriter& writer = *writers.back();
-    for (const uint64_t end = std::min(plan.num_packs(), p + per_file); p < end;) {
-      segs.clear();
-      seg_ends.clear();
-      uint64_t taken = 0;
-      for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
-        uint8_t* pack = packs.data() + seg_ends.size() * pack_bytes;
-        uint32_t used = 0;
-        for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
-          const PlannedSegment& g = plan.segments[s];
-          const auto [shard, local] = inputs.locate(g.doc);
-          const ShardReader& r = inputs.shard(shard);
-          LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
-                      "segment past its document or pack");
-          segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-          std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
-                      uint64_t{g.length} * dtype);
-          used += g.length;
+    const uint64_t end = std::min(plan.num_packs(), p + per_file);
+    writer.reserve(end - p, plan.pack_offsets[end] - plan.pack_offsets[p]);
+    // The file's index, and for bestfit its packs (for concat this runs on the hashing thread).
+    auto packs_of_file = [&] {
+      for (; p < end;) {
+        std::vector<uint8_t>& packs = packs_buf[cur];
+        std::vector<PackedSegment>& segs = segs_buf[cur];
+        std::vector<size_t>& seg_ends = seg_ends_buf[cur];
+        segs.clear();
+        seg_ends.clear();
+        for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
+          uint8_t* pack = concat ? nullptr : packs.data() + seg_ends.size() * pack_bytes;
+          uint32_t used = 0;
+          for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
+            const PlannedSegment& g = plan.segments[s];
+            // bestfit reads short segments at random places of the inputs: ask for one further on
+            // now, so its cache misses overlap this copy.
+            if (!concat && s + kPrefetchAhead < plan.segments.size()) {
+              const PlannedSegment& f = plan.segments[s + kPrefetchAhead];
+              const auto [fs, fl] = inputs.locate(f.doc);
+              const ShardReader& fr = inputs.shard(fs);
+              const uint8_t* src = fr.token_bytes() + (fr.offsets()[fl] + f.doc_pos) * dtype;
+              __builtin_prefetch(src);
+              __builtin_prefetch(src + 64);
+            }
+            const auto [shard, local] = inputs.locate(g.doc);
+            const ShardReader& r = inputs.shard(shard);
+            LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
+                        "segment past its document or pack");
+            segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
+            if (!concat)
+              std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
+                          uint64_t{g.length} * dtype);
+            used += g.length;
+          }
+          if (!concat) fill_padding(pack, dtype, used, plan.seq_len, writer.pad_id());
+          seg_ends.push_back(segs.size());
         }
-        fill_padding(pack, dtype, used, plan.seq_len, writer.pad_id());
-        seg_ends.push_back(segs.size());
-        taken += used;
+        if (concat) {
+          writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
+        } else {
+          if (writing) writing->join();
+          writing = std::make_unique<Worker>([&writer, &packs, &segs, &seg_ends] {
+            writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
+          });
+          cur ^= 1;
+          progress.add(seg_ends.size() * pack_bytes);
+        }
       }
-      writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
-      check.advance(taken);
-      progress.add(seg_ends.size() * pack_bytes);
-    }
+    };
+    if (concat) copy_concat(inputs, sources, plan, p, end, writer, check, progress, packs_of_file);
+    else packs_of_file();
+    if (writing) writing->join();
+    writing.reset();
     writer.seal(inputs.num_docs());
   }
-  check.finish();
+  if (sweep) sweep->join();
+  else check.finish();
   for (size_t i = 0; i < writers.size(); ++i) {
     writers[i]->publish();
     log::info("pack: wrote ", rep.outputs[i], " (", writers[i]->num_packs(), " packs)");

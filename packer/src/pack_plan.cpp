@@ -1,7 +1,7 @@
 #include "loom/packer/pack_plan.h"
 
 #include <algorithm>
-#include <set>
+#include <functional>
 #include <utility>
 
 #include "loom/error.h"
@@ -40,6 +40,11 @@ PackPlan plan_concat(const std::vector<uint64_t>& lens, uint32_t L) {
   LOOM_CHECK(L > 0, "--seq-len must be positive");
   PackPlan plan;
   plan.seq_len = L;
+  uint64_t tokens = 0;
+  for (const uint64_t len : lens) tokens += len;
+  const uint64_t packs = (tokens + L - 1) / L;  // reserved: no regrowth on millions of short documents
+  plan.segments.reserve(lens.size() + packs);
+  plan.pack_offsets.reserve(packs + 1);
   uint32_t fill = 0;
   for (uint64_t d = 0; d < lens.size(); ++d) {
     if (!count_doc(plan, d, lens[d])) continue;
@@ -60,49 +65,127 @@ PackPlan plan_concat(const std::vector<uint64_t>& lens, uint32_t L) {
   return plan;
 }
 
+namespace {
+// Open packs by remaining room: a min-heap of pack indices per room value and a two-level bitmap
+// of the non-empty ones. Same answers as a std::set of (room, pack) and lower_bound, without a
+// node allocation per placement: short documents make that set the planner's main cost.
+class RoomIndex {
+ public:
+  explicit RoomIndex(uint32_t L) : heaps_(L), words_(L / 64 + 1, 0), summary_(words_.size() / 64 + 1, 0) {}
+  bool empty(uint32_t r) const { return heaps_[r].empty(); }
+  void push(uint32_t r, uint64_t pack) {
+    std::vector<uint64_t>& h = heaps_[r];
+    h.push_back(pack);
+    std::push_heap(h.begin(), h.end(), std::greater<>());
+    set_bit(r);
+  }
+  // Removes and returns the first pack opened among those with the least room >= need; false if none.
+  bool pop_fitting(uint32_t need, uint64_t& pack) {
+    const uint32_t r = find_from(need);
+    if (r == kNone) return false;
+    std::vector<uint64_t>& h = heaps_[r];
+    std::pop_heap(h.begin(), h.end(), std::greater<>());
+    pack = h.back();
+    h.pop_back();
+    if (h.empty()) clear_bit(r);
+    return true;
+  }
+
+ private:
+  static constexpr uint32_t kNone = 0xffffffffu;
+  void set_bit(uint32_t r) {
+    words_[r / 64] |= uint64_t{1} << (r % 64);
+    summary_[r / 4096] |= uint64_t{1} << (r / 64 % 64);
+  }
+  void clear_bit(uint32_t r) {
+    words_[r / 64] &= ~(uint64_t{1} << (r % 64));
+    if (!words_[r / 64]) summary_[r / 4096] &= ~(uint64_t{1} << (r / 64 % 64));
+  }
+  uint32_t find_from(uint32_t r) const {
+    if (r >= heaps_.size()) return kNone;
+    size_t w = r / 64;
+    const uint64_t here = words_[w] & (~uint64_t{0} << (r % 64));
+    if (here) return static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(here)));
+    ++w;  // the next non-empty word, through the summary
+    for (size_t s = w / 64; s < summary_.size(); ++s) {
+      const uint64_t bits = s == w / 64 ? summary_[s] & (~uint64_t{0} << (w % 64)) : summary_[s];
+      if (bits) {
+        const size_t word = s * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+        return static_cast<uint32_t>(word * 64 + static_cast<size_t>(__builtin_ctzll(words_[word])));
+      }
+    }
+    return kNone;
+  }
+  std::vector<std::vector<uint64_t>> heaps_;  // by room, 0..L-1 (a pack with room L is never open)
+  std::vector<uint64_t> words_, summary_;
+};
+}  // namespace
+
 PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t seed) {
   LOOM_CHECK(L > 0, "--seq-len must be positive");
   PackPlan plan;
   plan.seq_len = L;
-  // Chunks: full L-chunks go straight into packs of their own; the remainders are bin-packed.
-  std::vector<PlannedSegment> items;
-  std::vector<std::vector<PlannedSegment>> packs;  // small: filled below, flattened at the end
+  // Chunks: full L-chunks go straight into packs of their own (packs 0..full.size()-1, in document
+  // order); the remainders (1..L-1 tokens) are bin-packed into the packs after them.
+  std::vector<PlannedSegment> full, rems;
+  std::vector<uint64_t> by_len(L + 1, 0);
   for (uint64_t d = 0; d < lens.size(); ++d) {
     if (!count_doc(plan, d, lens[d])) continue;
     if (lens[d] > L) ++plan.truncated_docs;
     uint64_t pos = 0;
-    for (; lens[d] - pos >= L; pos += L) packs.push_back({{d, static_cast<uint32_t>(pos), L, pos + L == lens[d]}});
-    if (pos < lens[d]) items.push_back({d, static_cast<uint32_t>(pos), static_cast<uint32_t>(lens[d] - pos), true});
-  }
-  // Longest first; ties by document (each document has at most one remainder).
-  std::sort(items.begin(), items.end(), [](const PlannedSegment& a, const PlannedSegment& b) {
-    return a.length != b.length ? a.length > b.length : a.doc < b.doc;
-  });
-  std::set<std::pair<uint32_t, size_t>> room;  // (remaining room, pack index) of open packs
-  std::vector<uint32_t> left;                  // remaining room by pack index (open packs only)
-  for (const PlannedSegment& it : items) {
-    auto best = room.lower_bound({it.length, 0});
-    size_t p;
-    if (best == room.end()) {
-      p = packs.size();
-      packs.emplace_back();
-      left.resize(packs.size(), 0);
-      left[p] = L;
-    } else {
-      p = best->second;
-      room.erase(best);
+    for (; lens[d] - pos >= L; pos += L) full.push_back({d, static_cast<uint32_t>(pos), L, pos + L == lens[d]});
+    if (pos < lens[d]) {
+      rems.push_back({d, static_cast<uint32_t>(pos), static_cast<uint32_t>(lens[d] - pos), true});
+      ++by_len[lens[d] - pos];
     }
-    packs[p].push_back(it);
-    left[p] -= it.length;
-    if (left[p] > 0) room.insert({left[p], p});
+  }
+  // Longest first; ties by document: a counting sort (stable, and rems are in document order).
+  std::vector<uint64_t> at(L + 1, 0);
+  uint64_t sum = 0;
+  for (uint32_t len = L; len > 0; --len) {
+    at[len] = sum;
+    sum += by_len[len];
+  }
+  std::vector<PlannedSegment> items(rems.size());
+  for (const PlannedSegment& r : rems) items[at[r.length]++] = r;
+  std::vector<PlannedSegment>().swap(rems);
+  // Best fit: each item's pack, and each pack's item count.
+  const uint64_t first = full.size();
+  std::vector<uint64_t> item_pack(items.size());
+  std::vector<uint32_t> left, count;  // by pack - first
+  RoomIndex room(L);
+  for (size_t i = 0; i < items.size(); ++i) {
+    uint64_t p;
+    if (!room.pop_fitting(items[i].length, p)) {
+      p = first + left.size();
+      left.push_back(L);
+      count.push_back(0);
+    }
+    item_pack[i] = p;
+    ++count[p - first];
+    left[p - first] -= items[i].length;
+    if (left[p - first] > 0) room.push(left[p - first], p);
+  }
+  // Each bin pack's items in placement order, by pack.
+  std::vector<uint64_t> begin(count.size() + 1, 0);
+  for (size_t q = 0; q < count.size(); ++q) begin[q + 1] = begin[q] + count[q];
+  std::vector<PlannedSegment> placed(items.size());
+  {
+    std::vector<uint64_t> next(begin.begin(), begin.end() - 1);
+    for (size_t i = 0; i < items.size(); ++i) placed[next[item_pack[i] - first]++] = items[i];
   }
   // Packs are opened in a deterministic order; the seed shuffles them (Fisher-Yates).
-  std::vector<size_t> order(packs.size());
+  const size_t num_packs = full.size() + count.size();
+  std::vector<size_t> order(num_packs);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   uint64_t state = seed;
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[splitmix64(state) % i]);
+  plan.segments.reserve(full.size() + placed.size());
+  plan.pack_offsets.reserve(num_packs + 1);
   for (size_t p : order) {
-    plan.segments.insert(plan.segments.end(), packs[p].begin(), packs[p].end());
+    if (p < first) plan.segments.push_back(full[p]);
+    else plan.segments.insert(plan.segments.end(), placed.begin() + static_cast<std::ptrdiff_t>(begin[p - first]),
+                              placed.begin() + static_cast<std::ptrdiff_t>(begin[p - first + 1]));
     plan.pack_offsets.push_back(plan.segments.size());
   }
   return plan;

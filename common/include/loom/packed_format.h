@@ -122,6 +122,19 @@ class PackedWriter {
   // n such packs back to back (one write; 1 MiB or more bypasses the file's buffer): pack i's
   // segments are segs[seg_ends[i-1], seg_ends[i]).
   void add_packs_raw(const uint8_t* bytes, size_t n, const PackedSegment* segs, const size_t* seg_ends);
+  // add_packs_raw in parts, for bytes that do not pass through a buffer (concat copies its packs
+  // straight from the input files): the index of n packs here, their bytes, in order, through
+  // copy_raw (then hash_raw of the same bytes) or write_raw. seal() checks the sizes agree.
+  void add_index(size_t n, const PackedSegment* segs, const size_t* seg_ends);
+  void copy_raw(const sys::File& src, uint64_t src_offset, size_t n_ids) { bin_.copy_raw(src, src_offset, n_ids); }
+  void hash_raw(const uint8_t* bytes, size_t n_ids) { bin_.hash_raw(bytes, n_ids); }
+  void write_raw(const uint8_t* bytes, size_t n_ids) { bin_.write_raw(bytes, n_ids); }
+  void hash_as(const Xxh64& h) { bin_.hash_as(h); }
+  // Room for this many more packs and segments in the index (no regrowth on large runs).
+  void reserve(uint64_t packs, uint64_t segments) {
+    seg_offsets_.reserve(seg_offsets_.size() + packs);
+    segments_.reserve(segments_.size() + segments);
+  }
   uint64_t num_packs() const { return seg_offsets_.size() - 1; }
   uint64_t num_tokens() const { return num_tokens_; }
   uint32_t pad_id() const { return pad_id_; }

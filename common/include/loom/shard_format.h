@@ -170,10 +170,21 @@ class TokenBinWriter {
   void write(const uint32_t* ids, size_t n);
   uint32_t dtype_bytes() const { return dtype_bytes_; }
   uint64_t digest() const { return hash_.digest(); }
+  uint64_t bytes_written() const { return bin_.bytes_written(); }
   // Raw little-endian ids of this dtype, already known to be < vocab (a copy from a checked shard).
   // Large runs (loom-tokenize's blocks of documents) go to the file as they are, not through the
   // file's buffer: one copy of the bytes fewer on the writing thread.
   void write_raw(const uint8_t* bytes, size_t n_ids);
+  // write_raw in two halves: copy_raw appends n_ids ids of a checked shard's .bin from byte
+  // src_offset in the kernel (no hashing); hash_raw takes the same bytes, read through a mapping
+  // of that file, in order (from another thread if the caller joins it before digest()).
+  void copy_raw(const sys::File& src, uint64_t src_offset, size_t n_ids) {
+    bin_.copy_from(src, src_offset, uint64_t{n_ids} * dtype_bytes_);
+  }
+  void hash_raw(const uint8_t* bytes, size_t n_ids) { hash_.update(bytes, n_ids * dtype_bytes_); }
+  // Instead of hash_raw: the bytes written so far are exactly those h hashed (an input's whole .bin,
+  // hashed by its check), so the output's checksum continues from h.
+  void hash_as(const Xxh64& h) { hash_ = h; }
   using Parts = std::vector<std::pair<const void*, size_t>>;
   void commit(const Parts& meta_parts);
   // commit() in two steps: seal() writes the .meta and closes both files under their temporary
@@ -319,6 +330,8 @@ class ShardStreamCheck {
   // Checks the rest and the checksum; throws naming the file when the .bin is not what its .meta says.
   void finish();
   uint64_t done() const { return done_; }
+  // The hash of tokens [0, done()).
+  const Xxh64& hash() const { return hash_; }
 
  private:
   static constexpr uint64_t kChunkTokens = 1 << 16;

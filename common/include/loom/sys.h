@@ -65,6 +65,9 @@ class File {
   void pread_exact(void* buf, size_t n, uint64_t offset) const;
   void write_all(const void* buf, size_t n);
   void pwrite_all(const void* buf, size_t n, uint64_t offset);
+  // Appends n bytes of src from src_offset, in the kernel (copy_file_range; read and write where
+  // the file systems do not support it). src must hold them all.
+  void copy_from(const File& src, uint64_t src_offset, uint64_t n);
   void fsync();
   void close();
 
@@ -121,6 +124,8 @@ class AtomicFile {
   // write() without the copy into the buffer: what is buffered goes first, then buf itself (for
   // large pieces whose copy would cost more than the extra system call).
   void write_unbuffered(const void* buf, size_t n);
+  // Appends n bytes of src from src_offset without passing them through this process (File::copy_from).
+  void copy_from(const File& src, uint64_t src_offset, uint64_t n);
   // Writes over bytes written before (the buffer is flushed first): a header filled in last.
   void write_at(uint64_t offset, const void* buf, size_t n);
   uint64_t bytes_written() const { return written_; }

@@ -10,7 +10,7 @@
 //           longer than L is cut into L-token chunks plus a remainder; chunks are never split
 //           further. Chunks are placed longest first (ties: lower document, then earlier chunk,
 //           first) into the open pack with the least room that still fits them (ties: the pack
-//           opened first), else into a new pack: O(n log n) with a multiset of remaining room.
+//           opened first), else into a new pack: a counting sort and per-room heaps of open packs.
 //           The seed then shuffles the order of the packs (Fisher-Yates on SplitMix64, the same
 //           on every platform); within a pack, segments keep their placement order.
 #pragma once
