@@ -481,13 +481,23 @@ TEST_CASE("each layer's w1 and w2 share one allocation, w2's rows after w1's", "
   CHECK(!loom::fused_gated_projection_applies(x, torch::randn({8, 64}), torch::randn({8, 64})));
 }
 
-TEST_CASE("FLOPs per token match InternLM's get_megatron_flops", "[model][flops]") {
+namespace {
+
+// C 512, 4 layers, 8 heads, F = 2048 exactly (so InternLM's mlp_ratio * 3/2 SwiGLU term is exact), V 1000.
+ModelOptions flops_options() {
   ModelOptions o;
   o.hidden_size = 512;
   o.num_layers = 4;
   o.num_attention_heads = 8;
-  o.mlp_ratio = 4.0;  // F = 2048 exactly, so InternLM's mlp_ratio * 3/2 SwiGLU term is exact
+  o.mlp_ratio = 4.0;
   o.vocab_size = 1000;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("FLOPs per token match InternLM's get_megatron_flops", "[model][flops]") {
+  ModelOptions o = flops_options();
   const double C = 512, L = 4, V = 1000, S = 128, r = 4.0 * 3 / 2;
   // InternLM's formula for a batch of one sequence, divided by its S tokens.
   const auto megatron = [&](double factor) {
@@ -504,12 +514,7 @@ TEST_CASE("FLOPs per token match InternLM's get_megatron_flops", "[model][flops]
 }
 
 TEST_CASE("executed FLOPs count causal attention per document and the recomputed forwards", "[model][flops]") {
-  ModelOptions o;
-  o.hidden_size = 512;
-  o.num_layers = 4;
-  o.num_attention_heads = 8;
-  o.mlp_ratio = 4.0;
-  o.vocab_size = 1000;
+  ModelOptions o = flops_options();
   const double C = 512, L = 4, S = 128;
   const auto cu = [](std::vector<int32_t> v) { return torch::tensor(v, torch::kInt32); };
   // One document a pack: the matmuls of the model convention, the causal half (and the diagonal)
