@@ -55,10 +55,6 @@ void validate_sections(const TrainConfig& c) {
   LrSchedule check(c.lr_schedule_options());  // the lr_scheduler.* keys
 }
 
-}  // namespace
-
-namespace {
-
 // Megatron-LM's flags that are one loom key under another name (train_options' keys, --help lists them).
 const std::pair<const char*, const char*> kMegatronAliases[] = {
     {"train-iters", "data.total_steps"},

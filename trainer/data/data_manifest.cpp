@@ -7,18 +7,14 @@
 #include <sstream>
 
 #include "loom/error.h"
+#include "loom/hash.h"
 #include "loom/json_text.h"
 
 namespace loom {
 
 namespace {
 
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
+// hex64's text back (loom/hash.h writes it).
 uint64_t unhex(std::string_view s, const std::string& where) {
   LOOM_CHECK(s.size() == 16 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos, where,
              ": '", s, "' is not a 16-digit hex checksum");
@@ -48,14 +44,14 @@ std::string DataManifest::to_json() const {
   std::ostringstream o;
   o << "{\"seq_len\": " << seq_len << ", \"tokenizer\": {\"vocab_size\": " << tokenizer.vocab_size
     << ", \"bos_id\": " << tokenizer.bos_id << ", \"eos_id\": " << tokenizer.eos_id << ", \"flags\": " << tokenizer.flags
-    << ", \"model_fingerprint\": " << json_quote(hex(tokenizer.model_fingerprint)) << "}, \"datasets\": [";
+    << ", \"model_fingerprint\": " << json_quote(hex64(tokenizer.model_fingerprint)) << "}, \"datasets\": [";
   for (size_t d = 0; d < datasets.size(); ++d) {
     o << (d ? ", " : "") << "{\"name\": " << json_quote(datasets[d].name)
       << ", \"weight\": " << json_number(datasets[d].weight) << ", \"shards\": [";
     for (size_t s = 0; s < datasets[d].shards.size(); ++s) {
       const Shard& sh = datasets[d].shards[s];
       o << (s ? ", " : "") << "{\"file\": " << json_quote(sh.file) << ", \"packs\": " << sh.packs
-        << ", \"bin_xxh64\": " << json_quote(hex(sh.bin_xxh64)) << "}";
+        << ", \"bin_xxh64\": " << json_quote(hex64(sh.bin_xxh64)) << "}";
     }
     o << "]}";
   }

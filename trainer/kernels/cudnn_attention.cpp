@@ -227,7 +227,8 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
   if (dtype != torch::kBFloat16 && dtype != torch::kFloat16) {
     return no(str("activations are ", c10::toString(dtype), ", cuDNN attention takes bf16 or fp16"));
   }
-  if (head_dim % 8 != 0 || head_dim > 128) return no(str("head dim ", head_dim, " is not a multiple of 8 up to 128"));
+  if (head_dim % 8 != 0 || head_dim > kCudnnMaxHeadDim)
+    return no(str("head dim ", head_dim, " is not a multiple of 8 up to ", kCudnnMaxHeadDim));
   // cuDNN's presence and the GPU's support are only known by trying: forward and backward.
   try {
     const auto opt = torch::TensorOptions().device(device).dtype(dtype);

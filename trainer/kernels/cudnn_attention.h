@@ -28,6 +28,8 @@ namespace loom {
 
 // Segments are padded to a multiple of this many tokens (the kernel's query/key tile).
 inline constexpr int64_t kSegmentGrain = 128;
+// Head dims the kernel takes: multiples of 8 up to this.
+inline constexpr int64_t kCudnnMaxHeadDim = 128;
 
 // q [Tok, H, D], k/v [Tok, K, D] bf16/fp16 on CUDA; cu_seqlens_host [S+1] int32 on the CPU (segment
 // s = tokens [cu[s], cu[s+1]), cu[0] = 0, cu[S] = Tok); scale = softmax scale. Returns [Tok, H, D];

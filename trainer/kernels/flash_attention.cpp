@@ -71,7 +71,8 @@ bool flash_attention_supported(const torch::Device& device, torch::Dtype dtype, 
   if (dtype != torch::kBFloat16 && dtype != torch::kFloat16) {
     return no(str("activations are ", c10::toString(dtype), ", flash attention takes bf16 or fp16"));
   }
-  if (head_dim % 8 != 0 || head_dim > 256) return no(str("head dim ", head_dim, " is not a multiple of 8 up to 256"));
+  if (head_dim % 8 != 0 || head_dim > kFlashMaxHeadDim)
+    return no(str("head dim ", head_dim, " is not a multiple of 8 up to ", kFlashMaxHeadDim));
   // The kernel's presence (build flags, GPU generation) is only known by trying it.
   try {
     const auto opt = torch::TensorOptions().device(device).dtype(dtype);

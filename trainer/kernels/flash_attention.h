@@ -14,6 +14,9 @@
 
 namespace loom {
 
+// Head dims the kernel takes: multiples of 8 up to this.
+inline constexpr int64_t kFlashMaxHeadDim = 256;
+
 // q [Tok, H, D], k/v [Tok, K, D] bf16/fp16 on CUDA, cu_seqlens [S+1] int32 on the same device
 // (segment s = tokens [cu[s], cu[s+1])), max_seqlen = longest segment, scale = softmax scale.
 // Returns [Tok, H, D]; differentiable in q, k and v. Throws loom::Error where the kernel is absent.

@@ -31,9 +31,10 @@ std::string CheckpointSaver::folder_of(int64_t step) const {
 
 CheckpointContents CheckpointSaver::contents(const HostFor& model_into) {
   CheckpointContents cc;
-  // Every rank: at ZeRO stage 3 the whole weights are gathered collectively (rank 0 receives them).
-  cc.model = src_.update->whole_model_state(named_state(*src_.model), model_into);
   for (Stateful* part : src_.parts) part->save_state(cc);
+  // The model's part, whole: at ZeRO stage 3 every rank gathers the weights collectively (rank 0
+  // receives them, into model_into's buffers when given); elsewhere the same tensors again.
+  cc.model = src_.update->whole_model_state(named_state(*src_.model), model_into);
   cc.config_ini = src_.config_ini;
   cc.tokenizer_model = src_.tokenizer_model;
   return cc;

@@ -29,11 +29,11 @@
 
 namespace loom {
 
-// What a checkpoint holds besides the model's weights, and where its text parts come from.
+// What a checkpoint holds, and where its text parts come from.
 struct SaveSources {
-  InternLMImpl* model = nullptr;       // model.safetensors (gathered at ZeRO-3)
+  InternLMImpl* model = nullptr;       // its weights, gathered whole (at ZeRO-3) over ModuleState's part
   DataParallelUpdate* update = nullptr;
-  std::vector<Stateful*> parts;        // state.json, optimizer.safetensors, ... (Stateful)
+  std::vector<Stateful*> parts;        // every component (state.json, model, optimizer.safetensors, ...)
   std::string config_ini;              // written for the record, never restored
   std::string tokenizer_model;         // data.tokenizer's bytes ("" if none)
 };

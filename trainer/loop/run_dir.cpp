@@ -55,6 +55,18 @@ std::string aside_name(const std::string& path) {
 // Moves path to aside, except the lock files in `keep` (canonical paths) under it: a folder on the
 // way to one is made anew in aside and its entries moved one by one, so each lock stays where its
 // holder holds it and where the next run looks for it.
+void move_aside(const std::string& path, const std::string& aside, const std::vector<std::string>& keep);
+
+// The entries of folder `path` into a new folder `aside`, but the locks in `keep`; `path` stays.
+void move_entries_aside(const std::string& path, const std::string& aside, const std::vector<std::string>& keep) {
+  sys::make_dirs(aside);
+  for (const std::string& name : entries(path))
+    if (std::find(keep.begin(), keep.end(), sys::canonical_path(path + "/" + name)) == keep.end())
+      move_aside(path + "/" + name, aside + "/" + name, keep);
+  sys::fsync_dir(aside);
+  sys::fsync_dir(path);
+}
+
 void move_aside(const std::string& path, const std::string& aside, const std::vector<std::string>& keep) {
   const std::string c = sys::canonical_path(path);
   const bool holds_lock =
@@ -63,12 +75,7 @@ void move_aside(const std::string& path, const std::string& aside, const std::ve
     sys::rename_file(path, aside);
     return;
   }
-  sys::make_dirs(aside);
-  for (const std::string& name : entries(path))
-    if (std::find(keep.begin(), keep.end(), sys::canonical_path(path + "/" + name)) == keep.end())
-      move_aside(path + "/" + name, aside + "/" + name, keep);
-  sys::fsync_dir(aside);
-  sys::fsync_dir(path);
+  move_entries_aside(path, aside, keep);
 }
 
 bool inside(const std::string& path, const std::string& dir) {
@@ -141,12 +148,7 @@ std::string prepare_fresh_run_dir(const std::string& run_dir, const std::string&
   for (const std::string& lock : {run_dir + "/" + kRunDirLockName, ckpt_folder + "/" + kRunDirLockName})
     if (sys::exists(lock)) keep.push_back(sys::canonical_path(lock));
   const std::string aside = aside_name(run_dir);
-  sys::make_dirs(aside);
-  for (const std::string& name : entries(run_dir))
-    if (std::find(keep.begin(), keep.end(), sys::canonical_path(run_dir + "/" + name)) == keep.end())
-      move_aside(run_dir + "/" + name, aside + "/" + name, keep);
-  sys::fsync_dir(aside);
-  sys::fsync_dir(run_dir);
+  move_entries_aside(run_dir, aside, keep);
   if (!inside(ckpt_folder, run_dir) && sys::exists(ckpt_folder)) {
     const std::string ckpt_aside = aside_name(ckpt_folder);
     move_aside(ckpt_folder, ckpt_aside, keep);

@@ -177,12 +177,12 @@ LrScheduleOptions schedule_on_resume(const std::string& resume_dir, const LrSche
                        "is best run with lr_scheduler.kind=wsd"));
 }
 
-void check_resumed_data(const std::string& resume_dir, const std::string& saved_json, const std::string& now_json,
-                        const TrainData& data, uint64_t consumed) {
+void check_resumed_data(const std::string& resume_dir, const std::string& saved_json, const TrainData& data,
+                        int64_t seq_len, uint64_t consumed) {
   if (saved_json.empty()) return;  // a checkpoint from before loom recorded its data
   const std::string where = resume_dir + "/state.json";
   const std::vector<std::string> changes =
-      data_changes(DataManifest::from_json(saved_json, where), DataManifest::from_json(now_json, "this run"), resume_dir);
+      data_changes(DataManifest::from_json(saved_json, where), manifest_of(data, seq_len), resume_dir);
   if (changes.empty()) return;
   std::string list;
   for (const std::string& c : changes) list += (list.empty() ? "" : "; ") + c;

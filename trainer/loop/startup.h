@@ -51,8 +51,8 @@ LrScheduleOptions schedule_on_resume(const std::string& resume_dir, const LrSche
 // A resume onto data other than the checkpoint's record (saved_json, state.json's "data"; "" for a
 // checkpoint from before the record): another tokenizer is refused (loom::Error); other datasets,
 // shards, weights or seq_len are one warning that says what the sampler does with them.
-void check_resumed_data(const std::string& resume_dir, const std::string& saved_json, const std::string& now_json,
-                        const TrainData& data, uint64_t consumed_samples);
+void check_resumed_data(const std::string& resume_dir, const std::string& saved_json, const TrainData& data,
+                        int64_t seq_len, uint64_t consumed_samples);
 
 // The tokenizer.model a resumed run keeps writing into its checkpoints when data.tokenizer is not
 // given: the checkpoint's, if the data was tokenized with it (its XXH64 is the data's fingerprint).

@@ -136,8 +136,8 @@ int64_t Loop::resume_or_init() {
   if (!resume_dir.empty()) {
     const std::string data_now = state_.data_json;
     for (const auto& part : checkpointed_) part->load_state(resume_dir);
-    check_resumed_data(resume_dir, state_.data_json, data_now, data_, state_.sampler.consumed_samples);
-    state_.data_json = data_now;
+    check_resumed_data(resume_dir, state_.data_json, data_, c_.data.seq_len, state_.sampler.consumed_samples);
+    state_.data_json = data_now;  // new checkpoints record this run's data
     if (tokenizer_model_.empty()) tokenizer_model_ = tokenizer_from_checkpoint(resume_dir, data_);
     LOOM_CHECK(update_->updates() == state_.updates, resume_dir, ": optimizer step ", update_->updates(),
                " disagrees with state.json updates ", state_.updates);
@@ -175,8 +175,7 @@ void Loop::open_saver() {
   SaveSources src;
   src.model = model_.get();
   src.update = update_.get();
-  for (const auto& part : checkpointed_)
-    if (dynamic_cast<ModuleState*>(part.get()) == nullptr) src.parts.push_back(part.get());  // the saver gathers the model
+  for (const auto& part : checkpointed_) src.parts.push_back(part.get());
   src.config_ini = c_.resolved_ini;
   src.tokenizer_model = tokenizer_model_;
   saver_ = std::make_unique<CheckpointSaver>(ckpt_, comm_, std::move(src), faults_, alerts_, c_.ckpt.async_save,

@@ -54,7 +54,7 @@ AttentionCaps probe_attention_caps(const torch::Device& device, int64_t head_dim
   }
   // Presence is a fact of the build, cuDNN and the GPU, probed in bf16 at a head dim both take; the
   // run's own dtype and head dim are the rule's to check.
-  const int64_t probe_dim = head_dim % 8 == 0 && head_dim <= 128 ? head_dim : 64;
+  const int64_t probe_dim = head_dim % 8 == 0 && head_dim <= kCudnnMaxHeadDim ? head_dim : 64;
   caps.flash = flash_attention_supported(device, torch::kBFloat16, probe_dim, &caps.why_no_flash);
   caps.cudnn = cudnn_attention_supported(device, torch::kBFloat16, probe_dim, &caps.why_no_cudnn);
   caps.hopper = cudnn_attention_preferred(device);
@@ -79,10 +79,12 @@ AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, in
   const std::string dtype_text = c10::toString(dtype);
   std::string no_cudnn = caps.why_no_cudnn, no_flash = caps.why_no_flash;
   if (!half) no_cudnn = no_flash = "activations are " + dtype_text + ", the CUDA kernels take bf16 or fp16";
-  if (head_dim % 8 != 0 || head_dim > 128) no_cudnn = str("head dim ", head_dim, " is not a multiple of 8 up to 128");
-  if (head_dim % 8 != 0 || head_dim > 256) no_flash = str("head dim ", head_dim, " is not a multiple of 8 up to 256");
-  const bool cudnn = caps.cuda && caps.cudnn && half && head_dim % 8 == 0 && head_dim <= 128;
-  const bool flash = caps.cuda && caps.flash && half && head_dim % 8 == 0 && head_dim <= 256;
+  const bool cudnn_dim = head_dim % 8 == 0 && head_dim <= kCudnnMaxHeadDim;
+  const bool flash_dim = head_dim % 8 == 0 && head_dim <= kFlashMaxHeadDim;
+  if (!cudnn_dim) no_cudnn = str("head dim ", head_dim, " is not a multiple of 8 up to ", kCudnnMaxHeadDim);
+  if (!flash_dim) no_flash = str("head dim ", head_dim, " is not a multiple of 8 up to ", kFlashMaxHeadDim);
+  const bool cudnn = caps.cuda && caps.cudnn && half && cudnn_dim;
+  const bool flash = caps.cuda && caps.flash && half && flash_dim;
   const bool segments = !caps.cuda && caps.cpu_segments && dtype == torch::kFloat32;
   switch (choice) {
     case AttentionChoice::kCudnn:
