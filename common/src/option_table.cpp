@@ -1,7 +1,6 @@
 #include "loom/option_table.h"
 
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -35,20 +34,16 @@ void read_option(const std::string& key, const std::string& text, bool* out) {
 }
 
 namespace {
-template <typename T>
-void read_integer(const std::string& key, const std::string& text, T* out) {
-  const char* b = text.data();
-  const char* e = b + text.size();
-  if (b != e && *b == '+') ++b;
-  const auto [end, ec] = std::from_chars(b, e, *out);
-  if (ec != std::errc() || end != e || b == e)
-    throw UsageError(str("--", key, ": '", text, "' is not an integer in [", std::numeric_limits<T>::min(), ", ",
-                         std::numeric_limits<T>::max(), "]"));
-}
+// Any value of the field's type (its checks come later); "+5" reads as 5, as Boost would.
+std::string without_plus(const std::string& text) { return !text.empty() && text[0] == '+' ? text.substr(1) : text; }
 }  // namespace
 
-void read_option(const std::string& key, const std::string& text, int64_t* out) { read_integer(key, text, out); }
-void read_option(const std::string& key, const std::string& text, uint64_t* out) { read_integer(key, text, out); }
+void read_option(const std::string& key, const std::string& text, int64_t* out) {
+  *out = parse_int(key, without_plus(text), std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+}
+void read_option(const std::string& key, const std::string& text, uint64_t* out) {
+  *out = parse_uint(key, without_plus(text), 0, std::numeric_limits<uint64_t>::max());
+}
 
 void read_option(const std::string& key, const std::string& text, double* out) {
   char* end = nullptr;

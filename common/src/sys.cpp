@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "loom/error.h"
@@ -80,19 +81,22 @@ std::string basename(const std::string& path) {
   return pos == std::string::npos ? path : path.substr(pos + 1);
 }
 
-namespace {
-void walk(const std::string& dir, std::vector<std::string>& out) {
-  DIR* d = ::opendir(dir.c_str());
+std::vector<std::string> list_dir(const std::string& dir) {
+  // closedir on every exit, a throwing push_back included.
+  const std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
   if (!d) throw_errno("opendir", dir, errno);
   std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
+  while (const struct dirent* e = ::readdir(d.get())) {
     std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    names.push_back(name);
+    if (name != "." && name != "..") names.push_back(std::move(name));
   }
-  ::closedir(d);
   std::sort(names.begin(), names.end());
-  for (const auto& name : names) {
+  return names;
+}
+
+namespace {
+void walk(const std::string& dir, std::vector<std::string>& out) {
+  for (const auto& name : list_dir(dir)) {
     std::string p = dir + "/" + name;
     if (is_directory(p)) walk(p, out);
     else out.push_back(p);
@@ -100,18 +104,6 @@ void walk(const std::string& dir, std::vector<std::string>& out) {
 }
 }  // namespace
 
-std::vector<std::string> list_dir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) throw_errno("opendir", dir, errno);
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(std::move(name));
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 std::vector<std::string> list_files(const std::string& path) {
   std::vector<std::string> out;

@@ -26,7 +26,8 @@ void write_text(const std::string& path, const std::string& text, std::vector<Fi
   files.push_back({sys::basename(path), text.size(), xxh64(text.data(), text.size())});
 }
 
-// "step_N" -> N, or -1 when name is not of that form (step_N.tmp included).
+}  // namespace
+
 int64_t parse_step_name(const std::string& name) {
   if (name.rfind("step_", 0) != 0 || name.size() == 5) return -1;
   int64_t v = 0;
@@ -36,8 +37,6 @@ int64_t parse_step_name(const std::string& name) {
   }
   return v;
 }
-
-}  // namespace
 
 std::string checkpoint_tokenizer(const std::string& dir, const std::string& given) {
   const std::string own = dir + "/" + kCheckpointTokenizer;

@@ -71,6 +71,8 @@ inline constexpr const char* kCheckpointTokenizer = "tokenizer.model";
 std::string checkpoint_tokenizer(const std::string& dir, const std::string& given);
 
 std::string checkpoint_dir_name(int64_t step);  // "step_N"
+// "step_N" -> N, or -1 when name is not of that form (step_N.tmp included).
+int64_t parse_step_name(const std::string& name);
 
 // A file of a checkpoint, as its manifest lists it.
 struct CheckpointFile {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -209,11 +208,9 @@ void apply_megatron(const MegatronFlags& m, TrainConfig& c) {
     // and starts fresh when there is none: loom's --resume auto over its checkpoint folder.
     if (!c.flags.resume.empty())
       throw UsageError(str("--load ", m.load, " is --resume auto over ", m.load, ": give one of --load and --resume"));
-    const std::filesystem::path load = std::filesystem::path(m.load).lexically_normal();
     if (c.ckpt.folder.empty()) {
       c.ckpt.folder = m.load;
-    } else if (without_trailing_slash(std::filesystem::path(c.ckpt.folder).lexically_normal().string()) !=
-               without_trailing_slash(load.string())) {
+    } else if (sys::canonical_path(c.ckpt.folder) != sys::canonical_path(m.load)) {
       throw UsageError(str("--load ", m.load, " with ckpt.save_ckpt_folder (--save) ", c.ckpt.folder,
                            ": loom resumes the newest checkpoint of the folder it saves to (--resume auto), or one "
                            "step_N folder (--resume ", m.load, "/step_N); give --save ", m.load, " too, or --resume"));

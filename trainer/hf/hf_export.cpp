@@ -1,7 +1,6 @@
 #include "hf_export.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -54,20 +53,10 @@ void write_text(const std::string& path, const std::string& text) {
 
 namespace fs = std::filesystem;
 
-// The absolute path with its existing part resolved (symlinks, "..", "."), the rest appended
-// lexically: two spellings of one folder compare equal, whether it exists yet or not.
-fs::path resolved(const std::string& path) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
-  LOOM_CHECK(!ec, "export-hf: cannot resolve the path ", path, ": ", ec.message());
-  return p;
-}
-
 // step_N or step_N.tmp: a checkpoint's folder, complete or being written (checkpoint.h).
 bool is_step_folder_name(std::string name) {
   if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) name.resize(name.size() - 4);
-  if (name.size() <= 5 || name.compare(0, 5, "step_") != 0) return false;
-  return std::all_of(name.begin() + 5, name.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  return parse_step_name(name) >= 0;
 }
 
 // Whether dir holds a loom checkpoint, as checkpoint.h lays one out: a step_N folder (manifest.json,
@@ -215,8 +204,10 @@ ExportSummary export_hf(const std::map<std::string, torch::Tensor>& loom, const 
 
 void check_export_output(const std::string& output, const std::string& checkpoint, bool force) {
   LOOM_CHECK(!output.empty(), "export-hf: no output folder given");
-  const fs::path out = resolved(output);
-  const fs::path ck = resolved(checkpoint);
+  // Both with their existing part resolved (symlinks, "..") and the rest appended: two spellings
+  // of one folder compare equal, whether it exists yet or not.
+  const fs::path out(sys::canonical_path(output));
+  const fs::path ck(sys::canonical_path(checkpoint));
   // The output itself and every folder above it: an export anywhere inside a checkpoint folder
   // would overwrite its model.safetensors or sit where the trainer writes its next step_N.
   for (fs::path p = out;; p = p.parent_path()) {

@@ -1,6 +1,5 @@
 #include "run_dir.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -20,17 +19,9 @@ namespace loom {
 namespace {
 
 // The entries of one folder (not recursive), "." and ".." excluded, sorted.
+// A folder's names, sorted; none for a folder that is not there.
 std::vector<std::string> entries(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") out.push_back(name);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
+  return sys::is_directory(dir) ? sys::list_dir(dir) : std::vector<std::string>{};
 }
 
 std::string utc_stamp() {
