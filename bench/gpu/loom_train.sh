@@ -12,12 +12,14 @@
 # step times.
 # Env: LOOM_BENCH_STEPS (10), LOOM_BENCH_WARMUP (3), LOOM_BENCH_DOCS (make_packed.py --docs:
 # random, one, paragraphs, sft16), LOOM_BENCH_DATA (a packed .bin to train on instead: its .meta
-# beside it), LOOM_BENCH_TAG (log names loom_TAG.log, default the preset), LOOM_TRAIN_EXTRA.
+# beside it), LOOM_BENCH_TAG (log names loom_TAG.log, default the preset), LOOM_TRAIN_EXTRA,
+# LOOM_BENCH_BIN (the loom-train to time, default build-gpu/trainer/loom-train: an older build's).
 # Usage: bench/gpu/loom_train.sh PRESET MICRO_BSZ CHECKPOINT(fraction or auto) OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PRESET=$1 BSZ=$2 CKPT=$3 OUT=$4
 STEPS=${LOOM_BENCH_STEPS:-10} WARMUP=${LOOM_BENCH_WARMUP:-3} TAG=${LOOM_BENCH_TAG:-$PRESET}
+BIN=${LOOM_BENCH_BIN:-build-gpu/trainer/loom-train}
 case "$PRESET" in
   1b) SHAPE="--model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16" ;;
   7b) SHAPE="--model.hidden_size=4096 --model.num_layers=32 --model.num_attention_heads=32" ;;
@@ -37,11 +39,11 @@ ARGS=(--job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16
   --data.train_folder="$WORK/train" --data.seq_len=4096 --data.micro_bsz="$BSZ" --data.micro_num=1
   --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint="$CKPT" $SHAPE ${LOOM_TRAIN_EXTRA:-})
 # The memory plan of the same run, to set beside the allocator's measured peak.
-build-gpu/trainer/loom-train plan --json "${ARGS[@]}" > "$WORK/plan.json" 2> "$OUT/plan_${TAG}.err" || true
+"$BIN" plan --json "${ARGS[@]}" > "$WORK/plan.json" 2> "$OUT/plan_${TAG}.err" || true
 # --profile-memory: the breakdown (parameters, gradients, optimizer state, activations) lands in the log.
 # The log goes through a reader that stamps each step line with its arrival time (loom flushes
 # stderr per line): the wall clock of the timed window.
-build-gpu/trainer/loom-train --profile-memory "${ARGS[@]}" 2>&1 | tee "$OUT/loom_${TAG}.log" | python3 -u -c '
+"$BIN" --profile-memory "${ARGS[@]}" 2>&1 | tee "$OUT/loom_${TAG}.log" | python3 -u -c '
 import re, sys, time
 while True:
     line = sys.stdin.readline()

@@ -7,7 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=/tmp/loom-prefix
 mkdir -p "$P"
-for f in .debs/*.deb; do dpkg -x "$f" "$P"; done
+# Unpacked once per machine: two builds at once (bench/gpu/loop_ab_call.sh) must not rewrite headers
+# the other is reading.
+if [ ! -f "$P/.unpacked" ]; then
+  for f in .debs/*.deb; do dpkg -x "$f" "$P"; done
+  touch "$P/.unpacked"
+fi
 PY=$(command -v python3)
 TORCH_PREFIX=$($PY -c 'import torch;print(torch.utils.cmake_prefix_path)')
 NCCL_DIR=$($PY -c 'import nvidia.nccl,os;print(os.path.dirname(nvidia.nccl.__file__ if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0]))' 2>/dev/null || true)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One device call (<= 600 s): tokens/s of the 1b and 7b presets before and after a change, on the same
+# one-document packs (full causal attention) in the same call, then plan == run on both presets.
+# The older tree arrives as build-base/src.tar; it is built beside this one (both at once) and timed
+# through this tree's bench/gpu/loom_train.sh (LOOM_BENCH_BIN), so both read the same data the same way.
+# Here: mkdir -p build-base && git archive BASE > build-base/src.tar; device tool: carry
+# [".debs", "build-base"]; bash bench/gpu/loop_ab_call.sh   (LOOM_CALL_S, default 570; LOOM_AB_ROUNDS, 2)
+# Logs in $OUT/logs.tgz, one JSON line per run in $OUT/ab.jsonl, the summary on stdout.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/loom-out}
+L=$OUT/logs
+mkdir -p "$L"
+T0=$(date +%s)
+left() { echo $(( ${LOOM_CALL_S:-570} - ($(date +%s) - T0) )); }
+export LD_LIBRARY_PATH="/tmp/loom-prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+ROOT=$PWD BASE=/tmp/loom-base
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } | tee "$L/device.txt"
+mkdir -p /tmp/loom-prefix
+for f in .debs/*.deb; do dpkg -x "$f" /tmp/loom-prefix; done && touch /tmp/loom-prefix/.unpacked
+rm -rf "$BASE" && mkdir -p "$BASE" && tar -xf build-base/src.tar -C "$BASE" && ln -s "$ROOT/.debs" "$BASE/.debs"
+cp scripts/device/build.sh "$BASE/scripts/device/build.sh"
+(LOOM_TARGETS="loom-train loom-tokenize loom-pack" timeout 360 bash scripts/device/build.sh > "$L/build_current.log" 2>&1
+ echo "build current rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
+(cd "$BASE" && LOOM_TARGETS=loom-train timeout 360 bash scripts/device/build.sh > "$L/build_base.log" 2>&1
+ echo "build base rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
+wait
+grep -hE "error:|FAILED" "$L"/build_*.log | head -20
+D=$(mktemp -d /tmp/loom-ab-XXXX)
+for p in 1b:4 7b:1; do
+  python3 bench/gpu/make_packed.py "$D/${p%%:*}.bin" --seq-len 4096 --packs $(( ${p##*:} * 14 )) --docs one \
+    --tools build-gpu --stats-json "$L/packs_${p%%:*}.json" >> "$L/packs.log" 2>&1
+done
+for round in $(seq "${LOOM_AB_ROUNDS:-2}"); do
+  for spec in 1b:4:0 7b:1:auto; do
+    IFS=: read -r preset bsz ckpt <<< "$spec"
+    for tree in base current; do
+      bin=$ROOT/build-gpu/trainer/loom-train; [ "$tree" = base ] && bin=$BASE/build-gpu/trainer/loom-train
+      [ "$(left)" -gt 75 ] || { echo "no time left for $tree $spec round $round" | tee -a "$L/device.txt"; continue; }
+      line=$(LOOM_BENCH_BIN=$bin LOOM_BENCH_DATA=$D/$preset.bin LOOM_BENCH_STEPS=12 LOOM_BENCH_TAG="${preset}_${tree}_$round" \
+             timeout 150 bash bench/gpu/loom_train.sh "$preset" "$bsz" "$ckpt" "$L" 2>>"$L/ab_err.txt")
+      [ -n "$line" ] || line="{\"preset\": \"$preset\", \"error\": \"failed\"}"
+      echo "${line%\}}, \"tree\": \"$tree\", \"round\": $round}" | tee -a "$OUT/ab.jsonl"
+    done
+  done
+done
+[ "$(left)" -gt 60 ] && timeout "$(left)" bash bench/gpu/plan_vs_run.sh "$L" 1b 7b | tee -a "$L/device.txt"
+echo "done at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
+tar czf "$OUT/logs.tgz" -C "$OUT" logs
