@@ -208,6 +208,15 @@ bool process_alive(long pid) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
+std::string get_env(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  return v != nullptr ? v : "";
+}
+
+void set_env(const std::string& name, const std::string& value) {
+  LOOM_CHECK(::setenv(name.c_str(), value.c_str(), 1) == 0, "setenv ", name, ": ", std::strerror(errno));
+}
+
 // ---- File ----
 
 File File::open_read(const std::string& path) {

@@ -224,3 +224,35 @@ TEST_CASE("choose_attention: the rule on CUDA devices, from their capabilities a
   CHECK_THAT(assumed.source, Catch::StartsWith("assumed"));
   CHECK(std::string(loom::attention_kernel_key(AttentionKernel::kCudnnOrFlash)) == "cudnn+flash");
 }
+
+// job.deterministic: never cuDNN (its backward has no deterministic mode), whatever the device.
+TEST_CASE("choose_attention: job.deterministic takes flash, never cuDNN", "[model][attention]") {
+  using loom::AttentionChoice;
+  using loom::AttentionKernel;
+  loom::AttentionCaps hopper;
+  hopper.cuda = hopper.hopper = hopper.flash = hopper.cudnn = true;
+  loom::AttentionCaps cudnn_only = hopper;
+  cudnn_only.flash = false;
+  cudnn_only.why_no_flash = "no flash in this build";
+  const auto plan = [](const loom::AttentionCaps& caps, AttentionChoice choice, int64_t d = 128) {
+    return loom::choose_attention(caps, torch::kBFloat16, d, choice, /*deterministic=*/true);
+  };
+  const loom::AttentionPlan a = plan(hopper, AttentionChoice::kAuto);
+  CHECK(a.kernel == AttentionKernel::kFlashVarlen);
+  CHECK_THAT(a.why, Catch::Contains("job.deterministic=true"));
+  CHECK(plan(hopper, AttentionChoice::kFlash).kernel == AttentionKernel::kFlashVarlen);
+  CHECK(plan(hopper, AttentionChoice::kMasked).kernel == AttentionKernel::kMasked);
+  CHECK_THROWS_WITH(plan(hopper, AttentionChoice::kCudnn),
+                    Catch::Contains("job.attention=cudnn cannot run here: job.deterministic=true"));
+  // Neither flash nor cuDNN: the math path (deterministic matmuls and softmax).
+  CHECK(plan(cudnn_only, AttentionChoice::kAuto).kernel == AttentionKernel::kMasked);
+  // The same caps without the flag: what the flag changed.
+  CHECK(loom::choose_attention(hopper, torch::kBFloat16, 128, AttentionChoice::kAuto).kernel ==
+        AttentionKernel::kCudnnOrFlash);
+  CHECK(loom::choose_attention(cudnn_only, torch::kBFloat16, 128, AttentionChoice::kAuto).kernel ==
+        AttentionKernel::kCudnnSegments);
+  // CPU float32: segment attention, deterministic by its fixed block order.
+  const loom::AttentionCaps cpu = loom::probe_attention_caps(torch::kCPU, 8);
+  CHECK(loom::choose_attention(cpu, torch::kFloat32, 8, AttentionChoice::kAuto, true).kernel ==
+        AttentionKernel::kCpuSegments);
+}

@@ -5,6 +5,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "data_manifest.h"
+#include "determinism.h"
 #include "evaluator.h"
 #include "loader.h"
 #include "lr_schedule.h"
@@ -296,4 +297,44 @@ TEST_CASE("the data a checkpoint trained on: recorded, compared on resume, anoth
   test::write_loop_data(dir / "other", 0x5678);
   CHECK_THROWS_WITH(train(test::loop_config(dir / "other", dir / "r", {"--data.total_steps=4", "--resume=auto"})),
                     Catch::Contains("model_fingerprint") && Catch::Contains("step_2"));
+}
+
+TEST_CASE("job.deterministic: two runs of one seed write bitwise the same losses and weights") {
+  log::set_level(log::Level::kWarn);
+  test::TempDir dir("loop_deterministic");
+  test::write_loop_data(dir / "data");
+  // Two intra-op threads: where a reduction's order could depend on scheduling.
+  const std::vector<std::string> extra = {"--job.deterministic=true", "--job.threads=2"};
+  const TrainSummary a = train(test::loop_config(dir / "data", dir / "a", extra));
+  CHECK(at::globalContext().deterministicAlgorithms());
+  CHECK(sys::get_env("CUBLAS_WORKSPACE_CONFIG") == ":4096:8");
+  CHECK(sys::get_env("NCCL_NVLS_ENABLE") == "0");
+  const TrainSummary b = train(test::loop_config(dir / "data", dir / "b", extra));
+  const auto la = train_lines(dir / "a/metrics.jsonl");
+  const auto lb = train_lines(dir / "b/metrics.jsonl");
+  REQUIRE(la.size() == 6);
+  REQUIRE(lb.size() == 6);
+  for (size_t i = 0; i < la.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(field(la[i], "loss") == field(lb[i], "loss"));
+    CHECK(field(la[i], "grad_norm") == field(lb[i], "grad_norm"));
+  }
+  REQUIRE_FALSE(a.last_checkpoint.empty());
+  REQUIRE_FALSE(b.last_checkpoint.empty());
+  CHECK(test::read_all(a.last_checkpoint + "/model.safetensors") == test::read_all(b.last_checkpoint + "/model.safetensors"));
+  CHECK(test::read_all(a.last_checkpoint + "/optimizer.safetensors") ==
+        test::read_all(b.last_checkpoint + "/optimizer.safetensors"));
+}
+
+TEST_CASE("job.deterministic refuses an environment that defeats it") {
+  sys::set_env("CUBLAS_WORKSPACE_CONFIG", ":0:0");
+  CHECK_THROWS_WITH(enable_deterministic_mode(), Catch::Contains("CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8") &&
+                                                     Catch::Contains("sets ':0:0'"));
+  sys::set_env("CUBLAS_WORKSPACE_CONFIG", ":16:8");
+  sys::set_env("NCCL_NVLS_ENABLE", "1");
+  CHECK_THROWS_WITH(enable_deterministic_mode(), Catch::Contains("NCCL_NVLS_ENABLE=1"));
+  sys::set_env("NCCL_NVLS_ENABLE", "0");
+  enable_deterministic_mode();
+  CHECK(sys::get_env("CUBLAS_WORKSPACE_CONFIG") == ":16:8");  // the user's valid choice is kept
+  CHECK(at::globalContext().deterministicAlgorithms());
 }

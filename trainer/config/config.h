@@ -35,6 +35,7 @@ struct JobOptions {
   double peak_tflops = 0;          // job.peak_tflops: per-device peak for MFU (0 = auto, from the GPU's name)
   bool tensorboard = true;         // job.tensorboard
   bool overwrite = false;          // job.overwrite: a fresh run moves an earlier run in run_dir aside (run_dir.h)
+  bool deterministic = false;      // job.deterministic: bitwise-repeatable runs (determinism.h)
 };
 
 // Command-line switches that are no INI key: how the run starts, what it profiles.

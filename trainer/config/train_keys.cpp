@@ -47,6 +47,8 @@ void declare_job(OptionTable& t, JobOptions& j) {
   t.add("job.tensorboard", &j.tensorboard, "write tensorboard/ event files");
   t.add("job.overwrite", &j.overwrite, "a fresh run into a run_dir that holds an earlier run moves it to "
         "RUN_DIR.old-YYYYMMDD_HHMMSS (never deletes); false: such a run is refused");
+  t.add("job.deterministic", &j.deterministic, "bitwise the same losses and weights on every run of one seed, data, "
+        "world size and GPU model: deterministic kernels only (attention: flash, not cuDNN), at a cost in speed");
 }
 
 void declare_data(OptionTable& t, DataOptions& d) {  // checked by DataOptions::validate

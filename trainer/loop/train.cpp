@@ -3,6 +3,7 @@
 // the other ranks and alerted before they leave.
 #include "trainer.h"
 
+#include "determinism.h"
 #include "launch.h"
 #include "loom/log.h"
 #include "loom/sys.h"
@@ -24,6 +25,7 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
                              : ": this loom-train is built without CUDA (its LibTorch is CPU only); use job.device=cpu "
                                "or a CUDA build (docs/GPU.md)");
   }
+  if (config.job.deterministic) enable_deterministic_mode();  // before cuBLAS or NCCL starts
   // One device per rank: a bare "cuda" means this rank's local GPU.
   if (config.job.device == "cuda") config.job.device = "cuda:" + std::to_string(li.local_rank);
   CommOptions co;

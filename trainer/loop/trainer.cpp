@@ -65,7 +65,8 @@ MemoryPlan Loop::plan_memory_and_attention() {
   // cannot fit.
   const AttentionCaps caps = probe_attention_caps(device_, c_.model.head_dim());
   const AttentionPlan attention =
-      choose_attention(caps, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.job.attention));
+      choose_attention(caps, c_.model.dtype, c_.model.head_dim(), parse_attention_kernel(c_.job.attention),
+                       c_.job.deterministic);
   attention_ = attention.kernel;
   const MemoryPlan plan = plan_for_run(c_, comm_.world(), device_, caps);
   LOOM_ASSERT(plan.in.attention == attention_, "the plan and the run chose different attention kernels");

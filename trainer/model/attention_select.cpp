@@ -74,7 +74,7 @@ AttentionCaps assumed_attention_caps(bool cuda) {
 }
 
 AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, int64_t head_dim,
-                               AttentionChoice choice) {
+                               AttentionChoice choice, bool deterministic) {
   const bool half = dtype == torch::kBFloat16 || dtype == torch::kFloat16;
   const std::string dtype_text = c10::toString(dtype);
   std::string no_cudnn = caps.why_no_cudnn, no_flash = caps.why_no_flash;
@@ -83,7 +83,8 @@ AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, in
   const bool flash_dim = head_dim % 8 == 0 && head_dim <= kFlashMaxHeadDim;
   if (!cudnn_dim) no_cudnn = str("head dim ", head_dim, " is not a multiple of 8 up to ", kCudnnMaxHeadDim);
   if (!flash_dim) no_flash = str("head dim ", head_dim, " is not a multiple of 8 up to ", kFlashMaxHeadDim);
-  const bool cudnn = caps.cuda && caps.cudnn && half && cudnn_dim;
+  if (deterministic) no_cudnn = "job.deterministic=true: cuDNN's attention backward is not deterministic";
+  const bool cudnn = caps.cuda && caps.cudnn && half && cudnn_dim && !deterministic;
   const bool flash = caps.cuda && caps.flash && half && flash_dim;
   const bool segments = !caps.cuda && caps.cpu_segments && dtype == torch::kFloat32;
   switch (choice) {
@@ -102,7 +103,7 @@ AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, in
   }
   if (cudnn && caps.hopper && flash) return {AttentionKernel::kCudnnOrFlash, ""};
   if (cudnn && caps.hopper) return {AttentionKernel::kCudnnSegments, "(no flash: " + no_flash + ")"};
-  if (flash) return {AttentionKernel::kFlashVarlen, caps.hopper ? "(no cuDNN: " + no_cudnn + ")" : ""};
+  if (flash) return {AttentionKernel::kFlashVarlen, caps.hopper || deterministic ? "(no cuDNN: " + no_cudnn + ")" : ""};
   if (segments) return {AttentionKernel::kCpuSegments, ""};
   return {AttentionKernel::kMasked, caps.cuda ? "(no flash: " + no_flash + ")" : ""};
 }

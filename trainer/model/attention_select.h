@@ -65,9 +65,11 @@ struct AttentionPlan {
 // The one rule. kAuto: on Hopper with cuDNN and flash, cudnn+flash; cuDNN alone there, cudnn; else
 // flash where it runs; else segment attention on CPU fp32; else masked. Both kernels of CUDA take
 // bf16/fp16 and head dims that are multiples of 8 (cuDNN up to 128, flash up to 256). A named
-// kernel that cannot run here throws loom::Error saying why. No side effects.
+// kernel that cannot run here throws loom::Error saying why. `deterministic` (job.deterministic,
+// determinism.h): never cuDNN, whose backward has no deterministic mode in LibTorch; auto takes
+// flash there and a named cuDNN kernel is refused. No side effects.
 AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, int64_t head_dim,
-                               AttentionChoice choice);
+                               AttentionChoice choice, bool deterministic = false);
 
 // How many attention calls took each branch of kCudnnOrFlash (every layer, forward and recompute
 // counted); the loop reads and resets it each step.

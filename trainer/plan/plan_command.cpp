@@ -28,7 +28,8 @@ PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device
   in.zero_stage = c.parallel.zero_stage;
   in.cuda = c.job.device.rfind("cuda", 0) == 0;
   in.attention =
-      choose_attention(caps, c.model.dtype, c.model.head_dim(), parse_attention_kernel(c.job.attention)).kernel;
+      choose_attention(caps, c.model.dtype, c.model.head_dim(), parse_attention_kernel(c.job.attention),
+                       c.job.deterministic).kernel;
   in.attention_source = caps.source;
   in.device_bytes = device_bytes;
   in.margin = 0;

@@ -44,6 +44,10 @@ void check_outputs_spare_inputs(const std::vector<std::string>& inputs, const st
 std::string hostname();
 // Whether a process with this pid runs on this host.
 bool process_alive(long pid);
+// An environment variable's value, "" when unset; set_env replaces it (for libraries that read it
+// later in this process, before their first use).
+std::string get_env(const std::string& name);
+void set_env(const std::string& name, const std::string& value);
 
 // An owned file descriptor.
 class File {
