@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# loom-train on one GPU with a preset of bench/gpu/run.sh: random documents packed to 4096
+# loom-train on one GPU with a preset of bench/gpu/run.sh: random documents packed to 4096 (LOOM_BENCH_SEQ_LEN)
 # tokens (bench/gpu/make_packed.py), bf16, flash attention, the CUDA path. Prints one JSON line
 # (tokens/s, TFLOP/s, MFU, peak memory) over the steps after the warm-up, with the memory plan's
 # total beside the measured peak and the seconds from launch to the first step.
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PRESET=$1 BSZ=$2 CKPT=$3 OUT=$4
 STEPS=${LOOM_BENCH_STEPS:-10} WARMUP=${LOOM_BENCH_WARMUP:-3} TAG=${LOOM_BENCH_TAG:-$PRESET}
-BIN=${LOOM_BENCH_BIN:-build-gpu/trainer/loom-train}
+BIN=${LOOM_BENCH_BIN:-build-gpu/trainer/loom-train} SEQ=${LOOM_BENCH_SEQ_LEN:-4096}
 case "$PRESET" in
   1b) SHAPE="--model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16" ;;
   7b) SHAPE="--model.hidden_size=4096 --model.num_layers=32 --model.num_attention_heads=32" ;;
@@ -31,12 +31,12 @@ if [ -n "${LOOM_BENCH_DATA:-}" ]; then
   ln -s "$(realpath "$LOOM_BENCH_DATA")" "$WORK/train/synthetic/part0.bin"
   ln -s "$(realpath "$LOOM_BENCH_DATA.meta")" "$WORK/train/synthetic/part0.bin.meta"
 else
-  python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len 4096 --packs $((BSZ * (STEPS + 2))) \
+  python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len "$SEQ" --packs $((BSZ * (STEPS + 2))) \
     --docs "${LOOM_BENCH_DOCS:-random}" >&2
 fi
 ARGS=(--job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16
   --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false --job.log_every=1
-  --data.train_folder="$WORK/train" --data.seq_len=4096 --data.micro_bsz="$BSZ" --data.micro_num=1
+  --data.train_folder="$WORK/train" --data.seq_len="$SEQ" --data.micro_bsz="$BSZ" --data.micro_num=1
   --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint="$CKPT" $SHAPE ${LOOM_TRAIN_EXTRA:-})
 # The memory plan of the same run, to set beside the allocator's measured peak.
 "$BIN" plan --json "${ARGS[@]}" > "$WORK/plan.json" 2> "$OUT/plan_${TAG}.err" || true
@@ -53,7 +53,7 @@ while True:
     if m:
         print(m.group(1), repr(time.time()), flush=True)
 ' > "$WORK/stamps.txt" || { tail -30 "$OUT/loom_${TAG}.log" >&2; exit 1; }
-python3 - "$WORK/run/metrics.jsonl" "$PRESET" "$BSZ" "$CKPT" "$WARMUP" "$WORK/plan.json" "$OUT/loom_${TAG}.log" "$WORK/stamps.txt" <<'PY'
+python3 - "$WORK/run/metrics.jsonl" "$PRESET" "$BSZ" "$CKPT" "$WARMUP" "$WORK/plan.json" "$OUT/loom_${TAG}.log" "$WORK/stamps.txt" "$SEQ" <<'PY'
 import json, re, sys
 path, preset, bsz, ckpt, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 try:
@@ -93,7 +93,7 @@ else:
 tok_s = real / wall
 mfu_wall = sum(r["mfu"] * r["step_time"] for r in timed) / wall
 mean = lambda k: sum(r[k] for r in timed) / len(timed)
-print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=4096, checkpoint=ckpt,
+print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=int(sys.argv[9]), checkpoint=ckpt,
                       steps_timed=len(timed), step_s=round(wall / len(timed), 4), tokens_per_s=round(tok_s, 1),
                       tflops=round(mfu_wall * 989, 1),  # --job.peak_tflops=989
                       mfu=round(mfu_wall, 4), clock=clock_src, wall_s=round(wall, 3), real_tokens_timed=int(real),
