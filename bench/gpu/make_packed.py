@@ -258,6 +258,18 @@ def pack_in_python(docs, txt_doc, copies, a):
     return hdr, tokens, np.asarray(offsets, dtype="<u8"), np.array(segs, dtype=SEG_DTYPE)
 
 
+def fullest_packs(tokens, seg_offsets, segments, n, L):
+    """The n packs with the most real tokens, in their order: the measured steps see the padding
+    a packer leaves on a long input, not the tail of a short one."""
+    fill = np.array([int(segments["length"][seg_offsets[p]: seg_offsets[p + 1]].sum())
+                     for p in range(len(seg_offsets) - 1)])
+    keep = np.sort(np.argsort(-fill, kind="stable")[:n])
+    segs = np.concatenate([segments[seg_offsets[p]: seg_offsets[p + 1]] for p in keep])
+    offsets = np.concatenate([[0], np.cumsum([seg_offsets[p + 1] - seg_offsets[p] for p in keep])]).astype(np.int64)
+    toks = np.concatenate([tokens[p * L: (p + 1) * L] for p in keep])
+    return np.ascontiguousarray(toks), offsets, segs
+
+
 def text_mode(a):
     docs, txt_doc = text_documents(read_text(a.text), a.docs)
     tools = find_tools(a.tools)
@@ -271,15 +283,16 @@ def text_mode(a):
         while True:
             hdr, tokens, seg_offsets, segments = (pack_with_tools(tools, docs, txt_doc, copies, a, work) if tools
                                                   else pack_in_python(docs, txt_doc, copies, a))
-            if hdr["num_packs"] >= a.packs:
+            # A few packs to spare: best-fit's last packs hold its leftovers, and are left out below.
+            if hdr["num_packs"] >= a.packs + 2:
                 break
-            copies = math.ceil(copies * 1.3 * a.packs / hdr["num_packs"])
+            copies = math.ceil(copies * 1.3 * (a.packs + 2) / hdr["num_packs"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     n, L = a.packs, a.seq_len
-    seg_offsets = np.asarray(seg_offsets[: n + 1], dtype=np.int64)
-    segments = segments[: int(seg_offsets[-1])]
-    write_packed(a.out, np.ascontiguousarray(tokens[: n * L]), seg_offsets, segments, hdr["vocab"], hdr["bos"],
+    tokens, seg_offsets, segments = fullest_packs(np.asarray(tokens), np.asarray(seg_offsets, dtype=np.int64),
+                                                  segments, n, L)
+    write_packed(a.out, tokens, seg_offsets, segments, hdr["vocab"], hdr["bos"],
                  hdr["eos"], hdr["flags"], L, hdr["pad_id"], hdr["strategy"], hdr["num_docs"], hdr["fingerprint"],
                  hdr["seed"])
     return dict(text=os.path.relpath(a.text, ROOT) if a.text.startswith(ROOT) else a.text, copies=copies,

@@ -77,7 +77,7 @@ TEST_CASE("job.deterministic: two bf16 CUDA runs of one seed are bitwise equal")
   loom::log::set_level(loom::log::Level::kWarn);
   loom::test::TempDir dir("gpu_deterministic");
   write_data(dir / "data/train/d", 16);
-  const bool deterministic = GENERATE(false, true)  // the default first: the flag is process-wide state;
+  const bool deterministic = GENERATE(false, true);  // the default first: the flag is process-wide state
   const std::string tag = deterministic ? "det" : "default";
   const Run a = run(dir / "data/train", dir / (tag + "_a"), deterministic);
   const Run b = run(dir / "data/train", dir / (tag + "_b"), deterministic);
