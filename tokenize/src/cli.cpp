@@ -6,6 +6,7 @@
 #include "loom/log.h"
 #include "loom/options.h"
 #include "loom/progress.h"
+#include "loom/tokenize/megatron_tokenizer.h"
 #include "loom/tokenize/tokenize_job.h"
 #include "loom/tokenize/train_spm.h"
 
@@ -87,7 +88,18 @@ int tokenize_main(const std::vector<std::string>& args) {
        "(folder) per key, with --output-prefix; one key alone is --text-key")
       ("bin_output_path", po::value<std::string>(), "InternLM tools/tokenizer.py's: the one input is written to "
        "this .bin (+ .meta); implies --format internlm and, for json/jsonl, --raw-records, unless given")
-      ("format", po::value<std::string>()->default_value("loom"), "loom (docs/FORMAT.md) or internlm (tools/tokenizer.py)")
+      ("format", po::value<std::string>(), "loom (docs/FORMAT.md; the default), internlm (tools/tokenizer.py) or "
+       "megatron (Megatron-LM's indexed dataset, NAME.bin + NAME.idx; the default with --tokenizer-type)")
+      ("tokenizer-type", po::value<std::string>(), "Megatron-LM's: GPTSentencePieceTokenizer, SentencePieceTokenizer or "
+       "Llama2Tokenizer, reproduced id for id (docs/TOKENIZE.md); implies --format megatron unless given")
+      ("dataset-impl", po::value<std::string>(), "Megatron-LM's: mmap, the indexed dataset it reads today (the only one)")
+      ("partitions", po::value<std::string>()->default_value("1"), "Megatron-LM's: accepted; loom writes one dataset "
+       "per key in input order whatever the count (Megatron's partitions interleave lines when N > 1)")
+      ("log-interval", po::value<std::string>()->default_value("1000"), "Megatron-LM's: accepted; loom's progress "
+       "line reports every 30 s")
+      ("keep-newlines", po::bool_switch(), "Megatron-LM's: accepted; it only changes --split-sentences, which loom "
+       "does not do (the text is encoded with its newlines as it is)")
+      ("split-sentences", po::bool_switch(), "Megatron-LM's: refused (NLTK's punkt splitter is not reproduced)")
       ("bos", po::bool_switch(), "start each document with the model's BOS id (default)")
       ("no-bos", po::bool_switch(), "no BOS id")
       ("eos", po::bool_switch(), "end each document with the model's EOS id (default with --format loom)")
@@ -109,6 +121,7 @@ int tokenize_main(const std::vector<std::string>& args) {
   p.alias("tokenizer-model", "model");
   p.alias("workers", "threads");
   p.alias("append-eod", "eos");
+  p.alias("output-format", "format");
   if (!p.parse(args)) return kExitOk;  // --help
   if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
   const int outputs = static_cast<int>(p.vm().count("output-dir") + p.vm().count("output-prefix") +
@@ -137,10 +150,43 @@ int tokenize_main(const std::vector<std::string>& args) {
       throw UsageError("--json-keys with several keys writes one shard set per key: give --output-prefix");
   }
   if (p.vm().count("output-prefix") && keys.empty()) keys.push_back(opt.reader.text_key);
-  opt.format = one_of<ShardFormat>("format", internlm_cli && !p.has("format") ? "internlm" : p.get<std::string>("format"),
-                                   {{"loom", ShardFormat::kLoom}, {"internlm", ShardFormat::kInternlm}});
-  opt.pipeline.bos = on_off(p, "bos", true);
-  opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
+  // Megatron-LM's spelling (--tokenizer-type, which every preprocess_data.py line has, or
+  // --dataset-impl) writes its dataset unless --format says otherwise.
+  const bool megatron_cli = p.has("tokenizer-type") || p.has("dataset-impl");
+  const std::string format = p.has("format") ? p.get<std::string>("format")
+                             : internlm_cli  ? "internlm"
+                             : megatron_cli  ? "megatron"
+                                             : "loom";
+  opt.format = one_of<ShardFormat>("format", format, {{"loom", ShardFormat::kLoom}, {"internlm", ShardFormat::kInternlm},
+                                                      {"megatron", ShardFormat::kMegatron}});
+  if (p.has("dataset-impl")) one_of<int>("dataset-impl", p.get<std::string>("dataset-impl"), {{"mmap", 0}});
+  if (p.get<bool>("split-sentences"))
+    throw UsageError("--split-sentences: loom does not split documents into sentences (Megatron-LM does it with "
+                     "NLTK's punkt models); without it each text is one sequence, as preprocess_data.py writes it");
+  const uint64_t partitions = p.get_uint("partitions", 1, kMaxThreads);
+  static_cast<void>(p.get_uint("log-interval", 1, UINT64_MAX));  // checked, then not used
+  if (p.has("tokenizer-type")) {
+    opt.megatron_type = parse_megatron_tokenizer_type(p.get<std::string>("tokenizer-type"));
+    if (opt.format != ShardFormat::kMegatron)
+      throw UsageError(str("--tokenizer-type writes Megatron-LM's dataset; it does not go with --format ", format));
+  }
+  if (opt.format == ShardFormat::kMegatron) {
+    // The tokenizer type decides bos (Llama2Tokenizer's); --eos is --append-eod, off by default as in Megatron.
+    if (p.get<bool>("bos") || p.get<bool>("no-bos"))
+      throw UsageError("--bos/--no-bos: with --format megatron the tokenizer type decides (Llama2Tokenizer starts "
+                       "documents with bos, the others do not)");
+    opt.pipeline.bos = false;
+    opt.pipeline.eos = on_off(p, "eos", false);
+    if (opt.reader.raw_records) throw UsageError("--raw-records does not go with --format megatron (Megatron encodes a json key)");
+    // preprocess_data.py reads its input a line at a time: a .json file is JSON lines ("loose json").
+    opt.reader.json_lines = true;
+    if (partitions > 1)
+      log::info("--partitions ", partitions, ": loom writes the documents in input order (Megatron-LM would interleave ",
+                "them over its partitions)");
+  } else {
+    opt.pipeline.bos = on_off(p, "bos", true);
+    opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
+  }
   opt.pipeline.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));
   opt.pipeline.max_doc_bytes = p.get_uint("max-doc-bytes", 64, kMaxTextBytes);
   opt.pipeline.batch_bytes = p.get_uint("batch-bytes", 1, kMaxTextBytes);
@@ -159,12 +205,23 @@ int tokenize_main(const std::vector<std::string>& args) {
     TokenizeOptions job = opt;
     job.reader.text_key = key;
     check_text_key(key);
-    if (p.vm().count("output-prefix")) job.output_dir = p.get<std::string>("output-prefix") + "_" + key + "_document";
+    if (p.vm().count("output-prefix")) {
+      // Megatron's PREFIX_{key}_document.bin/.idx is one dataset; loom's format gets a folder of that name.
+      const std::string name = p.get<std::string>("output-prefix") + "_" + key + "_document";
+      if (opt.format == ShardFormat::kMegatron) {
+        if (opt.inputs.size() != 1)
+          throw UsageError(str("--output-prefix with --format megatron writes one dataset per json key from one input; ",
+                               opt.inputs.size(), " inputs given (use --output-dir for one dataset per input)"));
+        job.output_bin = name + ".bin";
+      } else {
+        job.output_dir = name;
+      }
+    }
     check_outputs_spare_inputs(job);  // every job's, before the first one writes
     jobs.push_back(std::move(job));
   }
   for (const TokenizeOptions& job : jobs) {
-    log::info("json key ", job.reader.text_key, " -> ", job.output_dir);
+    log::info("json key ", job.reader.text_key, " -> ", job.output_bin.empty() ? job.output_dir : job.output_bin);
     report(run_tokenize(job));
   }
   return kExitOk;
