@@ -6,6 +6,7 @@
 #include "documents.h"
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
+#include "loom/megatron_format.h"
 #include "loom/log.h"
 #include "loom/packed_format.h"
 #include "loom/shard_format.h"
@@ -44,6 +45,10 @@ void print_head(const std::string& bin_path, const SentencePieceModel& model, ui
   };
   if (kind == ShardKind::kInternlm) {
     for_each_doc(InternlmReader(bin_path), print_doc, n);
+    return;
+  }
+  if (kind == ShardKind::kMegatron) {
+    for_each_doc(MegatronReader(bin_path), print_doc, n);
     return;
   }
   ShardReader r(bin_path);
