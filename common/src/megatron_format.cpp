@@ -36,7 +36,8 @@ MegatronWriter::MegatronWriter(const std::string& bin_path, uint8_t dtype_code, 
     : bin_path_(bin_path), dtype_(dtype_code), id_limit_(id_limit), bin_(bin_path) {
   LOOM_ASSERT(dtype_ == kMegatronUint16 || dtype_ == kMegatronInt32, "dtype code ", int{dtype_});
   const uint64_t dtype_max = dtype_ == kMegatronUint16 ? 65536 : uint64_t{1} << 31;
-  LOOM_ASSERT(id_limit_ <= dtype_max, "id limit ", id_limit_, " does not fit ", megatron_dtype_name(dtype_));
+  LOOM_CHECK(id_limit_ <= dtype_max, bin_path_, ": vocab size ", id_limit_, " has ids that ", megatron_dtype_name(dtype_),
+             " cannot hold (Megatron's token ids are uint16 or int32)");
 }
 
 void MegatronWriter::format_doc(const uint32_t* ids, size_t n, std::string& out) const {

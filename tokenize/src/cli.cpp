@@ -88,8 +88,8 @@ int tokenize_main(const std::vector<std::string>& args) {
        "(folder) per key, with --output-prefix; one key alone is --text-key")
       ("bin_output_path", po::value<std::string>(), "InternLM tools/tokenizer.py's: the one input is written to "
        "this .bin (+ .meta); implies --format internlm and, for json/jsonl, --raw-records, unless given")
-      ("format", po::value<std::string>(), "loom (docs/FORMAT.md; the default), internlm (tools/tokenizer.py) or "
-       "megatron (Megatron-LM's indexed dataset, NAME.bin + NAME.idx; the default with --tokenizer-type)")
+      ("format", po::value<std::string>()->default_value("loom"), "loom (docs/FORMAT.md), internlm (tools/tokenizer.py) "
+       "or megatron (Megatron-LM's indexed dataset, NAME.bin + NAME.idx; the default with --tokenizer-type)")
       ("tokenizer-type", po::value<std::string>(), "Megatron-LM's: GPTSentencePieceTokenizer, SentencePieceTokenizer or "
        "Llama2Tokenizer, reproduced id for id (docs/TOKENIZE.md); implies --format megatron unless given")
       ("dataset-impl", po::value<std::string>(), "Megatron-LM's: mmap, the indexed dataset it reads today (the only one)")
@@ -100,6 +100,9 @@ int tokenize_main(const std::vector<std::string>& args) {
       ("keep-newlines", po::bool_switch(), "Megatron-LM's: accepted; it only changes --split-sentences, which loom "
        "does not do (the text is encoded with its newlines as it is)")
       ("split-sentences", po::bool_switch(), "Megatron-LM's: refused (NLTK's punkt splitter is not reproduced)")
+      ("vocab-file", po::value<std::string>(), "Megatron-LM's: accepted and unused (its SentencePiece types read "
+       "--tokenizer-model), so that the types loom refuses are refused with their reason")
+      ("merge-file", po::value<std::string>(), "Megatron-LM's: as --vocab-file")
       ("bos", po::bool_switch(), "start each document with the model's BOS id (default)")
       ("no-bos", po::bool_switch(), "no BOS id")
       ("eos", po::bool_switch(), "end each document with the model's EOS id (default with --format loom)")
@@ -123,6 +126,8 @@ int tokenize_main(const std::vector<std::string>& args) {
   p.alias("append-eod", "eos");
   p.alias("output-format", "format");
   if (!p.parse(args)) return kExitOk;  // --help
+  // First, so that a type loom does not reproduce is refused for what it is, not for a missing model.
+  if (p.has("tokenizer-type")) parse_megatron_tokenizer_type(p.get<std::string>("tokenizer-type"));
   if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
   const int outputs = static_cast<int>(p.vm().count("output-dir") + p.vm().count("output-prefix") +
                                        p.vm().count("bin_output_path"));
