@@ -1,6 +1,5 @@
 #include "loom/megatron_format.h"
 
-#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -138,21 +137,24 @@ MegatronReader::MegatronReader(const std::string& bin_path) {
   LOOM_CHECK(d >= 1, path, ": document count 0 at byte 26: document_indices holds at least its leading 0");
   num_docs_ = d - 1;
   const uint8_t* lengths = p + kMegatronHeaderBytes;
-  const uint8_t* pointers = lengths + 4 * s;
+  pointers_at_ = kMegatronHeaderBytes + 4 * s;
   doc_indices_at_ = kMegatronHeaderBytes + 12 * s;
   const uint64_t isz = dtype_bytes();
-  token_starts_.resize(s + 1);
-  token_starts_[0] = 0;
+  uint64_t tokens = 0;
   for (uint64_t i = 0; i < s; ++i) {
     const int32_t len = load<int32_t>(lengths + 4 * i);
     LOOM_CHECK(len >= 0, path, ": sequence ", i, " (byte offset ", kMegatronHeaderBytes + 4 * i, "): length ", len,
                " is negative");
-    const int64_t ptr = load<int64_t>(pointers + 8 * i);
-    LOOM_CHECK(ptr >= 0 && static_cast<uint64_t>(ptr) == token_starts_[i] * isz, path, ": sequence ", i,
-               " (byte offset ", kMegatronHeaderBytes + 4 * s + 8 * i, "): pointer ", ptr, ", expected ",
-               token_starts_[i] * isz, " (the lengths before it times ", isz, " bytes)");
-    token_starts_[i + 1] = token_starts_[i] + static_cast<uint64_t>(len);
+    const int64_t ptr = load<int64_t>(p + pointers_at_ + 8 * i);
+    LOOM_CHECK(ptr >= 0 && static_cast<uint64_t>(ptr) == tokens * isz, path, ": sequence ", i, " (byte offset ",
+               pointers_at_ + 8 * i, "): pointer ", ptr, ", expected ", tokens * isz, " (the lengths before it times ",
+               isz, " bytes)");
+    tokens += static_cast<uint64_t>(len);
+    // Bounded so that no sum or byte offset below can wrap (2^56 tokens: far beyond any real .bin).
+    LOOM_CHECK(tokens < limit, path, ": the lengths up to sequence ", i, " add up to ", tokens,
+               " tokens, more than any .bin holds");
   }
+  num_tokens_ = tokens;
   int64_t prev = 0;
   for (uint64_t k = 0; k < d; ++k) {
     const int64_t v = load<int64_t>(p + doc_indices_at_ + 8 * k);
@@ -169,6 +171,12 @@ MegatronReader::MegatronReader(const std::string& bin_path) {
   const uint64_t want_bin = num_tokens() * isz;
   LOOM_CHECK(bin_.size() == want_bin, bin_path, ": .bin has ", bin_.size(), " bytes, expected ", want_bin, " (",
              num_tokens(), " tokens of ", megatron_dtype_name(dtype_), " by ", path, ")");
+}
+
+uint64_t MegatronReader::sequence_token_begin(uint64_t s) const {
+  LOOM_ASSERT(s <= num_sequences_, "sequence ", s, " of ", num_sequences_);
+  return s == num_sequences_ ? num_tokens_
+                             : static_cast<uint64_t>(load<int64_t>(idx_.data() + pointers_at_ + 8 * s)) / dtype_bytes();
 }
 
 int64_t MegatronReader::document_index(uint64_t d) const {
@@ -197,10 +205,17 @@ uint32_t MegatronReader::check_ids(uint64_t begin, uint64_t end, uint32_t vocab_
   for (uint64_t t = begin; t < end; ++t) {
     const int64_t v = dtype_ == kMegatronUint16 ? load<uint16_t>(bin_.data() + 2 * t) : load<int32_t>(bin_.data() + 4 * t);
     if (v < 0 || (vocab_size > 0 && static_cast<uint64_t>(v) >= vocab_size)) {
-      // The document of token t: its sequence, then the first document that ends after it.
-      const uint64_t seq = static_cast<uint64_t>(
-          std::upper_bound(token_starts_.begin(), token_starts_.end(), t) - token_starts_.begin() - 1);
-      uint64_t lo = 0, hi = num_docs_;
+      // The document of token t: its sequence (the last that starts at or before t and has
+      // tokens), then the first document that ends after that sequence.
+      uint64_t lo = 0, hi = num_sequences_;
+      while (lo + 1 < hi) {
+        const uint64_t mid = (lo + hi) / 2;
+        if (sequence_token_begin(mid) <= t) lo = mid;
+        else hi = mid;
+      }
+      while (lo + 1 < num_sequences_ && sequence_token_begin(lo + 1) <= t) ++lo;  // past empty sequences
+      const uint64_t seq = lo;
+      lo = 0, hi = num_docs_;
       while (lo < hi) {
         const uint64_t mid = (lo + hi) / 2;
         if (static_cast<uint64_t>(document_index(mid + 1)) <= seq) lo = mid + 1;

@@ -128,10 +128,13 @@ void remove_scratch(const std::string& dir) {
 InternlmAsLoom::InternlmAsLoom(const std::vector<std::string>& input_paths, const std::string& scratch_dir,
                                ConvertOptions options)
     : scratch_(scratch_dir), paths_(input_paths) {
-  std::vector<std::string> internlm;
-  for (const std::string& p : input_paths)
-    if (detect_shard_kind(p) == ShardKind::kInternlm || detect_shard_kind(p) == ShardKind::kMegatron)
-      internlm.push_back(p);
+  std::vector<std::string> internlm;  // and Megatron datasets: formats without a tokenizer record
+  uint64_t megatron = 0;
+  for (const std::string& p : input_paths) {
+    const ShardKind kind = detect_shard_kind(p);
+    if (kind == ShardKind::kInternlm || kind == ShardKind::kMegatron) internlm.push_back(p);
+    megatron += kind == ShardKind::kMegatron;
+  }
   if (internlm.empty()) return;
   remove_scratch(scratch_);
   options.to = ConvertTarget::kLoom;
@@ -146,7 +149,10 @@ InternlmAsLoom::InternlmAsLoom(const std::vector<std::string>& input_paths, cons
   size_t k = 0;
   for (std::string& p : paths_)
     if (k < internlm.size() && p == internlm[k]) p = scratch_ + "/" + names[k++], ++converted_;
-  log::info(converted_, " InternLM shard(s) or Megatron-LM dataset(s) read through their loom conversion in ", scratch_);
+  const uint64_t internlm_shards = converted_ - megatron;
+  log::info(internlm_shards ? str(internlm_shards, " InternLM shard(s)") : std::string(),
+            internlm_shards && megatron ? " and " : "", megatron ? str(megatron, " Megatron-LM dataset(s)") : std::string(),
+            " read through their loom conversion in ", scratch_);
 }
 
 InternlmAsLoom::~InternlmAsLoom() {

@@ -235,6 +235,15 @@ TEST_CASE("convert loom to Megatron to loom is lossless on botchan with internlm
   const std::string head = without_log(loom_pack(head_args + quote(dir / "a.bin")).output);
   CHECK_THAT(head, Catch::Contains("== document 3 (0 tokens) =="));
   CHECK(without_log(loom_pack(head_args + quote(dir / "m/a.bin")).output) == head);
+  // pack reads the dataset through its loom conversion: the packs of the loom original.
+  const std::string pack_args = "pack --seq-len 512 --strategy bestfit --seed 3 --model " + quote(internlm_model());
+  REQUIRE(loom_pack(pack_args + " --output-dir " + quote(dir / "p1") + " " + quote(dir / "a.bin")).exit_code == 0);
+  RunResult packed = loom_pack(pack_args + " --output-dir " + quote(dir / "p2") + " " + quote(dir / "m/a.bin"));
+  INFO(packed.output);
+  REQUIRE(packed.exit_code == 0);
+  CHECK_THAT(packed.output, Catch::Contains("1 Megatron-LM dataset(s) read through their loom conversion"));
+  CHECK(read_all(dir / "p2/packed.bin") == read_all(dir / "p1/packed.bin"));
+  CHECK(read_all(dir / "p2/packed.bin.meta") == read_all(dir / "p1/packed.bin.meta"));
   // A loom input whose .bin no longer matches its checksum: refused, and nothing is written.
   std::string bad = read_all(dir / "a.bin");
   bad[8] = static_cast<char>(bad[8] ^ 1);  // token 2, inside document 0, still < vocab: only the checksum tells

@@ -43,7 +43,7 @@ std::string sidecar_record(ShardFormat f, uint64_t settings_xxh64, const std::st
 }
 
 void write_sidecar(ShardFormat f, uint64_t settings_xxh64, const std::string& bin_path) {
-  sys::AtomicFile record(internlm_record_path(bin_path));
+  sys::AtomicFile record(settings_record_path(bin_path));
   record.write(sidecar_record(f, settings_xxh64, bin_path));
   record.commit();
 }
@@ -107,7 +107,7 @@ class MegatronSink : public ShardSink {
 
 }  // namespace
 
-std::string internlm_record_path(const std::string& bin_path) { return bin_path + ".loom-settings"; }
+std::string settings_record_path(const std::string& bin_path) { return bin_path + ".loom-settings"; }
 
 const char* shard_format_name(ShardFormat f) {
   return f == ShardFormat::kLoom ? "loom" : f == ShardFormat::kInternlm ? "internlm" : "megatron";
@@ -135,7 +135,7 @@ bool shard_complete(ShardFormat format, const std::string& bin_path, const Token
     if (format != ShardFormat::kLoom) {
       if (format == ShardFormat::kInternlm) InternlmReader r(bin_path);
       else MegatronReader r(bin_path);
-      const std::string record = internlm_record_path(bin_path);
+      const std::string record = settings_record_path(bin_path);
       if (!sys::exists(record)) {
         why_not = str("it has no record of its settings and checksums (", record, ")");
         return false;

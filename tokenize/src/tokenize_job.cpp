@@ -77,7 +77,7 @@ void check_outputs_spare_inputs(const TokenizeOptions& opt) {
   for (const std::string& in : opt.inputs) {
     const std::string bin = opt.output_bin.empty() ? output_bin_path(opt.output_dir, in) : opt.output_bin;
     outputs.insert(outputs.end(), {bin, index_path_for(opt.format, bin)});
-    if (opt.format != ShardFormat::kLoom) outputs.push_back(internlm_record_path(bin));
+    if (opt.format != ShardFormat::kLoom) outputs.push_back(settings_record_path(bin));
   }
   sys::check_outputs_spare_inputs(inputs, outputs);
 }

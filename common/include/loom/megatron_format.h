@@ -100,7 +100,7 @@ class MegatronReader {
   uint32_t dtype_bytes() const { return megatron_dtype_bytes(dtype_); }
   uint64_t num_sequences() const { return num_sequences_; }
   uint64_t num_docs() const { return num_docs_; }
-  uint64_t num_tokens() const { return token_starts_.back(); }
+  uint64_t num_tokens() const { return num_tokens_; }
   // Tokens of document i (all its sequences).
   uint64_t doc_len(uint64_t i) const { return doc_token_begin(i + 1) - doc_token_begin(i); }
   // Appends document i's ids to out.
@@ -113,14 +113,16 @@ class MegatronReader {
   }
 
  private:
-  uint64_t doc_token_begin(uint64_t d) const { return token_starts_[static_cast<size_t>(document_index(d))]; }
+  // The index, read from the mapping once the constructor has checked it (pointers agree with the
+  // lengths, so a sequence's first token is its pointer over the dtype size).
+  uint64_t sequence_token_begin(uint64_t s) const;
+  uint64_t doc_token_begin(uint64_t d) const { return sequence_token_begin(static_cast<uint64_t>(document_index(d))); }
   int64_t document_index(uint64_t d) const;
   uint32_t check_ids(uint64_t begin, uint64_t end, uint32_t vocab_size) const;
   sys::MappedFile idx_, bin_;
   uint8_t dtype_ = 0;
-  uint64_t num_sequences_ = 0, num_docs_ = 0;
-  uint64_t doc_indices_at_ = 0;          // byte offset of document_indices in the .idx
-  std::vector<uint64_t> token_starts_;  // S + 1: token offset of each sequence, then the total
+  uint64_t num_sequences_ = 0, num_docs_ = 0, num_tokens_ = 0;
+  uint64_t pointers_at_ = 0, doc_indices_at_ = 0;  // byte offsets in the .idx
 };
 
 template <typename F>

@@ -55,7 +55,7 @@ std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string
 //   bin_xxh64 <16 hex digits>       of NAME.bin
 //   meta_xxh64 <16 hex digits>      of NAME.bin.meta   (megatron: idx_xxh64, of NAME.idx)
 // Without it (or with other values) --resume tokenizes the input again.
-std::string internlm_record_path(const std::string& bin_path);
+std::string settings_record_path(const std::string& bin_path);
 
 // Whether bin_path already holds a complete shard of this format written with these settings (for
 // --resume). A loom shard must match the model fingerprint, the bos/eos flags and settings_xxh64
