@@ -89,7 +89,14 @@ TEST_CASE("preprocess_data.py command lines write Megatron's dataset byte for by
         const uint32_t first = m.dtype_code == 8 ? at<uint16_t>(bin, 0) : at<uint32_t>(bin, 0);
         const uint32_t last = m.dtype_code == 8 ? at<uint16_t>(bin, bin.size() - 2) : at<uint32_t>(bin, bin.size() - 4);
         CHECK(bin.size() % size == 0);
-        if (type == "SentencePieceTokenizer") CHECK(last == m.sentencepiece_eod);
+        if (type == "SentencePieceTokenizer") {
+          CHECK(last == m.sentencepiece_eod);
+          // loom-pack head shows the ids past the model's pieces, which the model cannot decode.
+          const RunResult head = run(q(LOOM_PACK_BIN) + " head -n 1 --model " + q(m.path) + " " +
+                                     q(dir / "out/corpus_text_document.bin") + " 2>/dev/null");
+          CHECK(head.exit_code == 0);
+          CHECK_THAT(head.output, Catch::EndsWith("[id " + std::to_string(m.sentencepiece_eod) + "]\n"));
+        }
         else CHECK(last == 2);  // the model's eos
         if (type == "Llama2Tokenizer") CHECK(first == 1);  // the model's bos
         else CHECK(first != 1);
