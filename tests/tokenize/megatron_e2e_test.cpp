@@ -69,8 +69,8 @@ TEST_CASE("preprocess_data.py command lines write Megatron's dataset byte for by
         // A real preprocess_data.py command line, every flag of its README spelt as there.
         require_ok(tokenize("--input " + q(dir / "corpus.json") + " --output-prefix " + q(dir / "out/corpus") +
                             " --json-keys text title --tokenizer-type " + type + " --tokenizer-model " + q(m.path) +
-                            " --dataset-impl mmap --workers 2 --append-eod --partitions 1 --log-interval 100"
-                            " --keep-newlines 2>&1"));
+                            " --dataset-impl mmap --workers 2 --append-eod --partitions 2 --keep-sequential-samples"
+                            " --log-interval 100 --keep-newlines 2>&1"));
         for (const std::string key : {"text", "title"}) {
           const std::string ours = dir / ("out/corpus_" + key + "_document"), ref = dir / ("ref_" + key);
           require_ok(run(megatron_py() + " write " + type + " " + q(m.path) + " " + q(dir / "corpus.json") + " " + key +
@@ -125,6 +125,45 @@ TEST_CASE("preprocess_data.py command lines write Megatron's dataset byte for by
   }
 }
 
+TEST_CASE("several inputs, or a --partitions pattern, make one dataset per key, in input order",
+          "[tokenize][e2e][megatron]") {
+  TempDir dir("tok_megatron_inputs");
+  run("mkdir -p " + q(dir / "parts"));
+  write_all(dir / "parts/p1.jsonl", "{\"text\": \"The first part.\"}\n{\"text\": \"\"}\n");
+  write_all(dir / "parts/p0.jsonl", "{\"text\": \"Zero <EOD> comes first.\"}\n");
+  write_all(dir / "parts/p2.json", "{\"text\": \"A loose json file.\"}\n{\"text\": \"Last one\"}\n");
+  // What Megatron's partitions of these files give with --keep-sequential-samples: the files in
+  // order, their lines in order.
+  run("cat " + q(dir / "parts/p0.jsonl") + " " + q(dir / "parts/p1.jsonl") + " " + q(dir / "parts/p2.json") + " > " +
+      q(dir / "all.jsonl"));
+  const std::string m = q(corpus("spm_test_unigram_1k.model"));
+  require_ok(run(megatron_py() + " write SentencePieceTokenizer " + m + " " + q(dir / "all.jsonl") + " text " +
+                 q(dir / "ref") + " --append-eod 2>&1"));
+  const std::string args = " --tokenizer-type SentencePieceTokenizer --tokenizer-model " + m +
+                           " --append-eod --workers 2 --partitions 2 --keep-sequential-samples 2>&1";
+  // A pattern, as preprocess_data.py globs --input with --partitions (quoted: the shell leaves it).
+  require_ok(tokenize("--input " + q(dir / "parts/p*") + " --output-prefix " + q(dir / "glob") + args));
+  require_same_file(dir / "glob_text_document.bin", dir / "ref.bin");
+  require_same_file(dir / "glob_text_document.idx", dir / "ref.idx");
+  // Files one by one, and a folder: the same dataset.
+  require_ok(tokenize("--input " + q(dir / "parts/p0.jsonl") + " " + q(dir / "parts/p1.jsonl") + " " +
+                      q(dir / "parts/p2.json") + " --output-prefix " + q(dir / "files") + args));
+  require_same_file(dir / "files_text_document.idx", dir / "ref.idx");
+  require_ok(tokenize("--input " + q(dir / "parts") + " --output-prefix " + q(dir / "dir") + args));
+  require_same_file(dir / "dir_text_document.bin", dir / "ref.bin");
+  RunResult none = tokenize("--input " + q(dir / "parts/q*") + " --output-prefix " + q(dir / "none") + args);
+  CHECK(none.exit_code == 1);
+  CHECK_THAT(none.output, Catch::Contains("/parts/q*: the pattern matches no file"));
+  // --resume keeps the dataset for the same inputs, and makes it again for others.
+  RunResult again = tokenize("--input " + q(dir / "parts") + " --output-prefix " + q(dir / "dir") + " --resume" + args);
+  require_ok(again);
+  CHECK_THAT(again.output, Catch::Contains("(3 inputs) is complete, skipped (--resume)"));
+  RunResult fewer = tokenize("--input " + q(dir / "parts/p0.jsonl") + " " + q(dir / "parts/p1.jsonl") +
+                             " --output-prefix " + q(dir / "dir") + " --resume" + args);
+  require_ok(fewer);
+  CHECK_THAT(fewer.output, Catch::Contains("written with other settings"));
+}
+
 TEST_CASE("a Megatron dataset is skipped by --resume only when complete and made the same way",
           "[tokenize][e2e][megatron]") {
   TempDir dir("tok_megatron_resume");
@@ -164,8 +203,6 @@ TEST_CASE("Megatron command lines loom does not reproduce are refused with the r
        "--tokenizer-type writes Megatron-LM's dataset; it does not go with --format loom"},
       {"--tokenizer-type GPTSentencePieceTokenizer --bos",
        "--bos/--no-bos: with --format megatron the tokenizer type decides"},
-      {"--tokenizer-type GPTSentencePieceTokenizer --input " + q(dir / "b.jsonl"),
-       "--output-prefix with --format megatron writes one dataset per json key from one input; 2 inputs given"},
       {"--tokenizer-type GPTSentencePieceTokenizer --partitions 0", "--partitions"},
   };
   // GPT2BPETokenizer as Megatron's README spells it, with no SentencePiece model at all.

@@ -3,9 +3,11 @@
 #include <thread>
 #include <utility>
 
+#include "loom/error.h"
 #include "loom/log.h"
 #include "loom/options.h"
 #include "loom/progress.h"
+#include "loom/sys.h"
 #include "loom/tokenize/megatron_tokenizer.h"
 #include "loom/tokenize/tokenize_job.h"
 #include "loom/tokenize/train_spm.h"
@@ -95,6 +97,8 @@ int tokenize_main(const std::vector<std::string>& args) {
       ("dataset-impl", po::value<std::string>(), "Megatron-LM's: mmap, the indexed dataset it reads today (the only one)")
       ("partitions", po::value<std::string>()->default_value("1"), "Megatron-LM's: accepted; loom writes one dataset "
        "per key in input order whatever the count (Megatron's partitions interleave lines when N > 1)")
+      ("keep-sequential-samples", po::bool_switch(), "Megatron-LM's: accepted; loom always keeps the input order "
+       "(what this flag asks of Megatron's --partitions)")
       ("log-interval", po::value<std::string>()->default_value("1000"), "Megatron-LM's: accepted; loom's progress "
        "line reports every 30 s")
       ("keep-newlines", po::bool_switch(), "Megatron-LM's: accepted; it only changes --split-sentences, which loom "
@@ -185,9 +189,22 @@ int tokenize_main(const std::vector<std::string>& args) {
     if (opt.reader.raw_records) throw UsageError("--raw-records does not go with --format megatron (Megatron encodes a json key)");
     // preprocess_data.py reads its input a line at a time: a .json file is JSON lines ("loose json").
     opt.reader.json_lines = true;
-    if (partitions > 1)
-      log::info("--partitions ", partitions, ": loom writes the documents in input order (Megatron-LM would interleave ",
-                "them over its partitions)");
+    // With --partitions it takes --input as a pattern (Python's glob); loom expands one that names
+    // no file, sorted, and writes the matches in that order into one dataset per key.
+    std::vector<std::string> expanded;
+    for (const std::string& in : opt.inputs) {
+      if (sys::exists(in) || in.find_first_of("*?[") == std::string::npos) {
+        expanded.push_back(in);
+        continue;
+      }
+      const std::vector<std::string> matches = sys::glob(in);
+      LOOM_CHECK(!matches.empty(), "--input ", in, ": the pattern matches no file");
+      expanded.insert(expanded.end(), matches.begin(), matches.end());
+    }
+    opt.inputs = expand_inputs(expanded);
+    if (partitions > 1 && !p.get<bool>("keep-sequential-samples"))
+      log::info("--partitions ", partitions, ": loom writes the documents in input order, as Megatron-LM does with ",
+                "--keep-sequential-samples (without it Megatron interleaves them over its partitions)");
   } else {
     opt.pipeline.bos = on_off(p, "bos", true);
     opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
@@ -214,10 +231,7 @@ int tokenize_main(const std::vector<std::string>& args) {
       // Megatron's PREFIX_{key}_document.bin/.idx is one dataset; loom's format gets a folder of that name.
       const std::string name = p.get<std::string>("output-prefix") + "_" + key + "_document";
       if (opt.format == ShardFormat::kMegatron) {
-        if (opt.inputs.size() != 1)
-          throw UsageError(str("--output-prefix with --format megatron writes one dataset per json key from one input; ",
-                               opt.inputs.size(), " inputs given (use --output-dir for one dataset per input)"));
-        job.output_bin = name + ".bin";
+        job.output_bin = name + ".bin";  // every input, in order (--output-dir: one dataset per input)
       } else {
         job.output_dir = name;
       }

@@ -88,13 +88,15 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
   std::map<std::string, std::string> out_of;
   std::vector<std::string> bins;
   uint64_t total_bytes = 0;
-  LOOM_CHECK(opt.output_bin.empty() || opt.inputs.size() == 1, "one output file (", opt.output_bin, ") for ",
+  // Several inputs into one output: a Megatron dataset, as preprocess_data.py merges its partitions.
+  const bool one_dataset = !opt.output_bin.empty() && opt.inputs.size() > 1;
+  LOOM_CHECK(!one_dataset || opt.format == ShardFormat::kMegatron, "one output file (", opt.output_bin, ") for ",
              opt.inputs.size(), " inputs: give one input, or an output folder");
   for (const std::string& in : opt.inputs) {
     const std::string bin = opt.output_bin.empty() ? output_bin_path(opt.output_dir, in) : opt.output_bin;
     input_format_for(in);  // rejects unknown extensions
     auto [it, fresh] = out_of.emplace(bin, in);
-    LOOM_CHECK(fresh, "inputs ", it->second, " and ", in, " would both write ", bin,
+    LOOM_CHECK(fresh || one_dataset, "inputs ", it->second, " and ", in, " would both write ", bin,
                "; rename one or tokenize them into different --output-dir");
     LOOM_CHECK(sys::exists(in) && !sys::is_directory(in), in, ": no such input file");
     bins.push_back(bin);
@@ -133,31 +135,50 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
   WorkerPool pool(opt.pipeline.threads);  // one set of encoder threads (and chunk caches) for every input
   Progress progress("tokenize", total_bytes, "B", 30.0);
   uint64_t bytes_before = 0;
+  // One dataset of every input: its settings are those of each input, in order, so --resume keeps
+  // it only for the same inputs made the same way.
+  std::unique_ptr<ShardSink> shared;
+  if (one_dataset) {
+    std::string settings;
+    for (const std::string& in : opt.inputs) settings += str("input ", in, "\n", settings_text(opt, in, info, encoder.encoder()));
+    const uint64_t settings_xxh64 = xxh64(settings.data(), settings.size());
+    std::string why_not;
+    if (opt.resume && shard_complete(opt.format, opt.output_bin, info, settings_xxh64, why_not)) {
+      log::info(opt.output_bin, " (", opt.inputs.size(), " inputs) is complete, skipped (--resume)");
+      sum.files_resumed = 1;
+      progress.finish();
+      return sum;
+    }
+    if (opt.resume) log::info(opt.output_bin, ": tokenizing (", why_not, ")");
+    shared = make_shard_sink(opt.format, opt.output_bin, info, encoder.encoder(), settings_xxh64);
+  }
   for (size_t i = 0; i < opt.inputs.size(); ++i) {
     const std::string& in = opt.inputs[i];
     const uint64_t size = sys::file_size(in);
     const std::string settings = settings_text(opt, in, info, encoder.encoder());
     const uint64_t settings_xxh64 = xxh64(settings.data(), settings.size());
     std::string why_not;
-    if (opt.resume && shard_complete(opt.format, bins[i], info, settings_xxh64, why_not)) {
+    if (!shared && opt.resume && shard_complete(opt.format, bins[i], info, settings_xxh64, why_not)) {
       log::info(in, ": ", bins[i], " is complete, skipped (--resume)");
       ++sum.files_resumed;
       bytes_before += size;
       progress.set(bytes_before);
       continue;
     }
-    if (opt.resume) log::info(in, ": tokenizing (", why_not, ")");
+    if (!shared && opt.resume) log::info(in, ": tokenizing (", why_not, ")");
     auto reader = make_document_reader(in, opt.reader);
-    auto sink = make_shard_sink(opt.format, bins[i], info, encoder.encoder(), settings_xxh64);
+    std::unique_ptr<ShardSink> own;
+    if (!shared) own = make_shard_sink(opt.format, bins[i], info, encoder.encoder(), settings_xxh64);
+    ShardSink* sink = shared ? shared.get() : own.get();
     const FileStats st = tokenize_documents(*reader, encoder, *sink, pipeline, [&](uint64_t bytes, uint64_t tokens) {
       progress.set(bytes_before + bytes);
       progress.set_extra("tokens", sum.tokens + tokens);
     }, &pool);
     for (const std::string& e : st.bad_examples) log::warn("skipped ", e);
     if (st.bad > st.bad_examples.size()) log::warn("... and ", st.bad - st.bad_examples.size(), " more bad records in ", in);
-    LOOM_CHECK(st.docs > 0, in, ": no documents to write (", st.bad, " bad, ", st.empty,
+    LOOM_CHECK(st.docs > 0 || shared, in, ": no documents to write (", st.bad, " bad, ", st.empty,
                " empty); an empty shard is not written");
-    sink->commit();
+    if (own) own->commit(), ++sum.files;
     log::info(in, " -> ", bins[i], ": ", st.docs, " docs, ", st.tokens, " tokens",
               st.bad ? str(", ", st.bad, " bad records skipped") : std::string(),
               st.empty ? str(", ", st.empty, " empty texts skipped") : std::string());
@@ -167,7 +188,6 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
               " s, the last at ", seconds3(st.last_block_s), " s; the encoder threads had nothing to encode for ",
               seconds3(st.encode_wait_s), " s in all (", seconds3(st.encode_wait_s / pipeline.threads),
               " s each), the writer waited ", seconds3(st.write_wait_s), " s");
-    ++sum.files;
     sum.docs += st.docs;
     sum.tokens += st.tokens;
     sum.text_bytes += st.text_bytes;
@@ -175,6 +195,12 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     sum.empty += st.empty;
     bytes_before += size;
     progress.set(bytes_before);
+  }
+  if (shared) {
+    LOOM_CHECK(shared->num_docs() > 0, opt.output_bin, ": no documents in ", opt.inputs.size(),
+               " inputs; an empty dataset is not written");
+    shared->commit();
+    ++sum.files;
   }
   progress.finish();
   sum.seconds = progress.elapsed_s();

@@ -17,7 +17,9 @@ namespace loom::tokenize {
 struct TokenizeOptions {
   std::string model;
   std::string output_dir;
-  std::string output_bin;  // when set: the one input is written to this .bin path (InternLM's --bin_output_path)
+  // When set: the one input is written to this .bin path (InternLM's --bin_output_path); with
+  // format kMegatron every input, in order, into this one dataset (Megatron's --output-prefix).
+  std::string output_bin;
   std::vector<std::string> inputs;
   ReaderOptions reader;
   PipelineOptions pipeline;  // bos/eos resolved here
