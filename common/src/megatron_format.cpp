@@ -13,10 +13,8 @@ const char* megatron_dtype_name(uint8_t code) {
 }
 
 std::string megatron_idx_path(const std::string& bin_path) {
-  const size_t slash = bin_path.rfind('/');
-  const size_t dot = bin_path.rfind('.');
-  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
-  return (has_ext ? bin_path.substr(0, dot) : bin_path) + ".idx";
+  const bool bin = bin_path.size() >= 4 && bin_path.compare(bin_path.size() - 4, 4, ".bin") == 0;
+  return (bin ? bin_path.substr(0, bin_path.size() - 4) : bin_path) + ".idx";
 }
 
 bool is_megatron_dataset(const std::string& bin_path) {

@@ -20,6 +20,11 @@ std::vector<std::string> expand_shard_paths(const std::vector<std::string>& path
   std::vector<std::string> out;
   for (const std::string& p : paths) {
     if (!sys::is_directory(p)) {
+      // Megatron names a dataset by its prefix (--data-path PREFIX): PREFIX.bin beside PREFIX.idx.
+      if (!sys::exists(p) && sys::exists(p + ".bin") && sys::exists(megatron_idx_path(p))) {
+        out.push_back(p + ".bin");
+        continue;
+      }
       LOOM_CHECK(sys::exists(p), p, ": no such file or folder");
       out.push_back(p);
       continue;

@@ -132,7 +132,7 @@ TEST_CASE("check_same_tokenizer of readers adds dtype_bytes (token shards) and p
 TEST_CASE("the Megatron writer: documents as sequences, dtype by Megatron's rule, refusals leave nothing") {
   test::TempDir dir("megatron");
   CHECK(megatron_idx_path(dir / "c_text_document.bin") == dir / "c_text_document.idx");
-  CHECK(megatron_idx_path("a.b/name") == "a.b/name.idx");
+  CHECK(megatron_idx_path("a.b/v1.2_text_document") == "a.b/v1.2_text_document.idx");
   CHECK(megatron_dtype_for_vocab(65499) == kMegatronUint16);
   CHECK(megatron_dtype_for_vocab(65500) == kMegatronInt32);
   {

@@ -75,6 +75,36 @@ bool on_off(const OptionParser& p, const std::string& name, bool fallback) {
   return on ? true : off ? false : fallback;
 }
 
+// What --format megatron changes of the options: Megatron's rules for bos/eos, its reading of
+// inputs (loose json, --input patterns), its --partitions.
+void read_megatron_options(const OptionParser& p, uint64_t partitions, TokenizeOptions& opt) {
+  // The tokenizer type decides bos (Llama2Tokenizer's); --eos is --append-eod, off by default as in Megatron.
+  if (p.get<bool>("bos") || p.get<bool>("no-bos"))
+    throw UsageError("--bos/--no-bos: with --format megatron the tokenizer type decides (Llama2Tokenizer starts "
+                     "documents with bos, the others do not)");
+  opt.pipeline.bos = false;
+  opt.pipeline.eos = on_off(p, "eos", false);
+  if (opt.reader.raw_records) throw UsageError("--raw-records does not go with --format megatron (Megatron encodes a json key)");
+  // preprocess_data.py reads its input a line at a time: a .json file is JSON lines ("loose json").
+  opt.reader.json_lines = true;
+  // With --partitions it takes --input as a pattern (Python's glob); loom expands one that names
+  // no file, sorted, and writes the matches in that order into one dataset per key.
+  std::vector<std::string> expanded;
+  for (const std::string& in : opt.inputs) {
+    if (sys::exists(in) || in.find_first_of("*?[") == std::string::npos) {
+      expanded.push_back(in);
+      continue;
+    }
+    const std::vector<std::string> matches = sys::glob(in);
+    LOOM_CHECK(!matches.empty(), "--input ", in, ": the pattern matches no file");
+    expanded.insert(expanded.end(), matches.begin(), matches.end());
+  }
+  opt.inputs = expand_inputs(expanded);
+  if (partitions > 1 && !p.get<bool>("keep-sequential-samples"))
+    log::info("--partitions ", partitions, ": loom writes the documents in input order, as Megatron-LM does with ",
+              "--keep-sequential-samples (without it Megatron interleaves them over its partitions)");
+}
+
 }  // namespace
 
 int tokenize_main(const std::vector<std::string>& args) {
@@ -180,31 +210,7 @@ int tokenize_main(const std::vector<std::string>& args) {
       throw UsageError(str("--tokenizer-type writes Megatron-LM's dataset; it does not go with --format ", format));
   }
   if (opt.format == ShardFormat::kMegatron) {
-    // The tokenizer type decides bos (Llama2Tokenizer's); --eos is --append-eod, off by default as in Megatron.
-    if (p.get<bool>("bos") || p.get<bool>("no-bos"))
-      throw UsageError("--bos/--no-bos: with --format megatron the tokenizer type decides (Llama2Tokenizer starts "
-                       "documents with bos, the others do not)");
-    opt.pipeline.bos = false;
-    opt.pipeline.eos = on_off(p, "eos", false);
-    if (opt.reader.raw_records) throw UsageError("--raw-records does not go with --format megatron (Megatron encodes a json key)");
-    // preprocess_data.py reads its input a line at a time: a .json file is JSON lines ("loose json").
-    opt.reader.json_lines = true;
-    // With --partitions it takes --input as a pattern (Python's glob); loom expands one that names
-    // no file, sorted, and writes the matches in that order into one dataset per key.
-    std::vector<std::string> expanded;
-    for (const std::string& in : opt.inputs) {
-      if (sys::exists(in) || in.find_first_of("*?[") == std::string::npos) {
-        expanded.push_back(in);
-        continue;
-      }
-      const std::vector<std::string> matches = sys::glob(in);
-      LOOM_CHECK(!matches.empty(), "--input ", in, ": the pattern matches no file");
-      expanded.insert(expanded.end(), matches.begin(), matches.end());
-    }
-    opt.inputs = expand_inputs(expanded);
-    if (partitions > 1 && !p.get<bool>("keep-sequential-samples"))
-      log::info("--partitions ", partitions, ": loom writes the documents in input order, as Megatron-LM does with ",
-                "--keep-sequential-samples (without it Megatron interleaves them over its partitions)");
+    read_megatron_options(p, partitions, opt);
   } else {
     opt.pipeline.bos = on_off(p, "bos", true);
     opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);

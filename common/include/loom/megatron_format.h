@@ -53,7 +53,7 @@ inline uint8_t megatron_dtype_for_vocab(uint64_t vocab_size) {
 inline uint32_t megatron_dtype_bytes(uint8_t code) { return code == kMegatronUint16 ? 2 : 4; }
 // "uint16", "int32", ... for a DType code; "unknown" outside 1..8.
 const char* megatron_dtype_name(uint8_t code);
-// PREFIX.idx of PREFIX.bin (the .bin path with its extension replaced).
+// PREFIX.idx of PREFIX.bin (of PREFIX, Megatron's name of a dataset, too).
 std::string megatron_idx_path(const std::string& bin_path);
 // Whether PREFIX.idx exists and starts with the magic.
 bool is_megatron_dataset(const std::string& bin_path);

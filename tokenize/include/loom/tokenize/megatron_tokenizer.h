@@ -1,5 +1,6 @@
 // Megatron-LM's SentencePiece tokenizer types (--tokenizer-type of tools/preprocess_data.py), as
-// megatron/training/tokenizer/tokenizer.py defines them, reproduced id for id on a SentencePiece
+// megatron/training/tokenizer/tokenizer.py defines them (the definitions Megatron's datasets were
+// made with until its newer megatron.core.tokenizers), reproduced id for id on a SentencePiece
 // model. What preprocess_data.py writes per document (its Encoder.encode): the type's ids of the
 // text, then with --append-eod the type's eod, but only when the document has ids; an empty text is
 // still a document (of no sequence).
