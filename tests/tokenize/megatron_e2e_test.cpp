@@ -182,6 +182,47 @@ TEST_CASE("a Megatron dataset is skipped by --resume only when complete and made
   CHECK(read_all(dir / "o_text_document.idx") != idx);
 }
 
+TEST_CASE("a model without bos and eos: SentencePieceTokenizer adds its own, the others refuse what needs them",
+          "[tokenize][e2e][megatron]") {
+  TempDir dir("tok_megatron_nobos");
+  make_corpus(dir);
+  // Trained here (from tests/data): unk 0, pad 1 ("<pad>", a piece SentencePieceTokenizer keeps), no
+  // bos, no eos.
+  require_ok(python_code(dir, "import sentencepiece as spm\n"
+                              "spm.SentencePieceTrainer.train(input=r'''" + corpus("botchan.txt") + "''', model_prefix=r'''" +
+                              dir / "nobos" + "''', vocab_size=300, unk_id=0, pad_id=1, bos_id=-1, eos_id=-1, "
+                              "minloglevel=2)\n"));
+  const std::string m = q(dir / "nobos.model"), in = " --input " + q(dir / "corpus.json");
+  // <CLS> 300, <SEP> 301, <EOD> 302, <MASK> 303, <pad> 1 (the model's), <BOS> 304, <EOS> 305.
+  require_ok(tokenize("--tokenizer-type SentencePieceTokenizer --tokenizer-model " + m + in + " --output-prefix " +
+                      q(dir / "sp") + " --append-eod 2>&1"));
+  require_ok(run(megatron_py() + " write SentencePieceTokenizer " + m + " " + q(dir / "corpus.json") + " text " +
+                 q(dir / "ref") + " --append-eod 2>&1"));
+  require_same_file(dir / "sp_text_document.bin", dir / "ref.bin");
+  require_same_file(dir / "sp_text_document.idx", dir / "ref.idx");
+  const std::string bin = read_all(dir / "sp_text_document.bin");
+  CHECK(at<uint16_t>(bin, bin.size() - 2) == 302);
+  // "<BOS><EOS><EOD><EOD>" is four special ids and its eod: 304 305 302 302 302.
+  CHECK(bin.find(std::string("\x30\x01\x31\x01\x2e\x01\x2e\x01\x2e\x01", 10)) != std::string::npos);
+  // Without eos, GPTSentencePieceTokenizer works without --append-eod only.
+  require_ok(tokenize("--tokenizer-type GPTSentencePieceTokenizer --tokenizer-model " + m + in + " --output-prefix " +
+                      q(dir / "gpt") + " 2>&1"));
+  require_ok(run(megatron_py() + " write GPTSentencePieceTokenizer " + m + " " + q(dir / "corpus.json") + " text " +
+                 q(dir / "refg") + " 2>&1"));
+  require_same_file(dir / "gpt_text_document.idx", dir / "refg.idx");
+  RunResult eod = tokenize("--tokenizer-type GPTSentencePieceTokenizer --tokenizer-model " + m + in +
+                           " --output-prefix " + q(dir / "x") + " --append-eod 2>&1");
+  CHECK(eod.exit_code == 1);
+  CHECK_THAT(eod.output, Catch::Contains("nobos.model: the model has no EOS piece, so GPTSentencePieceTokenizer's eod "
+                                         "is -1, which --append-eod would write as an id; drop --append-eod"));
+  RunResult llama = tokenize("--tokenizer-type Llama2Tokenizer --tokenizer-model " + m + in + " --output-prefix " +
+                             q(dir / "x") + " 2>&1");
+  CHECK(llama.exit_code == 1);
+  CHECK_THAT(llama.output, Catch::Contains("nobos.model: the model has no BOS piece; Llama2Tokenizer starts every "
+                                           "document with the model's bos id, here -1"));
+  CHECK(list_dir(dir.path()).find("x_text_document") == std::string::npos);  // refused before writing
+}
+
 TEST_CASE("Megatron command lines loom does not reproduce are refused with the reason", "[tokenize][e2e][megatron]") {
   TempDir dir("tok_megatron_refused");
   write_all(dir / "a.jsonl", "{\"text\": \"x\"}\n");
