@@ -154,6 +154,18 @@ TEST_CASE("the Megatron writer: documents as sequences, dtype by Megatron's rule
   r.read_doc(2, ids);
   CHECK(ids == std::vector<uint32_t>{69999, 3, 1});
   CHECK(r.verify_deep(70000) == 69999);
+  {
+    // The numpy reader docs/FORMAT.md gives, run as it is written there.
+    const std::string doc = test::read_all(test::source_dir() + "/docs/FORMAT.md");
+    const size_t section = doc.find("## Megatron-LM indexed dataset");
+    const size_t begin = doc.find("```python\n", section), end = doc.find("```\n", begin + 10);
+    REQUIRE((section != std::string::npos && begin != std::string::npos && end != std::string::npos));
+    test::write_all(dir / "read.py", "prefix = " + test::quote(dir / "a") + "\n" + doc.substr(begin + 10, end - begin - 10) +
+                                         "print([d.tolist() for d in docs])\n");
+    const auto res = test::run(test::python() + " " + test::quote(dir / "read.py"));
+    INFO(res.output);
+    CHECK(res.output == "[[69999, 3], [], [1]]\n");
+  }
   CHECK_THROWS_WITH(r.verify_deep(1000), Catch::StartsWith(dir / "a.bin: token id 69999 >= vocab size 1000 in document 0 "
                                                                   "(token 0, byte offset 0)"));
   {
@@ -164,5 +176,5 @@ TEST_CASE("the Megatron writer: documents as sequences, dtype by Megatron's rule
                     Catch::StartsWith(dir / "c.bin: vocab size 4294967296 has ids that int32 cannot hold"));
   std::vector<std::string> files = sys::list_files(dir.path());
   std::sort(files.begin(), files.end());
-  CHECK(files == std::vector<std::string>{dir / "a.bin", dir / "a.idx"});
+  CHECK(files == std::vector<std::string>{dir / "a.bin", dir / "a.idx", dir / "read.py"});
 }
