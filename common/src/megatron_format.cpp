@@ -128,10 +128,11 @@ MegatronReader::MegatronReader(const std::string& bin_path) {
   // Bounded first so that the expected size cannot overflow.
   const uint64_t limit = uint64_t{1} << 56;
   const uint64_t want = kMegatronHeaderBytes + 12 * s + 8 * d;
-  LOOM_CHECK(s < limit && d < limit && idx_.size() == want, path, ": truncated .idx or wrong counts: ", idx_.size(),
-             " bytes, expected ", s < limit && d < limit ? str(want) : std::string("an impossible size"), " for ", s,
-             " sequences and ", d, " document indices",
-             s < limit && d < limit && idx_.size() == want + s ? " (it has sequence modes: a multimodal dataset, which loom does not read)" : "");
+  const bool counts_fit = s < limit && d < limit;
+  const bool has_modes = counts_fit && idx_.size() == want + s;
+  LOOM_CHECK(counts_fit && idx_.size() == want, path, ": truncated .idx or wrong counts: ", idx_.size(), " bytes, expected ",
+             counts_fit ? str(want) : std::string("an impossible size"), " for ", s, " sequences and ", d,
+             " document indices", has_modes ? " (it has sequence modes: a multimodal dataset, which loom does not read)" : "");
   LOOM_CHECK(d >= 1, path, ": document count 0 at byte 26: document_indices holds at least its leading 0");
   num_docs_ = d - 1;
   const uint8_t* lengths = p + kMegatronHeaderBytes;
