@@ -115,6 +115,17 @@ def main():
             if f.endswith(".bin"):
                 p = os.path.join(out, f)
                 put("fuzz_internlm_meta", f[:-4], split2(open(p + ".meta", "rb").read(), open(p, "rb").read()))
+        out = os.path.join(t, "megatron")
+        run(pack, "convert", "--to", "megatron", "--output-dir", out, *[os.path.join(t, "tok", f) for f in shards])
+        for f in sorted(os.listdir(out)):
+            if f.endswith(".bin"):
+                p = os.path.join(out, f)
+                put("fuzz_megatron_index", f[:-4], split2(open(p[:-4] + ".idx", "rb").read(), open(p, "rb").read()))
+
+    # Megatron: a document of two sequences (--split-sentences), one of none, one of one.
+    idx = (b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, 3, 4) + struct.pack("<3i", 3, 2, 4) +
+           struct.pack("<3q", 0, 6, 10) + struct.pack("<4q", 0, 2, 2, 3))
+    put("fuzz_megatron_index", "sentences", split2(idx, struct.pack("<9H", *range(1, 10))))
 
     # SentencePiece: the sample model (26 KB; the test models in tests/data are 250 KB and more).
     put("fuzz_spm_model", "spm_2k.model", open(model, "rb").read())

@@ -7,6 +7,7 @@
 
 #include "loom/error.h"
 #include "loom/internlm_format.h"
+#include "loom/megatron_format.h"
 #include "loom/packed_format.h"
 #include "token_scan.h"
 
@@ -14,6 +15,8 @@ namespace loom {
 
 ShardKind detect_shard_kind(const std::string& bin_path) {
   const std::string meta = meta_path_for(bin_path);
+  // A Megatron dataset has PREFIX.idx instead (its reader reports a bad magic there).
+  if (!sys::exists(meta) && sys::exists(megatron_idx_path(bin_path))) return ShardKind::kMegatron;
   sys::File f = sys::File::open_read(meta);
   char magic[8] = {0};
   uint64_t n = f.size();
@@ -29,6 +32,7 @@ const char* shard_kind_name(ShardKind kind) {
     case ShardKind::kLoom: return "loom";
     case ShardKind::kPacked: return "packed";
     case ShardKind::kInternlm: return "internlm";
+    case ShardKind::kMegatron: return "megatron";
     case ShardKind::kUnknown: return "unknown";
   }
   return "unknown";

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -115,6 +116,21 @@ std::vector<std::string> list_files(const std::string& path) {
     if (!exists(path)) throw_errno("stat", path, ENOENT);
     out.push_back(path);
   }
+  return out;
+}
+
+std::vector<std::string> glob(const std::string& pattern) {
+  glob_t g{};
+  struct Free {
+    glob_t& g;
+    ~Free() { ::globfree(&g); }
+  } free_it{g};
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  if (rc == GLOB_NOMATCH) return {};
+  LOOM_CHECK(rc == 0, pattern, ": glob failed (", rc == GLOB_NOSPACE ? "out of memory" : "a folder could not be read",
+             ")");
+  std::vector<std::string> out(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+  std::sort(out.begin(), out.end());
   return out;
 }
 

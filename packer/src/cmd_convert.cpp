@@ -1,4 +1,4 @@
-// loom-pack convert --to loom|internlm --output-dir DIR [--model M.model] INPUT...
+// loom-pack convert --to loom|internlm|megatron --output-dir DIR [--model M.model] INPUT...
 #include "cmd_common.h"
 #include "loom/log.h"
 #include "loom/packer/convert.h"
@@ -6,9 +6,9 @@
 namespace loom::packer {
 
 int cmd_convert(const Args& args) {
-  OptionParser parser("loom-pack convert", "loom-pack convert --to loom|internlm --output-dir DIR "
+  OptionParser parser("loom-pack convert", "loom-pack convert --to loom|internlm|megatron --output-dir DIR "
                                           "[--model M.model | --vocab-size V] INPUT...");
-  parser.options().add_options()("to", po::value<std::string>(), "target format: loom or internlm")(
+  parser.options().add_options()("to", po::value<std::string>(), "target format: loom (from InternLM or Megatron-LM), internlm or megatron (from loom)")(
       "output-dir", po::value<std::string>(), "writes DIR/NAME.bin for each input NAME.bin")(
       "model", po::value<std::string>()->default_value(""),
       "--to loom: the SentencePiece model the shard was made with (vocab, bos/eos, fingerprint)")(
@@ -20,7 +20,8 @@ int cmd_convert(const Args& args) {
   const std::string to = required<std::string>(parser, "to");
   if (to == "loom") o.to = ConvertTarget::kLoom;
   else if (to == "internlm") o.to = ConvertTarget::kInternlm;
-  else throw UsageError(str("--to ", to, ": expected loom or internlm"));
+  else if (to == "megatron") o.to = ConvertTarget::kMegatron;
+  else throw UsageError(str("--to ", to, ": expected loom, internlm or megatron"));
   o.output_dir = required<std::string>(parser, "output-dir");
   o.model = parser.get<std::string>("model");
   o.vocab_size = static_cast<uint32_t>(parser.get_uint("vocab-size", 0, UINT32_MAX));

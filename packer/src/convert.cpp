@@ -6,6 +6,7 @@
 #include "documents.h"
 #include "loom/error.h"
 #include "loom/internlm_format.h"
+#include "loom/megatron_format.h"
 #include "loom/log.h"
 #include "loom/packer/inputs.h"
 #include "loom/progress.h"
@@ -31,9 +32,24 @@ void to_internlm(const std::string& in, const std::string& out, ConvertReport& r
   rep.tokens += w.num_tokens();
 }
 
-void to_loom(const std::string& in, const std::string& out, const std::optional<TokenizerInfo>& given,
+void to_megatron(const std::string& in, const std::string& out, ConvertReport& rep) {
+  ShardReader r(in);
+  const uint32_t vocab = r.header().vocab_size;
+  MegatronWriter w(out, megatron_dtype_for_vocab(vocab), vocab);
+  Progress progress(str("convert ", sys::basename(in)), r.num_docs(), "docs");
+  for_each_doc_checked(r, [&](uint64_t, const std::vector<uint32_t>& ids) {
+    w.add_doc(ids);
+    progress.add(1);
+  });
+  w.commit();
+  rep.documents += w.num_docs();
+  rep.tokens += w.num_tokens();
+}
+
+// InternLM or Megatron (formats without a tokenizer record) -> loom.
+template <typename Reader>
+void to_loom(const Reader& r, const std::string& in, const std::string& out, const std::optional<TokenizerInfo>& given,
              uint32_t vocab_size, ConvertReport& rep) {
-  InternlmReader r(in);
   uint32_t max_id = 0;
   {
     Progress check(str("convert: verify ", sys::basename(in)), sys::file_size(in));
@@ -72,7 +88,10 @@ ConvertReport convert_shards(const std::vector<std::string>& input_paths, const 
   const std::vector<std::string> names = unique_basenames(input_paths);
   std::vector<std::string> inputs = shard_files(input_paths), outputs;
   if (!o.model.empty()) inputs.push_back(o.model);
-  for (const std::string& name : names) outputs.insert(outputs.end(), {o.output_dir + "/" + name, meta_path_for(o.output_dir + "/" + name)});
+  for (const std::string& name : names) {
+    const std::string out = o.output_dir + "/" + name;
+    outputs.insert(outputs.end(), {out, o.to == ConvertTarget::kMegatron ? megatron_idx_path(out) : meta_path_for(out)});
+  }
   sys::check_outputs_spare_inputs(inputs, outputs);
   std::optional<TokenizerInfo> given;
   if (!o.model.empty()) given = SentencePieceModel(o.model).info(false, false);
@@ -82,14 +101,16 @@ ConvertReport convert_shards(const std::vector<std::string>& input_paths, const 
     const std::string& in = input_paths[i];
     const std::string out = o.output_dir + "/" + names[i];
     const ShardKind kind = detect_shard_kind(in);
-    if (o.to == ConvertTarget::kInternlm) {
-      LOOM_CHECK(kind != ShardKind::kInternlm && kind != ShardKind::kPacked, in, ": is a ", shard_kind_name(kind),
-                 " shard; --to internlm converts loom token shards");
-      to_internlm(in, out, rep);
+    if (o.to == ConvertTarget::kLoom) {
+      LOOM_CHECK(kind == ShardKind::kInternlm || kind == ShardKind::kMegatron, in, ": is a ", shard_kind_name(kind),
+                 " shard; --to loom converts InternLM shards and Megatron-LM datasets");
+      if (kind == ShardKind::kInternlm) to_loom(InternlmReader(in), in, out, given, o.vocab_size, rep);
+      else to_loom(MegatronReader(in), in, out, given, o.vocab_size, rep);
     } else {
-      LOOM_CHECK(kind == ShardKind::kInternlm, in, ": is a ", shard_kind_name(kind),
-                 " shard; --to loom converts InternLM shards");
-      to_loom(in, out, given, o.vocab_size, rep);
+      LOOM_CHECK(kind == ShardKind::kLoom || kind == ShardKind::kUnknown, in, ": is a ", shard_kind_name(kind),
+                 " shard; --to ", o.to == ConvertTarget::kInternlm ? "internlm" : "megatron", " converts loom token shards");
+      if (o.to == ConvertTarget::kInternlm) to_internlm(in, out, rep);
+      else to_megatron(in, out, rep);
     }
     ++rep.files;
   }
@@ -107,9 +128,13 @@ void remove_scratch(const std::string& dir) {
 InternlmAsLoom::InternlmAsLoom(const std::vector<std::string>& input_paths, const std::string& scratch_dir,
                                ConvertOptions options)
     : scratch_(scratch_dir), paths_(input_paths) {
-  std::vector<std::string> internlm;
-  for (const std::string& p : input_paths)
-    if (detect_shard_kind(p) == ShardKind::kInternlm) internlm.push_back(p);
+  std::vector<std::string> internlm;  // and Megatron datasets: formats without a tokenizer record
+  uint64_t megatron = 0;
+  for (const std::string& p : input_paths) {
+    const ShardKind kind = detect_shard_kind(p);
+    if (kind == ShardKind::kInternlm || kind == ShardKind::kMegatron) internlm.push_back(p);
+    megatron += kind == ShardKind::kMegatron;
+  }
   if (internlm.empty()) return;
   remove_scratch(scratch_);
   options.to = ConvertTarget::kLoom;
@@ -124,7 +149,10 @@ InternlmAsLoom::InternlmAsLoom(const std::vector<std::string>& input_paths, cons
   size_t k = 0;
   for (std::string& p : paths_)
     if (k < internlm.size() && p == internlm[k]) p = scratch_ + "/" + names[k++], ++converted_;
-  log::info(converted_, " InternLM shard(s) read through their loom conversion in ", scratch_);
+  const uint64_t internlm_shards = converted_ - megatron;
+  log::info(internlm_shards ? str(internlm_shards, " InternLM shard(s)") : std::string(),
+            internlm_shards && megatron ? " and " : "", megatron ? str(megatron, " Megatron-LM dataset(s)") : std::string(),
+            " read through their loom conversion in ", scratch_);
 }
 
 InternlmAsLoom::~InternlmAsLoom() {

@@ -6,6 +6,7 @@
 #include "documents.h"
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
+#include "loom/megatron_format.h"
 #include "loom/log.h"
 #include "loom/packed_format.h"
 #include "loom/shard_format.h"
@@ -44,6 +45,24 @@ void print_head(const std::string& bin_path, const SentencePieceModel& model, ui
   };
   if (kind == ShardKind::kInternlm) {
     for_each_doc(InternlmReader(bin_path), print_doc, n);
+    return;
+  }
+  if (kind == ShardKind::kMegatron) {
+    // Megatron's SentencePieceTokenizer adds ids after the model's pieces; the model cannot decode them.
+    for_each_doc(MegatronReader(bin_path), [&](uint64_t i, const std::vector<uint32_t>& doc) {
+      out << "== document " << i << " (" << doc.size() << " tokens) ==\n";
+      std::vector<uint32_t> run;
+      for (size_t k = 0; k <= doc.size(); ++k) {
+        if (k < doc.size() && doc[k] < model.vocab_size()) {
+          run.push_back(doc[k]);
+          continue;
+        }
+        out << model.decode(run);
+        run.clear();
+        if (k < doc.size()) out << "[id " << doc[k] << "]";
+      }
+      out << "\n";
+    }, n);
     return;
   }
   ShardReader r(bin_path);

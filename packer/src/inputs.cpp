@@ -4,6 +4,7 @@
 #include <set>
 
 #include "loom/error.h"
+#include "loom/megatron_format.h"
 #include "loom/progress.h"
 #include "loom/sys.h"
 
@@ -19,18 +20,23 @@ std::vector<std::string> expand_shard_paths(const std::vector<std::string>& path
   std::vector<std::string> out;
   for (const std::string& p : paths) {
     if (!sys::is_directory(p)) {
+      // Megatron names a dataset by its prefix (--data-path PREFIX): PREFIX.bin beside PREFIX.idx.
+      if (!sys::exists(p) && sys::exists(p + ".bin") && sys::exists(megatron_idx_path(p))) {
+        out.push_back(p + ".bin");
+        continue;
+      }
       LOOM_CHECK(sys::exists(p), p, ": no such file or folder");
       out.push_back(p);
       continue;
     }
     size_t found = 0;
     for (const std::string& f : sys::list_files(p)) {
-      if (ends_with(f, ".bin") && sys::exists(meta_path_for(f))) {
+      if (ends_with(f, ".bin") && (sys::exists(meta_path_for(f)) || sys::exists(megatron_idx_path(f)))) {
         out.push_back(f);
         ++found;
       }
     }
-    LOOM_CHECK(found > 0, p, ": folder holds no shard (no *.bin with a .meta beside it)");
+    LOOM_CHECK(found > 0, p, ": folder holds no shard (no *.bin with a .meta, or a Megatron .idx, beside it)");
   }
   return out;
 }
@@ -41,7 +47,9 @@ ShardSet::ShardSet(const std::vector<std::string>& bin_paths) {
     const ShardKind kind = detect_shard_kind(p);
     LOOM_CHECK(kind == ShardKind::kLoom || kind == ShardKind::kUnknown, p, ": is a ", shard_kind_name(kind),
                " shard, expected a loom token shard",
-               kind == ShardKind::kInternlm ? " (convert it first: loom-pack convert --to loom)" : "");
+               kind == ShardKind::kInternlm || kind == ShardKind::kMegatron
+                   ? " (convert it first: loom-pack convert --to loom)"
+                   : "");
     shards_.push_back(std::make_unique<ShardReader>(p));  // kUnknown: the reader says what is wrong
     check_same_tokenizer(*shards_.front(), *shards_.back());
     doc_starts_.push_back(doc_starts_.back() + shards_.back()->num_docs());
@@ -65,7 +73,7 @@ std::vector<uint64_t> ShardSet::doc_lengths() const {
 
 std::vector<std::string> shard_files(const std::vector<std::string>& bin_paths) {
   std::vector<std::string> files;
-  for (const std::string& p : bin_paths) files.insert(files.end(), {p, meta_path_for(p)});
+  for (const std::string& p : bin_paths) files.insert(files.end(), {p, meta_path_for(p), megatron_idx_path(p)});
   return files;
 }
 

@@ -7,6 +7,7 @@
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
+#include "loom/megatron_format.h"
 #include "loom/packed_format.h"
 #include "loom/progress.h"
 #include "loom/shard_format.h"
@@ -59,6 +60,13 @@ Stats collect_stats(const std::vector<std::string>& bin_paths) {
       InternlmReader r(path);
       f.kind = "internlm";
       f.dtype = "text";
+      f.documents = r.num_docs();
+      f.tokens = r.num_tokens();
+      for (uint64_t i = 0; i < r.num_docs(); ++i) lengths.push_back(r.doc_len(i));
+    } else if (kind == ShardKind::kMegatron) {
+      MegatronReader r(path);
+      f.kind = "megatron";
+      f.dtype = megatron_dtype_name(r.dtype_code());
       f.documents = r.num_docs();
       f.tokens = r.num_tokens();
       for (uint64_t i = 0; i < r.num_docs(); ++i) lengths.push_back(r.doc_len(i));

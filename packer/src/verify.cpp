@@ -2,6 +2,7 @@
 
 #include "loom/error.h"
 #include "loom/internlm_format.h"
+#include "loom/megatron_format.h"
 #include "loom/packed_format.h"
 #include "loom/shard_format.h"
 #include "loom/sys.h"
@@ -31,6 +32,13 @@ VerifyResult verify_shard(const std::string& bin_path, const VerifyOptions& opti
       }
       case ShardKind::kInternlm: {
         InternlmReader reader(bin_path);
+        r.documents = reader.num_docs();
+        r.tokens = reader.num_tokens();
+        if (options.deep) reader.verify_deep(options.vocab_size, on_bytes);
+        break;
+      }
+      case ShardKind::kMegatron: {
+        MegatronReader reader(bin_path);
         r.documents = reader.num_docs();
         r.tokens = reader.num_tokens();
         if (options.deep) reader.verify_deep(options.vocab_size, on_bytes);

@@ -85,6 +85,19 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderCho
 
 SentencePieceModel::~SentencePieceModel() = default;
 
+int32_t SentencePieceModel::pad_id() const { return sp_->pad_id(); }
+
+std::string SentencePieceModel::id_to_piece(uint32_t id) const {
+  LOOM_ASSERT(id < vocab_size_, "piece id ", id, " of ", vocab_size_);
+  return sp_->IdToPiece(static_cast<int>(id));
+}
+
+int32_t SentencePieceModel::piece_to_id(const std::string& piece) const {
+  // PieceToId answers unk_id for a piece it lacks: only an id whose piece is this one counts.
+  const int id = sp_->PieceToId(piece);
+  return id >= 0 && static_cast<uint32_t>(id) < vocab_size_ && sp_->IdToPiece(id) == piece ? id : -1;
+}
+
 uint32_t SentencePieceModel::encoder() const { return loom_ ? kShardEncoderLoom : kShardEncoderSentencePiece; }
 const char* SentencePieceModel::encoder_name() const { return loom_ ? "loom" : "sentencepiece"; }
 

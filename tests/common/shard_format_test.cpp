@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "loom/error.h"
+#include "loom/megatron_format.h"
 #include "loom/packed_format.h"
 #include "loom/shard_format.h"
 #include "test_util.h"
@@ -124,4 +127,54 @@ TEST_CASE("check_same_tokenizer of readers adds dtype_bytes (token shards) and p
   check_same_tokenizer(PackedReader(p), PackedReader(p));
   CHECK_THROWS_WITH(check_same_tokenizer(PackedReader(p), PackedReader(q)),
                     Catch::StartsWith(q + ": tokenizer differs from " + p + ": eos_id -1 vs 2, pad_id 0 vs 2;"));
+}
+
+TEST_CASE("the Megatron writer: documents as sequences, dtype by Megatron's rule, refusals leave nothing") {
+  test::TempDir dir("megatron");
+  CHECK(megatron_idx_path(dir / "c_text_document.bin") == dir / "c_text_document.idx");
+  CHECK(megatron_idx_path("a.b/v1.2_text_document") == "a.b/v1.2_text_document.idx");
+  CHECK(megatron_dtype_for_vocab(65499) == kMegatronUint16);
+  CHECK(megatron_dtype_for_vocab(65500) == kMegatronInt32);
+  {
+    MegatronWriter w(dir / "a.bin", kMegatronInt32, 70000);
+    w.add_doc({69999, 3});
+    w.add_doc({});
+    w.add_doc({1});
+    CHECK_THROWS_WITH(w.add_doc({5, 70000}), Catch::StartsWith(dir / "a.bin: token id 70000 >= vocab size 70000"));
+    w.commit();
+  }
+  MegatronReader r(dir / "a.bin");
+  CHECK(r.dtype_code() == kMegatronInt32);
+  CHECK(r.num_docs() == 3);
+  CHECK(r.num_sequences() == 2);  // the empty document has none
+  CHECK(r.num_tokens() == 3);
+  std::vector<uint32_t> ids;
+  r.read_doc(0, ids);
+  r.read_doc(1, ids);
+  r.read_doc(2, ids);
+  CHECK(ids == std::vector<uint32_t>{69999, 3, 1});
+  CHECK(r.verify_deep(70000) == 69999);
+  {
+    // The numpy reader docs/FORMAT.md gives, run as it is written there.
+    const std::string doc = test::read_all(test::source_dir() + "/docs/FORMAT.md");
+    const size_t section = doc.find("## Megatron-LM indexed dataset");
+    const size_t begin = doc.find("```python\n", section), end = doc.find("```\n", begin + 10);
+    REQUIRE((section != std::string::npos && begin != std::string::npos && end != std::string::npos));
+    test::write_all(dir / "read.py", "prefix = " + test::quote(dir / "a") + "\n" + doc.substr(begin + 10, end - begin - 10) +
+                                         "print([d.tolist() for d in docs])\n");
+    const auto res = test::run(test::python() + " " + test::quote(dir / "read.py"));
+    INFO(res.output);
+    CHECK(res.output == "[[69999, 3], [], [1]]\n");
+  }
+  CHECK_THROWS_WITH(r.verify_deep(1000), Catch::StartsWith(dir / "a.bin: token id 69999 >= vocab size 1000 in document 0 "
+                                                                  "(token 0, byte offset 0)"));
+  {
+    MegatronWriter w(dir / "b.bin", kMegatronUint16, 100);
+    CHECK_THROWS_WITH(w.commit(), Catch::Contains("no documents"));
+  }
+  CHECK_THROWS_WITH(MegatronWriter(dir / "c.bin", kMegatronInt32, uint64_t{1} << 32),
+                    Catch::StartsWith(dir / "c.bin: vocab size 4294967296 has ids that int32 cannot hold"));
+  std::vector<std::string> files = sys::list_files(dir.path());
+  std::sort(files.begin(), files.end());
+  CHECK(files == std::vector<std::string>{dir / "a.bin", dir / "a.idx", dir / "read.py"});
 }

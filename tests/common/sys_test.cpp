@@ -113,3 +113,12 @@ TEST_CASE("canonical_path, same_file and path_inside see through spellings, syml
                     Catch::Contains("the output " + dir / "h" + " is the input " + dir / "s"));
   sys::check_outputs_spare_inputs({dir / "a"}, {dir / "o", dir / "a.meta"});
 }
+
+TEST_CASE("glob: the matches of a shell pattern, sorted, and an empty list for none") {
+  test::TempDir dir("sys_glob");
+  for (const char* name : {"b_2.jsonl", "a_10.jsonl", "a_9.jsonl", "c.txt"}) test::write_all(dir / name, "x");
+  CHECK(sys::glob(dir / "*.jsonl") == std::vector<std::string>{dir / "a_10.jsonl", dir / "a_9.jsonl", dir / "b_2.jsonl"});
+  CHECK(sys::glob(dir / "a_?.jsonl") == std::vector<std::string>{dir / "a_9.jsonl"});
+  CHECK(sys::glob(dir / "[bc]*") == std::vector<std::string>{dir / "b_2.jsonl", dir / "c.txt"});
+  CHECK(sys::glob(dir / "*.parquet").empty());
+}

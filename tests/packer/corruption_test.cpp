@@ -80,15 +80,18 @@ std::string failure_line(const std::string& output) {
 }
 
 // verify --deep must fail with exactly `message` (then the source location) and change nothing.
-void expect_rejected(const std::string& bin, const std::string& message, const std::string& flags = "--deep") {
-  const std::string before_bin = read_all(bin), before_meta = read_all(bin + ".meta");
+// index: the file beside the .bin (its .meta unless given: a Megatron dataset's PREFIX.idx).
+void expect_rejected(const std::string& bin, const std::string& message, const std::string& flags = "--deep",
+                     std::string index = "") {
+  if (index.empty()) index = bin + ".meta";
+  const std::string before_bin = read_all(bin), before_meta = read_all(index);
   RunResult r = loom_pack("verify " + flags + " " + quote(bin));
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK(failure_line(r.output) == message);
   CHECK_THAT(r.output, Catch::Contains(": 1 shards, 0 passed, 1 failed\n"));
   CHECK(read_all(bin) == before_bin);
-  CHECK(read_all(bin + ".meta") == before_meta);
+  CHECK(read_all(index) == before_meta);
 }
 
 }  // namespace
@@ -413,4 +416,128 @@ TEST_CASE("verify refuses every InternLM .meta that numpy.load refuses, and read
     CHECK((np.exit_code == 0) == (loom.exit_code == 0));
     CHECK(loom.exit_code == (np.exit_code == 0 ? 0 : 1));
   }
+}
+
+namespace {
+// A small Megatron-LM dataset, its bytes laid out here by hand (not by loom's writer): uint16,
+// sequences of 3, 2 and 4 ids (1..9); document 0 = sequences 0 and 1 (split into sentences),
+// document 1 = no sequence (an empty text), document 2 = sequence 2. S = 3, D = 4:
+// .idx = 34-byte header + lengths at 34 + pointers at 46 + document_indices at 70 = 102 bytes.
+struct SmallMegatron {
+  TempDir dir{"corrupt_megatron"};
+  std::string bin = dir / "m_text_document.bin";
+  std::string idx = dir / "m_text_document.idx";
+  SmallMegatron() {
+    std::string i("MMIDIDX\0\0", 9);
+    const auto put = [&i](auto v) { i.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(uint64_t{1});
+    put(uint8_t{8});
+    put(uint64_t{3});
+    put(uint64_t{4});
+    for (int32_t len : {3, 2, 4}) put(len);
+    for (int64_t ptr : {0, 6, 10}) put(ptr);
+    for (int64_t d : {0, 2, 2, 3}) put(d);
+    write_all(idx, i);
+    std::string b;
+    for (uint16_t id = 1; id <= 9; ++id) b.append(reinterpret_cast<const char*>(&id), 2);
+    write_all(bin, b);
+  }
+  void reject(const std::string& message, const std::string& flags = "--deep") { expect_rejected(bin, message, flags, idx); }
+};
+}  // namespace
+
+TEST_CASE("verify reads a Megatron dataset: documents of several sequences and of none") {
+  SmallMegatron m;
+  RunResult r = loom_pack("verify --deep --vocab-size 10 " + quote(m.bin));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("OK   " + m.bin + " (megatron, 3 documents, 9 tokens)\n"));
+  // Its documents, through the loom shard convert makes of it.
+  REQUIRE(loom_pack("convert --to loom --vocab-size 10 --output-dir " + quote(m.dir / "l") + " " + quote(m.bin)).exit_code == 0);
+  CHECK(read_shard(m.dir / "l/m_text_document.bin") == Docs{{1, 2, 3, 4, 5}, {}, {6, 7, 8, 9}});
+}
+
+TEST_CASE("corrupt Megatron dataset - bad magic") {
+  SmallMegatron m;
+  patch<char>(m.idx, 0, 'X');
+  m.reject(m.idx + ": bad magic: not a Megatron-LM index (expected \"MMIDIDX\\0\\0\" at byte 0)");
+}
+
+TEST_CASE("corrupt Megatron dataset - version") {
+  SmallMegatron m;
+  patch<uint64_t>(m.idx, 9, 2);
+  m.reject(m.idx + ": version 2 at byte 9; this build reads version 1");
+}
+
+TEST_CASE("corrupt Megatron dataset - dtype code") {
+  SmallMegatron m;
+  patch<uint8_t>(m.idx, 17, 5);
+  m.reject(m.idx + ": dtype code 5 (int64) at byte 17; token ids are uint16 (code 8) or int32 (code 4)");
+  patch<uint8_t>(m.idx, 17, 9);
+  m.reject(m.idx + ": dtype code 9 (unknown) at byte 17; token ids are uint16 (code 8) or int32 (code 4)");
+}
+
+TEST_CASE("corrupt Megatron dataset - truncated .idx") {
+  SmallMegatron m;
+  truncate_by(m.idx, 8);
+  m.reject(m.idx + ": truncated .idx or wrong counts: 94 bytes, expected 102 for 3 sequences and 4 document indices");
+  truncate_by(m.idx, 80);
+  m.reject(m.idx + ": truncated .idx: 14 bytes, expected at least the 34-byte header");
+}
+
+TEST_CASE("corrupt Megatron dataset - sequence modes (a multimodal dataset)") {
+  SmallMegatron m;
+  write_all(m.idx, read_all(m.idx) + std::string(3, '\0'));
+  m.reject(m.idx + ": truncated .idx or wrong counts: 105 bytes, expected 102 for 3 sequences and 4 document indices"
+                   " (it has sequence modes: a multimodal dataset, which loom does not read)");
+}
+
+TEST_CASE("corrupt Megatron dataset - negative sequence length") {
+  SmallMegatron m;
+  patch<int32_t>(m.idx, 34, -1);
+  m.reject(m.idx + ": sequence 0 (byte offset 34): length -1 is negative");
+}
+
+TEST_CASE("corrupt Megatron dataset - pointers inconsistent with the lengths") {
+  SmallMegatron m;
+  patch<int64_t>(m.idx, 46 + 8, 4);
+  m.reject(m.idx + ": sequence 1 (byte offset 54): pointer 4, expected 6 (the lengths before it times 2 bytes)");
+}
+
+TEST_CASE("corrupt Megatron dataset - document index not starting at 0") {
+  SmallMegatron m;
+  patch<int64_t>(m.idx, 70, 1);
+  m.reject(m.idx + ": document_indices[0] (byte offset 70) is 1, expected 0");
+}
+
+TEST_CASE("corrupt Megatron dataset - document index not monotone") {
+  SmallMegatron m;
+  patch<int64_t>(m.idx, 70 + 16, 1);  // [0, 2, 1, 3]
+  m.reject(m.idx + ": document_indices[2] (byte offset 86) is 1, expected between the previous one (2) and the "
+                   "sequence count 3");
+}
+
+TEST_CASE("corrupt Megatron dataset - sequences after the last document") {
+  SmallMegatron m;
+  patch<int64_t>(m.idx, 70 + 24, 2);  // [0, 2, 2, 2]
+  m.reject(m.idx + ": the last document index is 2, expected the sequence count 3 (sequences after the last document)");
+}
+
+TEST_CASE("corrupt Megatron dataset - .bin size mismatch") {
+  SmallMegatron m;
+  truncate_by(m.bin, 2);
+  m.reject(m.bin + ": .bin has 16 bytes, expected 18 (9 tokens of uint16 by " + m.idx + ")");
+}
+
+TEST_CASE("corrupt Megatron dataset - ids out of range (--deep)") {
+  SmallMegatron m;
+  m.reject(m.bin + ": token id 9 >= vocab size 9 in document 2 (token 3, byte offset 16)", "--deep --vocab-size 9");
+  // An int32 dataset: a negative id.
+  patch<uint8_t>(m.idx, 17, 4);
+  patch<int64_t>(m.idx, 46 + 8, 12);  // pointers of 4-byte ids: 0, 12, 20
+  patch<int64_t>(m.idx, 46 + 16, 20);
+  std::string b;
+  for (int32_t id : {1, 2, 3, 4, 5, 6, 7, -8, 9}) b.append(reinterpret_cast<const char*>(&id), 4);
+  write_all(m.bin, b);
+  m.reject(m.bin + ": token id -8 is negative in document 2 (token 2, byte offset 28)");
 }

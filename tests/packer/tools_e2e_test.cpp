@@ -40,6 +40,18 @@ std::string docs_text(const Docs& docs) {
   return os.str();
 }
 
+// Files in a folder (names only, sorted); "" when it does not exist.
+std::string list_dir(const std::string& dir) { return run("(ls -A " + quote(dir) + " 2>/dev/null)").output; }
+
+// What a command printed on stdout, without the log lines (they carry the time).
+std::string without_log(const std::string& output) {
+  std::istringstream in(output);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.rfind("[loom ", 0) != 0) out += line + "\n";
+  return out;
+}
+
 bool is_subsequence(const Docs& sub, const Docs& all) {
   size_t j = 0;
   for (size_t i = 0; i < all.size() && j < sub.size(); ++i) j += all[i] == sub[j];
@@ -184,6 +196,69 @@ TEST_CASE("convert loom to internlm to loom is lossless on botchan with internlm
   CHECK(read_all(dir / "l/a.bin.meta") == read_all(dir / "a.bin.meta"));
   CHECK(loom_pack("convert --to loom --output-dir " + quote(dir / "x") + " " + quote(dir / "a.bin")).exit_code == 1);
   CHECK(loom_pack("convert --to parquet --output-dir " + quote(dir / "x") + " " + quote(dir / "a.bin")).exit_code == 2);
+}
+
+TEST_CASE("convert loom to Megatron to loom is lossless on botchan with internlm_v7, and checks the input") {
+  TempDir dir("tools_megatron");
+  Docs docs = botchan_docs();
+  docs.insert(docs.begin() + 3, std::vector<uint32_t>{});  // an empty document: a document of no sequence
+  write_shard(dir / "a.bin", docs, internlm_info());
+  RunResult to = loom_pack("convert --to megatron --output-dir " + quote(dir / "m") + " " + quote(dir / "a.bin"));
+  INFO(to.output);
+  REQUIRE(to.exit_code == 0);
+  CHECK(list_dir(dir / "m") == "a.bin\na.idx\n");
+  // IndexedDatasetBuilder's bytes, by numpy: 103168 pieces is not below 65500, so int32 (code 4);
+  // one sequence per document with ids, document_indices from 0.
+  write_all(dir / "docs.txt", docs_text(docs));
+  RunResult py = run(python() + " -c " +
+                     quote("import struct, sys, numpy as np\n"
+                           "docs = [[int(x) for x in l.split()] for l in open(sys.argv[1]).read().split('\\n')[:-1]]\n"
+                           "lens = [len(d) for d in docs if d]\n"
+                           "index = np.cumsum([0] + [1 if d else 0 for d in docs])\n"
+                           "ptrs = np.cumsum([0] + lens[:-1]) * 4\n"
+                           "idx = b'MMIDIDX\\x00\\x00' + struct.pack('<QBQQ', 1, 4, len(lens), len(index))\n"
+                           "idx += np.array(lens, np.int32).tobytes() + np.array(ptrs, np.int64).tobytes() + np.array(index, np.int64).tobytes()\n"
+                           "bin = np.array(sum(docs, []), np.int32).tobytes()\n"
+                           "print(len(docs), open(sys.argv[2] + '.idx', 'rb').read() == idx, open(sys.argv[2] + '.bin', 'rb').read() == bin)") +
+                     " " + quote(dir / "docs.txt") + " " + quote(dir / "m/a"));
+  CHECK(py.output == str(docs.size(), " True True\n"));
+  RunResult back = loom_pack("convert --to loom --model " + quote(internlm_model()) + " --output-dir " + quote(dir / "l") +
+                             " " + quote(dir / "m/a.bin"));
+  INFO(back.output);
+  REQUIRE(back.exit_code == 0);
+  CHECK(read_all(dir / "l/a.bin") == read_all(dir / "a.bin"));
+  CHECK(read_all(dir / "l/a.bin.meta") == read_all(dir / "a.bin.meta"));
+  // stats and head read the dataset as they read the shard.
+  RunResult stats = loom_pack("stats " + quote(dir / "m/a"));  // Megatron's name of it, the prefix
+  CHECK_THAT(stats.output, Catch::Contains(dir / "m/a.bin: megatron, int32, " + str(docs.size()) + " documents"));
+  const std::string head_args = "head -n 4 --model " + quote(internlm_model()) + " ";
+  const std::string head = without_log(loom_pack(head_args + quote(dir / "a.bin")).output);
+  CHECK_THAT(head, Catch::Contains("== document 3 (0 tokens) =="));
+  CHECK(without_log(loom_pack(head_args + quote(dir / "m/a.bin")).output) == head);
+  // pack reads the dataset through its loom conversion: the packs of the loom original.
+  const std::string pack_args = "pack --seq-len 512 --strategy bestfit --seed 3 --model " + quote(internlm_model());
+  REQUIRE(loom_pack(pack_args + " --output-dir " + quote(dir / "p1") + " " + quote(dir / "a.bin")).exit_code == 0);
+  RunResult packed = loom_pack(pack_args + " --output-dir " + quote(dir / "p2") + " " + quote(dir / "m/a.bin"));
+  INFO(packed.output);
+  REQUIRE(packed.exit_code == 0);
+  CHECK_THAT(packed.output, Catch::Contains("1 Megatron-LM dataset(s) read through their loom conversion"));
+  CHECK(read_all(dir / "p2/packed.bin") == read_all(dir / "p1/packed.bin"));
+  CHECK(read_all(dir / "p2/packed.bin.meta") == read_all(dir / "p1/packed.bin.meta"));
+  // A loom input whose .bin no longer matches its checksum: refused, and nothing is written.
+  std::string bad = read_all(dir / "a.bin");
+  bad[8] = static_cast<char>(bad[8] ^ 1);  // token 2, inside document 0, still < vocab: only the checksum tells
+  run("mkdir -p " + quote(dir / "bad"));
+  write_all(dir / "bad/b.bin", bad);
+  write_all(dir / "bad/b.bin.meta", read_all(dir / "a.bin.meta"));
+  RunResult refused = loom_pack("convert --to megatron --output-dir " + quote(dir / "out") + " " + quote(dir / "bad/b.bin"));
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.output, Catch::Contains("checksum"));
+  CHECK(list_dir(dir / "out") == "");
+  // Megatron to InternLM is not a conversion; the reason names it.
+  RunResult wrong = loom_pack("convert --to internlm --output-dir " + quote(dir / "x") + " " + quote(dir / "m/a.bin"));
+  CHECK(wrong.exit_code == 1);
+  CHECK_THAT(wrong.output, Catch::Contains("is a megatron shard; --to internlm converts loom token shards"));
 }
 
 TEST_CASE("stats --json agrees with numpy on botchan, and reports packs and padding") {

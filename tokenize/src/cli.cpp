@@ -3,9 +3,12 @@
 #include <thread>
 #include <utility>
 
+#include "loom/error.h"
 #include "loom/log.h"
 #include "loom/options.h"
 #include "loom/progress.h"
+#include "loom/sys.h"
+#include "loom/tokenize/megatron_tokenizer.h"
 #include "loom/tokenize/tokenize_job.h"
 #include "loom/tokenize/train_spm.h"
 
@@ -72,6 +75,36 @@ bool on_off(const OptionParser& p, const std::string& name, bool fallback) {
   return on ? true : off ? false : fallback;
 }
 
+// What --format megatron changes of the options: Megatron's rules for bos/eos, its reading of
+// inputs (loose json, --input patterns), its --partitions.
+void read_megatron_options(const OptionParser& p, uint64_t partitions, TokenizeOptions& opt) {
+  // The tokenizer type decides bos (Llama2Tokenizer's); --eos is --append-eod, off by default as in Megatron.
+  if (p.get<bool>("bos") || p.get<bool>("no-bos"))
+    throw UsageError("--bos/--no-bos: with --format megatron the tokenizer type decides (Llama2Tokenizer starts "
+                     "documents with bos, the others do not)");
+  opt.pipeline.bos = false;
+  opt.pipeline.eos = on_off(p, "eos", false);
+  if (opt.reader.raw_records) throw UsageError("--raw-records does not go with --format megatron (Megatron encodes a json key)");
+  // preprocess_data.py reads its input a line at a time: a .json file is JSON lines ("loose json").
+  opt.reader.json_lines = true;
+  // With --partitions it takes --input as a pattern (Python's glob); loom expands one that names
+  // no file, sorted, and writes the matches in that order into one dataset per key.
+  std::vector<std::string> expanded;
+  for (const std::string& in : opt.inputs) {
+    if (sys::exists(in) || in.find_first_of("*?[") == std::string::npos) {
+      expanded.push_back(in);
+      continue;
+    }
+    const std::vector<std::string> matches = sys::glob(in);
+    LOOM_CHECK(!matches.empty(), "--input ", in, ": the pattern matches no file");
+    expanded.insert(expanded.end(), matches.begin(), matches.end());
+  }
+  opt.inputs = expand_inputs(expanded);
+  if (partitions > 1 && !p.get<bool>("keep-sequential-samples"))
+    log::info("--partitions ", partitions, ": loom writes the documents in input order, as Megatron-LM does with ",
+              "--keep-sequential-samples (without it Megatron interleaves them over its partitions)");
+}
+
 }  // namespace
 
 int tokenize_main(const std::vector<std::string>& args) {
@@ -87,7 +120,23 @@ int tokenize_main(const std::vector<std::string>& args) {
        "(folder) per key, with --output-prefix; one key alone is --text-key")
       ("bin_output_path", po::value<std::string>(), "InternLM tools/tokenizer.py's: the one input is written to "
        "this .bin (+ .meta); implies --format internlm and, for json/jsonl, --raw-records, unless given")
-      ("format", po::value<std::string>()->default_value("loom"), "loom (docs/FORMAT.md) or internlm (tools/tokenizer.py)")
+      ("format", po::value<std::string>()->default_value("loom"), "loom (docs/FORMAT.md), internlm (tools/tokenizer.py) "
+       "or megatron (Megatron-LM's indexed dataset, NAME.bin + NAME.idx; the default with --tokenizer-type)")
+      ("tokenizer-type", po::value<std::string>(), "Megatron-LM's: GPTSentencePieceTokenizer, SentencePieceTokenizer or "
+       "Llama2Tokenizer, reproduced id for id (docs/TOKENIZE.md); implies --format megatron unless given")
+      ("dataset-impl", po::value<std::string>(), "Megatron-LM's: mmap, the indexed dataset it reads today (the only one)")
+      ("partitions", po::value<std::string>()->default_value("1"), "Megatron-LM's: accepted; loom writes one dataset "
+       "per key in input order whatever the count (Megatron's partitions interleave lines when N > 1)")
+      ("keep-sequential-samples", po::bool_switch(), "Megatron-LM's: accepted; loom always keeps the input order "
+       "(what this flag asks of Megatron's --partitions)")
+      ("log-interval", po::value<std::string>()->default_value("1000"), "Megatron-LM's: accepted; loom's progress "
+       "line reports every 30 s")
+      ("keep-newlines", po::bool_switch(), "Megatron-LM's: accepted; it only changes --split-sentences, which loom "
+       "does not do (the text is encoded with its newlines as it is)")
+      ("split-sentences", po::bool_switch(), "Megatron-LM's: refused (NLTK's punkt splitter is not reproduced)")
+      ("vocab-file", po::value<std::string>(), "Megatron-LM's: accepted and unused (its SentencePiece types read "
+       "--tokenizer-model), so that the types loom refuses are refused with their reason")
+      ("merge-file", po::value<std::string>(), "Megatron-LM's: as --vocab-file")
       ("bos", po::bool_switch(), "start each document with the model's BOS id (default)")
       ("no-bos", po::bool_switch(), "no BOS id")
       ("eos", po::bool_switch(), "end each document with the model's EOS id (default with --format loom)")
@@ -109,7 +158,10 @@ int tokenize_main(const std::vector<std::string>& args) {
   p.alias("tokenizer-model", "model");
   p.alias("workers", "threads");
   p.alias("append-eod", "eos");
+  p.alias("output-format", "format");
   if (!p.parse(args)) return kExitOk;  // --help
+  // First, so that a type loom does not reproduce is refused for what it is, not for a missing model.
+  if (p.has("tokenizer-type")) parse_megatron_tokenizer_type(p.get<std::string>("tokenizer-type"));
   if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
   const int outputs = static_cast<int>(p.vm().count("output-dir") + p.vm().count("output-prefix") +
                                        p.vm().count("bin_output_path"));
@@ -137,10 +189,32 @@ int tokenize_main(const std::vector<std::string>& args) {
       throw UsageError("--json-keys with several keys writes one shard set per key: give --output-prefix");
   }
   if (p.vm().count("output-prefix") && keys.empty()) keys.push_back(opt.reader.text_key);
-  opt.format = one_of<ShardFormat>("format", internlm_cli && !p.has("format") ? "internlm" : p.get<std::string>("format"),
-                                   {{"loom", ShardFormat::kLoom}, {"internlm", ShardFormat::kInternlm}});
-  opt.pipeline.bos = on_off(p, "bos", true);
-  opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
+  // Megatron-LM's spelling (--tokenizer-type, which every preprocess_data.py line has, or
+  // --dataset-impl) writes its dataset unless --format says otherwise.
+  const bool megatron_cli = p.has("tokenizer-type") || p.has("dataset-impl");
+  const std::string format = p.has("format") ? p.get<std::string>("format")
+                             : internlm_cli  ? "internlm"
+                             : megatron_cli  ? "megatron"
+                                             : "loom";
+  opt.format = one_of<ShardFormat>("format", format, {{"loom", ShardFormat::kLoom}, {"internlm", ShardFormat::kInternlm},
+                                                      {"megatron", ShardFormat::kMegatron}});
+  if (p.has("dataset-impl")) one_of<int>("dataset-impl", p.get<std::string>("dataset-impl"), {{"mmap", 0}});
+  if (p.get<bool>("split-sentences"))
+    throw UsageError("--split-sentences: loom does not split documents into sentences (Megatron-LM does it with "
+                     "NLTK's punkt models); without it each text is one sequence, as preprocess_data.py writes it");
+  const uint64_t partitions = p.get_uint("partitions", 1, kMaxThreads);
+  static_cast<void>(p.get_uint("log-interval", 1, UINT64_MAX));  // checked, then not used
+  if (p.has("tokenizer-type")) {
+    opt.megatron_type = parse_megatron_tokenizer_type(p.get<std::string>("tokenizer-type"));
+    if (opt.format != ShardFormat::kMegatron)
+      throw UsageError(str("--tokenizer-type writes Megatron-LM's dataset; it does not go with --format ", format));
+  }
+  if (opt.format == ShardFormat::kMegatron) {
+    read_megatron_options(p, partitions, opt);
+  } else {
+    opt.pipeline.bos = on_off(p, "bos", true);
+    opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
+  }
   opt.pipeline.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));
   opt.pipeline.max_doc_bytes = p.get_uint("max-doc-bytes", 64, kMaxTextBytes);
   opt.pipeline.batch_bytes = p.get_uint("batch-bytes", 1, kMaxTextBytes);
@@ -159,12 +233,20 @@ int tokenize_main(const std::vector<std::string>& args) {
     TokenizeOptions job = opt;
     job.reader.text_key = key;
     check_text_key(key);
-    if (p.vm().count("output-prefix")) job.output_dir = p.get<std::string>("output-prefix") + "_" + key + "_document";
+    if (p.vm().count("output-prefix")) {
+      // Megatron's PREFIX_{key}_document.bin/.idx is one dataset; loom's format gets a folder of that name.
+      const std::string name = p.get<std::string>("output-prefix") + "_" + key + "_document";
+      if (opt.format == ShardFormat::kMegatron) {
+        job.output_bin = name + ".bin";  // every input, in order (--output-dir: one dataset per input)
+      } else {
+        job.output_dir = name;
+      }
+    }
     check_outputs_spare_inputs(job);  // every job's, before the first one writes
     jobs.push_back(std::move(job));
   }
   for (const TokenizeOptions& job : jobs) {
-    log::info("json key ", job.reader.text_key, " -> ", job.output_dir);
+    log::info("json key ", job.reader.text_key, " -> ", job.output_bin.empty() ? job.output_dir : job.output_bin);
     report(run_tokenize(job));
   }
   return kExitOk;

@@ -71,7 +71,9 @@ std::unique_ptr<DocumentReader> make_document_reader(const std::string& path, co
   switch (format) {
     case InputFormat::kTxt: return make_txt_reader(std::move(source), options);
     case InputFormat::kJsonl: return make_jsonl_reader(std::move(source), options);
-    case InputFormat::kJson: return make_json_array_reader(std::move(source), options);
+    case InputFormat::kJson:
+      if (options.json_lines) return make_jsonl_reader(std::move(source), options);
+      return make_json_array_reader(std::move(source), options);
   }
   LOOM_ASSERT(false, "unhandled input format");
   return nullptr;

@@ -15,6 +15,7 @@
 
 #include "loom/error.h"
 #include "loom/tokenize/line_reader.h"
+#include "loom/tokenize/megatron_tokenizer.h"
 #include "loom/tokenize/text.h"
 
 namespace loom::tokenize {
@@ -41,6 +42,22 @@ void wake_before_sleeping(std::unique_lock<std::mutex>& lock, std::condition_var
 }
 
 // A piece of a document: text[begin, begin+len) of its batch.
+// One piece of a document's text, encoded as options say (the first piece, or a continuation).
+void encode_piece(const SentencePieceModel& encoder, const PipelineOptions& o, std::string_view text, bool first,
+                  std::vector<uint32_t>& out) {
+  if (!o.specials.empty()) encode_with_specials(encoder, o.specials, text, !first, out);
+  else if (first) encoder.encode(text, out);
+  else encoder.encode_continuation(text, out);
+}
+// What goes before a document's ids and after them (ids: the document so far, bos included).
+void begin_doc(const SentencePieceModel& encoder, const PipelineOptions& o, std::vector<uint32_t>& ids) {
+  if (o.bos) ids.push_back(static_cast<uint32_t>(o.bos_id >= 0 ? o.bos_id : encoder.bos_id()));
+}
+void end_doc(const SentencePieceModel& encoder, const PipelineOptions& o, std::vector<uint32_t>& ids) {
+  if (o.eos && !(o.eos_after_ids_only && ids.empty()))
+    ids.push_back(static_cast<uint32_t>(o.eos_id >= 0 ? o.eos_id : encoder.eos_id()));
+}
+
 struct Piece {
   size_t begin, len;
   bool first, last;  // first/last piece of its document (bos/eos go around the whole document)
@@ -204,12 +221,13 @@ class alignas(64) Pipeline {
         ++stats_.bad;
         continue;
       }
-      if (doc.text.empty()) {
+      if (doc.text.empty() && !opt_.keep_empty) {
         ++stats_.empty;
         continue;
       }
       stats_.text_bytes += doc.text.size();
-      const auto pieces = split_on_whitespace(doc.text, opt_.max_doc_bytes);
+      auto pieces = split_on_whitespace(doc.text, opt_.max_doc_bytes);
+      if (pieces.empty()) pieces.emplace_back();  // an empty text kept as a document
       for (size_t i = 0; i < pieces.size(); ++i) {
         batch->pieces.push_back({batch->text.size(), pieces[i].size(), i == 0, i + 1 == pieces.size()});
         batch->text.append(pieces[i]);
@@ -257,23 +275,20 @@ class alignas(64) Pipeline {
         failed = opt.on_error == OnError::kFail;
         return;
       }
-      if (doc.text.empty()) {
+      if (doc.text.empty() && !opt.keep_empty) {
         ++b.stats.empty;
         return;
       }
       b.stats.text_bytes += doc.text.size();
       ids.clear();
-      if (opt.bos) ids.push_back(static_cast<uint32_t>(v.encoder.bos_id()));
+      begin_doc(v.encoder, opt, ids);
       if (doc.text.size() <= opt.max_doc_bytes) {
-        v.encoder.encode(doc.text, ids);
+        encode_piece(v.encoder, opt, doc.text, true, ids);
       } else {
         const auto pieces = split_on_whitespace(doc.text, opt.max_doc_bytes);
-        for (size_t i = 0; i < pieces.size(); ++i) {
-          if (i == 0) v.encoder.encode(pieces[i], ids);
-          else v.encoder.encode_continuation(pieces[i], ids);
-        }
+        for (size_t i = 0; i < pieces.size(); ++i) encode_piece(v.encoder, opt, pieces[i], i == 0, ids);
       }
-      if (opt.eos) ids.push_back(static_cast<uint32_t>(v.encoder.eos_id()));
+      end_doc(v.encoder, opt, ids);
       v.sink.serialize(ids.data(), ids.size(), b.out);
       ++b.stats.docs;
       b.stats.tokens += ids.size();
@@ -377,8 +392,7 @@ class alignas(64) Pipeline {
       if (batch->is_block) encode_block(v, *batch, *parser, doc, ids);
       for (const Piece& p : batch->pieces) {
         const std::string_view text = std::string_view(batch->text).substr(p.begin, p.len);
-        if (p.first) v.encoder.encode(text, batch->ids);
-        else v.encoder.encode_continuation(text, batch->ids);
+        encode_piece(v.encoder, v.opt, text, p.first, batch->ids);
         batch->piece_ids_end.push_back(batch->ids.size());
       }
       encoded_at = seconds_since(t0_);
@@ -422,13 +436,13 @@ class alignas(64) Pipeline {
         const Piece& p = batch->pieces[i];
         if (p.first) {
           doc.clear();
-          if (opt_.bos) doc.push_back(static_cast<uint32_t>(encoder_.bos_id()));
+          begin_doc(encoder_, opt_, doc);
         }
         doc.insert(doc.end(), batch->ids.begin() + static_cast<ptrdiff_t>(id_begin),
                    batch->ids.begin() + static_cast<ptrdiff_t>(batch->piece_ids_end[i]));
         id_begin = batch->piece_ids_end[i];
         if (p.last) {
-          if (opt_.eos) doc.push_back(static_cast<uint32_t>(encoder_.eos_id()));
+          end_doc(encoder_, opt_, doc);
           sink_.add_doc(doc.data(), doc.size());
           ++stats_.docs;
           stats_.tokens += doc.size();

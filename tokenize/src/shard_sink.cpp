@@ -3,6 +3,7 @@
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
+#include "loom/megatron_format.h"
 #include "loom/sys.h"
 
 namespace loom::tokenize {
@@ -31,11 +32,20 @@ class LoomSink : public ShardSink {
   ShardWriter w_;
 };
 
-constexpr const char* kInternlmRecordMagic = "loom-tokenize internlm record 1";
+const char* record_magic(ShardFormat f) {
+  return f == ShardFormat::kMegatron ? "loom-tokenize megatron record 1" : "loom-tokenize internlm record 1";
+}
 
-std::string internlm_record(uint64_t settings_xxh64, const std::string& bin_path) {
-  return str(kInternlmRecordMagic, "\nsettings_xxh64 ", hex64(settings_xxh64), "\nbin_xxh64 ", hex64(xxh64_file(bin_path)),
-             "\nmeta_xxh64 ", hex64(xxh64_file(meta_path_for(bin_path))), "\n");
+std::string sidecar_record(ShardFormat f, uint64_t settings_xxh64, const std::string& bin_path) {
+  return str(record_magic(f), "\nsettings_xxh64 ", hex64(settings_xxh64), "\nbin_xxh64 ", hex64(xxh64_file(bin_path)),
+             f == ShardFormat::kMegatron ? "\nidx_xxh64 " : "\nmeta_xxh64 ",
+             hex64(xxh64_file(index_path_for(f, bin_path))), "\n");
+}
+
+void write_sidecar(ShardFormat f, uint64_t settings_xxh64, const std::string& bin_path) {
+  sys::AtomicFile record(settings_record_path(bin_path));
+  record.write(sidecar_record(f, settings_xxh64, bin_path));
+  record.commit();
 }
 
 // InternLM's pair, then its sidecar record (after the pair: a job killed in between leaves a pair
@@ -57,9 +67,7 @@ class InternlmSink : public ShardSink {
   uint64_t num_docs() const override { return w_.num_docs(); }
   void commit() override {
     w_.commit();
-    sys::AtomicFile record(internlm_record_path(bin_path_));
-    record.write(internlm_record(settings_xxh64_, bin_path_));
-    record.commit();
+    write_sidecar(ShardFormat::kInternlm, settings_xxh64_, bin_path_);
   }
 
  private:
@@ -68,39 +76,76 @@ class InternlmSink : public ShardSink {
   InternlmWriter w_;
 };
 
+// A Megatron dataset (ids as Megatron's dtype for the tokenizer type's vocab_size), then the sidecar.
+class MegatronSink : public ShardSink {
+ public:
+  MegatronSink(const std::string& bin_path, const TokenizerInfo& info, uint64_t settings_xxh64)
+      : bin_path_(bin_path),
+        settings_xxh64_(settings_xxh64),
+        w_(bin_path, megatron_dtype_for_vocab(info.vocab_size), info.vocab_size) {}
+  void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
+  void serialize(const uint32_t* ids, size_t n, SerializedDocs& out) const override {
+    const size_t at = out.bytes.size();
+    w_.format_doc(ids, n, out.bytes);
+    out.tokens.push_back(n);
+    out.lengths.push_back(out.bytes.size() - at);
+  }
+  void add_serialized(const SerializedDocs& d) override {
+    w_.add_formatted(d.bytes.data(), d.tokens.data(), d.tokens.size());
+  }
+  uint64_t num_docs() const override { return w_.num_docs(); }
+  void commit() override {
+    w_.commit();
+    write_sidecar(ShardFormat::kMegatron, settings_xxh64_, bin_path_);
+  }
+
+ private:
+  std::string bin_path_;
+  uint64_t settings_xxh64_;
+  MegatronWriter w_;
+};
+
 }  // namespace
 
-std::string internlm_record_path(const std::string& bin_path) { return bin_path + ".loom-settings"; }
+std::string settings_record_path(const std::string& bin_path) { return bin_path + ".loom-settings"; }
 
-const char* shard_format_name(ShardFormat f) { return f == ShardFormat::kLoom ? "loom" : "internlm"; }
+const char* shard_format_name(ShardFormat f) {
+  return f == ShardFormat::kLoom ? "loom" : f == ShardFormat::kInternlm ? "internlm" : "megatron";
+}
+
+std::string index_path_for(ShardFormat f, const std::string& bin_path) {
+  return f == ShardFormat::kMegatron ? megatron_idx_path(bin_path) : meta_path_for(bin_path);
+}
 
 std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info,
                                            uint32_t encoder, uint64_t settings_xxh64) {
   if (format == ShardFormat::kLoom)
     return std::make_unique<LoomSink>(bin_path, info, encoder, settings_xxh64);
+  if (format == ShardFormat::kMegatron) return std::make_unique<MegatronSink>(bin_path, info, settings_xxh64);
   return std::make_unique<InternlmSink>(bin_path, settings_xxh64);
 }
 
 bool shard_complete(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info, uint64_t settings_xxh64,
                     std::string& why_not) {
-  if (!sys::exists(meta_path_for(bin_path)) || !sys::exists(bin_path)) {
+  if (!sys::exists(index_path_for(format, bin_path)) || !sys::exists(bin_path)) {
     why_not = "no complete shard";
     return false;
   }
   try {
-    if (format == ShardFormat::kInternlm) {
-      InternlmReader r(bin_path);
-      const std::string record = internlm_record_path(bin_path);
+    if (format != ShardFormat::kLoom) {
+      if (format == ShardFormat::kInternlm) InternlmReader r(bin_path);
+      else MegatronReader r(bin_path);
+      const std::string record = settings_record_path(bin_path);
       if (!sys::exists(record)) {
         why_not = str("it has no record of its settings and checksums (", record, ")");
         return false;
       }
       const std::string text = sys::read_file(record);
-      if (text.rfind(str(kInternlmRecordMagic, "\nsettings_xxh64 ", hex64(settings_xxh64), "\n"), 0) != 0) {
+      if (text.rfind(str(record_magic(format), "\nsettings_xxh64 ", hex64(settings_xxh64), "\n"), 0) != 0) {
         why_not = "it was written with other settings that change the output (" + record + ")";
         return false;
       }
-      if (text != internlm_record(settings_xxh64, bin_path)) {
+      if (text != sidecar_record(format, settings_xxh64, bin_path)) {
         why_not = str("its files do not match the checksums of ", record, " (damaged or changed)");
         return false;
       }

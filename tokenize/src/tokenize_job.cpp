@@ -9,6 +9,7 @@
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/log.h"
+#include "loom/megatron_format.h"
 #include "loom/progress.h"
 #include "loom/spm/sentencepiece_model.h"
 #include "loom/sys.h"
@@ -53,7 +54,11 @@ std::string output_bin_path(const std::string& output_dir, const std::string& in
 
 std::string settings_text(const TokenizeOptions& opt, const std::string& input, const TokenizerInfo& info,
                           uint32_t encoder) {
-  std::string s = str("loom-tokenize settings 1\nformat ", shard_format_name(opt.format), "\nmodel_fingerprint ",
+  std::string s = str("loom-tokenize settings 1\nformat ", shard_format_name(opt.format),
+                      opt.format == ShardFormat::kMegatron
+                          ? str("\nmegatron_tokenizer ", megatron_tokenizer_type_name(opt.megatron_type))
+                          : std::string(),
+                      "\nmodel_fingerprint ",
                       hex64(info.model_fingerprint), "\nvocab_size ", info.vocab_size, "\nbos_id ", info.bos_id,
                       "\neos_id ", info.eos_id, "\nbos ", opt.pipeline.bos ? 1 : 0, "\neos ", opt.pipeline.eos ? 1 : 0,
                       "\nencoder ", encoder, "\ncut ", kCutRule, "\nmax_doc_bytes ", opt.pipeline.max_doc_bytes, "\n");
@@ -61,6 +66,7 @@ std::string settings_text(const TokenizeOptions& opt, const std::string& input, 
     const TxtDoc d = opt.reader.txt_doc;
     return s + str("txt_doc ", d == TxtDoc::kLine ? "line" : d == TxtDoc::kParagraph ? "paragraph" : "file", "\n");
   }
+  if (input_format_for(input) == InputFormat::kJson && opt.reader.json_lines) s += "json_lines 1\n";
   s += str("raw_records ", opt.reader.raw_records ? 1 : 0, "\n");
   return opt.reader.raw_records ? s : s + str("text_key ", opt.reader.text_key, "\n");
 }
@@ -70,8 +76,8 @@ void check_outputs_spare_inputs(const TokenizeOptions& opt) {
   inputs.push_back(opt.model);
   for (const std::string& in : opt.inputs) {
     const std::string bin = opt.output_bin.empty() ? output_bin_path(opt.output_dir, in) : opt.output_bin;
-    outputs.insert(outputs.end(), {bin, meta_path_for(bin)});
-    if (opt.format == ShardFormat::kInternlm) outputs.push_back(internlm_record_path(bin));
+    outputs.insert(outputs.end(), {bin, index_path_for(opt.format, bin)});
+    if (opt.format != ShardFormat::kLoom) outputs.push_back(settings_record_path(bin));
   }
   sys::check_outputs_spare_inputs(inputs, outputs);
 }
@@ -82,13 +88,15 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
   std::map<std::string, std::string> out_of;
   std::vector<std::string> bins;
   uint64_t total_bytes = 0;
-  LOOM_CHECK(opt.output_bin.empty() || opt.inputs.size() == 1, "one output file (", opt.output_bin, ") for ",
+  // Several inputs into one output: a Megatron dataset, as preprocess_data.py merges its partitions.
+  const bool one_dataset = !opt.output_bin.empty() && opt.inputs.size() > 1;
+  LOOM_CHECK(!one_dataset || opt.format == ShardFormat::kMegatron, "one output file (", opt.output_bin, ") for ",
              opt.inputs.size(), " inputs: give one input, or an output folder");
   for (const std::string& in : opt.inputs) {
     const std::string bin = opt.output_bin.empty() ? output_bin_path(opt.output_dir, in) : opt.output_bin;
     input_format_for(in);  // rejects unknown extensions
     auto [it, fresh] = out_of.emplace(bin, in);
-    LOOM_CHECK(fresh, "inputs ", it->second, " and ", in, " would both write ", bin,
+    LOOM_CHECK(fresh || one_dataset, "inputs ", it->second, " and ", in, " would both write ", bin,
                "; rename one or tokenize them into different --output-dir");
     LOOM_CHECK(sys::exists(in) && !sys::is_directory(in), in, ": no such input file");
     bins.push_back(bin);
@@ -98,9 +106,26 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
   const auto load0 = std::chrono::steady_clock::now();
   const SentencePieceModel& encoder = load_model(opt.model, opt.encoder);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load0).count();
-  const TokenizerInfo info = encoder.info(opt.pipeline.bos, opt.pipeline.eos);
-  log::info("model ", opt.model, ": vocab ", info.vocab_size, ", bos ", info.bos_id, ", eos ", info.eos_id,
-            ", fingerprint ", hex64(info.model_fingerprint), ", loaded in ", seconds3(load_s), " s");
+  PipelineOptions pipeline = opt.pipeline;
+  TokenizerInfo info;
+  if (opt.format == ShardFormat::kMegatron) {
+    // The type's vocab_size, bos and eod stand in the model's place (ids, dtype and settings).
+    const MegatronTokenizer mt = make_megatron_tokenizer(opt.megatron_type, encoder, pipeline.eos);
+    apply_megatron_rules(mt, pipeline.eos, pipeline);
+    info = encoder.info(false, false);
+    info.vocab_size = static_cast<uint32_t>(mt.vocab_size);
+    info.bos_id = static_cast<int32_t>(mt.bos_id);
+    info.eos_id = static_cast<int32_t>(mt.eod_id);
+    log::info("model ", opt.model, " as Megatron-LM's ", megatron_tokenizer_type_name(mt.type), ": vocab_size ",
+              mt.vocab_size, " (", megatron_dtype_name(megatron_dtype_for_vocab(mt.vocab_size)), " ids), bos ",
+              mt.bos_id >= 0 ? str("id ", mt.bos_id, " before every document") : std::string("none"), ", eod ",
+              mt.eod_id, pipeline.eos ? " after every document with ids (--append-eod)" : " not appended",
+              mt.specials.empty() ? std::string() : str(", ", mt.specials.size(), " special pieces taken out of the text"));
+  } else {
+    info = encoder.info(pipeline.bos, pipeline.eos);
+  }
+  log::info("model ", opt.model, ": vocab ", encoder.vocab_size(), ", bos ", encoder.bos_id(), ", eos ",
+            encoder.eos_id(), ", fingerprint ", hex64(info.model_fingerprint), ", loaded in ", seconds3(load_s), " s");
   log::info("encoder: ", encoder.encoder_name(),
             encoder.why_not_loom().empty() ? std::string() : str(" (loom's encoder cannot: ", encoder.why_not_loom(), ")"));
   sys::make_dirs(opt.output_bin.empty() ? opt.output_dir : sys::dirname(opt.output_bin));
@@ -110,31 +135,50 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
   WorkerPool pool(opt.pipeline.threads);  // one set of encoder threads (and chunk caches) for every input
   Progress progress("tokenize", total_bytes, "B", 30.0);
   uint64_t bytes_before = 0;
+  // One dataset of every input: its settings are those of each input, in order, so --resume keeps
+  // it only for the same inputs made the same way.
+  std::unique_ptr<ShardSink> shared;
+  if (one_dataset) {
+    std::string settings;
+    for (const std::string& in : opt.inputs) settings += str("input ", in, "\n", settings_text(opt, in, info, encoder.encoder()));
+    const uint64_t settings_xxh64 = xxh64(settings.data(), settings.size());
+    std::string why_not;
+    if (opt.resume && shard_complete(opt.format, opt.output_bin, info, settings_xxh64, why_not)) {
+      log::info(opt.output_bin, " (", opt.inputs.size(), " inputs) is complete, skipped (--resume)");
+      sum.files_resumed = 1;
+      progress.finish();
+      return sum;
+    }
+    if (opt.resume) log::info(opt.output_bin, ": tokenizing (", why_not, ")");
+    shared = make_shard_sink(opt.format, opt.output_bin, info, encoder.encoder(), settings_xxh64);
+  }
   for (size_t i = 0; i < opt.inputs.size(); ++i) {
     const std::string& in = opt.inputs[i];
     const uint64_t size = sys::file_size(in);
     const std::string settings = settings_text(opt, in, info, encoder.encoder());
     const uint64_t settings_xxh64 = xxh64(settings.data(), settings.size());
     std::string why_not;
-    if (opt.resume && shard_complete(opt.format, bins[i], info, settings_xxh64, why_not)) {
+    if (!shared && opt.resume && shard_complete(opt.format, bins[i], info, settings_xxh64, why_not)) {
       log::info(in, ": ", bins[i], " is complete, skipped (--resume)");
       ++sum.files_resumed;
       bytes_before += size;
       progress.set(bytes_before);
       continue;
     }
-    if (opt.resume) log::info(in, ": tokenizing (", why_not, ")");
+    if (!shared && opt.resume) log::info(in, ": tokenizing (", why_not, ")");
     auto reader = make_document_reader(in, opt.reader);
-    auto sink = make_shard_sink(opt.format, bins[i], info, encoder.encoder(), settings_xxh64);
-    const FileStats st = tokenize_documents(*reader, encoder, *sink, opt.pipeline, [&](uint64_t bytes, uint64_t tokens) {
+    std::unique_ptr<ShardSink> own;
+    if (!shared) own = make_shard_sink(opt.format, bins[i], info, encoder.encoder(), settings_xxh64);
+    ShardSink* sink = shared ? shared.get() : own.get();
+    const FileStats st = tokenize_documents(*reader, encoder, *sink, pipeline, [&](uint64_t bytes, uint64_t tokens) {
       progress.set(bytes_before + bytes);
       progress.set_extra("tokens", sum.tokens + tokens);
     }, &pool);
     for (const std::string& e : st.bad_examples) log::warn("skipped ", e);
     if (st.bad > st.bad_examples.size()) log::warn("... and ", st.bad - st.bad_examples.size(), " more bad records in ", in);
-    LOOM_CHECK(st.docs > 0, in, ": no documents to write (", st.bad, " bad, ", st.empty,
+    LOOM_CHECK(st.docs > 0 || shared, in, ": no documents to write (", st.bad, " bad, ", st.empty,
                " empty); an empty shard is not written");
-    sink->commit();
+    if (own) own->commit(), ++sum.files;
     log::info(in, " -> ", bins[i], ": ", st.docs, " docs, ", st.tokens, " tokens",
               st.bad ? str(", ", st.bad, " bad records skipped") : std::string(),
               st.empty ? str(", ", st.empty, " empty texts skipped") : std::string());
@@ -142,9 +186,8 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
               ", encoding ", seconds3(st.encode_cpu_s), " (", opt.pipeline.threads, " threads)");
     log::info(in, ": ", seconds3(st.wall_s), " s in the pipeline: first batch encoded at ", seconds3(st.first_block_s),
               " s, the last at ", seconds3(st.last_block_s), " s; the encoder threads had nothing to encode for ",
-              seconds3(st.encode_wait_s), " s in all (", seconds3(st.encode_wait_s / opt.pipeline.threads),
+              seconds3(st.encode_wait_s), " s in all (", seconds3(st.encode_wait_s / pipeline.threads),
               " s each), the writer waited ", seconds3(st.write_wait_s), " s");
-    ++sum.files;
     sum.docs += st.docs;
     sum.tokens += st.tokens;
     sum.text_bytes += st.text_bytes;
@@ -152,6 +195,12 @@ TokenizeSummary run_tokenize(const TokenizeOptions& opt) {
     sum.empty += st.empty;
     bytes_before += size;
     progress.set(bytes_before);
+  }
+  if (shared) {
+    LOOM_CHECK(shared->num_docs() > 0, opt.output_bin, ": no documents in ", opt.inputs.size(),
+               " inputs; an empty dataset is not written");
+    shared->commit();
+    ++sum.files;
   }
   progress.finish();
   sum.seconds = progress.elapsed_s();

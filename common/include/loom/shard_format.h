@@ -214,8 +214,9 @@ void check_same_tokenizer(const TokenizerInfo& a, const std::string& a_name, con
                           const std::string& b_name, std::vector<std::string> differences);
 }  // namespace detail
 
-// Which format a shard's .meta holds, told apart by content (not by name).
-enum class ShardKind { kLoom, kPacked, kInternlm, kUnknown };
+// Which format a shard's .meta holds, told apart by content (not by name); kMegatron: no
+// NAME.bin.meta but a Megatron-LM NAME.idx beside NAME.bin (loom/megatron_format.h).
+enum class ShardKind { kLoom, kPacked, kInternlm, kMegatron, kUnknown };
 ShardKind detect_shard_kind(const std::string& bin_path);
 const char* shard_kind_name(ShardKind kind);
 

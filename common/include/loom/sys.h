@@ -28,6 +28,8 @@ std::string basename(const std::string& path);
 std::vector<std::string> list_dir(const std::string& dir);
 // Regular files under each path (a file is itself; a folder is walked recursively), sorted.
 std::vector<std::string> list_files(const std::string& path);
+// The paths a shell pattern (glob(3): *, ?, [...]) matches, sorted; none: an empty vector.
+std::vector<std::string> glob(const std::string& pattern);
 std::string read_file(const std::string& path);          // whole file, for small files only
 // The absolute path with the part that exists resolved by realpath (symlinks, "..") and the rest
 // appended with "." and ".." folded: two spellings of one place compare equal, even before it exists.

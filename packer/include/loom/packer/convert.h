@@ -1,11 +1,17 @@
-// `loom-pack convert`: loom <-> InternLM shards, lossless. Each input NAME.bin becomes
-// DIR/NAME.bin in the other format.
+// `loom-pack convert`: loom <-> InternLM shards and loom <-> Megatron-LM indexed datasets. Each
+// input NAME.bin becomes DIR/NAME.bin in the other format (with NAME.bin.meta, or NAME.idx for
+// Megatron). Loom inputs are checked as they are read (ids, flags, checksum) and nothing is
+// renamed into place before the check passed.
 //
-// InternLM shards record no tokenizer, so InternLM -> loom takes vocab size, bos/eos and the
+// InternLM shards and Megatron datasets record no tokenizer, so -> loom takes vocab size, bos/eos and the
 // fingerprint from --model (or only the vocab size from --vocab-size; without either, the largest
 // id + 1 and no bos/eos). The header's bos/eos flags are set when every non-empty document starts
 // with bos_id (ends with eos_id). With the model the shard was made with, loom -> InternLM -> loom
-// gives back the same .bin and .meta, byte for byte.
+// gives back the same .bin and .meta, byte for byte. loom -> Megatron writes each document with ids
+// as one sequence and an empty one as none, ids as Megatron's dtype for the header's vocab_size
+// (uint16 below 65,500, else int32): what preprocess_data.py writes without --split-sentences, so
+// such a dataset -> loom -> Megatron gives back the same .bin and .idx (a dataset of several
+// sequences per document comes back with one: loom keeps documents, not sentences).
 #pragma once
 
 #include <cstdint>
@@ -14,13 +20,13 @@
 
 namespace loom::packer {
 
-enum class ConvertTarget { kLoom, kInternlm };
+enum class ConvertTarget { kLoom, kInternlm, kMegatron };
 
 struct ConvertOptions {
   ConvertTarget to = ConvertTarget::kLoom;
   std::string output_dir;
-  std::string model;         // InternLM -> loom: the SentencePiece model
-  uint32_t vocab_size = 0;   // InternLM -> loom without a model
+  std::string model;         // InternLM/Megatron -> loom: the SentencePiece model
+  uint32_t vocab_size = 0;   // InternLM/Megatron -> loom without a model
 };
 
 struct ConvertReport {
@@ -29,7 +35,8 @@ struct ConvertReport {
 
 ConvertReport convert_shards(const std::vector<std::string>& input_paths, const ConvertOptions& options);
 
-// The inputs of a command that reads loom token shards (pack), with every InternLM shard among them
+// The inputs of a command that reads loom token shards (pack), with every InternLM shard and
+// Megatron dataset among them
 // replaced by its conversion (convert_shards with `options`, so exactly what `convert --to loom`
 // writes) into the folder `scratch_dir`, which is emptied first (a killed run's leftovers) and
 // removed with its files at destruction. Loom shards pass through untouched, in their order.

@@ -13,7 +13,8 @@
 
 namespace loom::packer {
 
-// A file is itself; a folder gives every *.bin under it that has a .meta beside it, sorted.
+// A file is itself; a folder gives every *.bin under it that has a .meta (or a Megatron .idx)
+// beside it, sorted; a Megatron dataset's prefix (PREFIX for PREFIX.bin + PREFIX.idx) its .bin.
 // Throws when a path does not exist or a folder holds no shard.
 std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths);
 
@@ -43,7 +44,8 @@ class ShardSet {
   uint64_t num_tokens_ = 0;
 };
 
-// Every file of these shards (each .bin and its .meta): what an output must not replace.
+// Every file of these shards (each .bin, its .meta and a Megatron NAME.idx): what an output must
+// not replace.
 std::vector<std::string> shard_files(const std::vector<std::string>& bin_paths);
 
 // "NAME.bin" of a shard path, refusing two inputs that would write the same output name.

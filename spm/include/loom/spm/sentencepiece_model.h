@@ -42,6 +42,10 @@ class alignas(64) SentencePieceModel {
   uint32_t vocab_size() const { return vocab_size_; }
   int32_t bos_id() const { return bos_id_; }  // -1: the model has none
   int32_t eos_id() const { return eos_id_; }
+  int32_t pad_id() const;  // -1: the model has none
+  // The piece of an id < vocab_size(), and the id of a piece (-1 when no id has it).
+  std::string id_to_piece(uint32_t id) const;
+  int32_t piece_to_id(const std::string& piece) const;
   uint64_t fingerprint() const { return fingerprint_; }
   // What a shard header records when documents carry bos and/or eos (both false: flags 0, as for a
   // model given only to name the tokenizer); throws when a flag asks for an id the model lacks.

@@ -21,6 +21,9 @@ struct ReaderOptions {
   // Tokenize the whole record as InternLM's tools/tokenizer.py does: jsonl the raw line (newline
   // included), json Python's json.dumps(record).
   bool raw_records = false;
+  // A .json input is JSON lines, one record a line, as Megatron-LM's preprocess_data.py reads it
+  // ("loose json"); false: one top-level array of records.
+  bool json_lines = false;
 };
 
 struct Document {

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "loom/spm/sentencepiece_model.h"
@@ -36,11 +37,21 @@ enum class OnError { kFail, kSkip };
 // --resume writes shards made the old way again.
 inline constexpr int kCutRule = 2;  // 2: pieces after the first without the dummy prefix
 
+// Strings that stand for one id each wherever they occur in a text (Megatron's
+// SentencePieceTokenizer, loom/tokenize/megatron_tokenizer.h), in the order that breaks ties.
+using SpecialPieces = std::vector<std::pair<std::string, uint32_t>>;
+
 struct PipelineOptions {
   unsigned threads = 1;
   size_t max_doc_bytes = 1 << 20;
   size_t batch_bytes = 64 << 10;
   bool bos = true, eos = true;
+  // The ids bos/eos put around a document; -1: the model's. Megatron's tokenizer types set them
+  // and the three rules below (apply_megatron_rules); the defaults are loom's.
+  int64_t bos_id = -1, eos_id = -1;
+  bool eos_after_ids_only = false;  // eos only after a document that has ids (Megatron's --append-eod)
+  bool keep_empty = false;          // an empty text is a document (of bos alone, or of no id), not skipped
+  SpecialPieces specials;           // non-empty: encoded by encode_with_specials
   OnError on_error = OnError::kFail;
   size_t max_listed_errors = 10;
 };

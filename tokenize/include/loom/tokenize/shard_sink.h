@@ -1,5 +1,6 @@
-// Where a tokenized input goes: a loom shard (loom::ShardWriter) or an InternLM one
-// (loom::InternlmWriter), behind one interface. Both write under temporary names; commit() renames.
+// Where a tokenized input goes: a loom shard (loom::ShardWriter), an InternLM one
+// (loom::InternlmWriter) or a Megatron-LM indexed dataset (loom::MegatronWriter), behind one
+// interface. All write under temporary names; commit() renames.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,10 @@
 
 namespace loom::tokenize {
 
-enum class ShardFormat { kLoom, kInternlm };
+enum class ShardFormat { kLoom, kInternlm, kMegatron };
 const char* shard_format_name(ShardFormat f);
+// The index file written beside a .bin: NAME.bin.meta, or NAME.idx for a Megatron dataset.
+std::string index_path_for(ShardFormat f, const std::string& bin_path);
 
 // Documents in a shard format's own bytes, made by ShardSink::serialize on any thread.
 struct SerializedDocs {
@@ -39,22 +42,26 @@ class alignas(64) ShardSink {
 
 // encoder: the kShardEncoder* value a loom shard's header records. settings_xxh64: XXH64 of the
 // settings that change the output (settings_text(), tokenize_job.h). A loom shard records both in
-// its header; InternLM's format has no place for them, so its sink writes the sidecar below.
+// its header; InternLM's and Megatron's formats have no place for them, so their sinks write the
+// sidecar below. A Megatron sink takes info.vocab_size as the tokenizer type's vocab_size (the
+// dtype and the id limit, loom/megatron_format.h).
 std::unique_ptr<ShardSink> make_shard_sink(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info,
                                            uint32_t encoder = kShardEncoderUnrecorded, uint64_t settings_xxh64 = 0);
 
-// The sidecar of an InternLM shard, NAME.bin.loom-settings, written after the pair is in place:
-//   loom-tokenize internlm record 1
+// The sidecar of an InternLM shard or a Megatron dataset, NAME.bin.loom-settings, written after
+// the pair is in place:
+//   loom-tokenize internlm record 1        (megatron: loom-tokenize megatron record 1)
 //   settings_xxh64 <16 hex digits>
 //   bin_xxh64 <16 hex digits>       of NAME.bin
-//   meta_xxh64 <16 hex digits>      of NAME.bin.meta
+//   meta_xxh64 <16 hex digits>      of NAME.bin.meta   (megatron: idx_xxh64, of NAME.idx)
 // Without it (or with other values) --resume tokenizes the input again.
-std::string internlm_record_path(const std::string& bin_path);
+std::string settings_record_path(const std::string& bin_path);
 
 // Whether bin_path already holds a complete shard of this format written with these settings (for
 // --resume). A loom shard must match the model fingerprint, the bos/eos flags and settings_xxh64
 // (0, not recorded, never matches) and pass verify_deep (ids and the .bin checksum). An InternLM
-// shard must open and match its sidecar record: settings and both files' checksums.
+// shard or a Megatron dataset must open and match its sidecar record: settings and both files'
+// checksums.
 bool shard_complete(ShardFormat format, const std::string& bin_path, const TokenizerInfo& info, uint64_t settings_xxh64,
                     std::string& why_not);
 
