@@ -37,10 +37,11 @@
 // holds exactly k * q_d, whatever rank count slices it.
 //
 // Packs. The k-th sample of dataset d in the stream (k = cycle * q_d + c_d) is pack
-// Permutation(n_d, key(seed, d, k / n_d)).at(k % n_d): each dataset is read in epochs of its own,
-// every pack once per epoch in a fresh order, independent of the other datasets. A dataset smaller
-// than its share repeats sooner than a larger one; nothing is dropped. Here an "epoch" of the
-// stream (epoch_size(), SamplerState::epoch) is one cycle of L samples.
+// Permutation(n_d, key(seed, k / n_d, d)).at(k % n_d), the key drawn from its own domain of the
+// seed: each dataset is read in epochs of its own, every pack once per epoch in a fresh order,
+// independent of the other datasets. A dataset smaller than its share repeats sooner than a larger
+// one; nothing is dropped. Here an "epoch" of the stream (epoch_size(), SamplerState::epoch) is
+// one cycle of L samples.
 //
 // Global batch layout. With B = micro_bsz, M = micro_num and G = B*M*W, the step that starts at
 // consumed sample c covers stream[c, c+G); rank r's micro-step m takes the B samples
