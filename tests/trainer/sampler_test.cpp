@@ -449,6 +449,11 @@ TEST_CASE("proportional 3:1: every global batch holds exactly 3/4 and 1/4 at W 1
   const TrainData data(opt);
   REQUIRE(data.mixture() == Mixture::kProportional);
   CHECK(data.shares() == std::vector<double>{0.75, 0.25});
+  DataOptions tiny = opt;
+  tiny.dataset_weights = "big:1,small:0.000001";
+  CHECK_THROWS_WITH(TrainData(tiny), "data.dataset_weights \"big:1,small:0.000001\" with data.mixture=proportional: "
+                                     "dataset weight 1e-06 of 1 is a share below 1/65536, the proportional mixture's "
+                                     "resolution");
   const auto dataset_of = [&](uint64_t global) { return global >= first[1] ? 1 : 0; };
 
   std::vector<uint64_t> reference;

@@ -162,13 +162,21 @@ TrainData::TrainData(const DataOptions& opt)
   }
   LOOM_CHECK(mixture_ == Mixture::kScaled ? epoch_samples() > 0 : total > 0,
              "data.dataset_weights: every dataset has weight 0; nothing to train on");
+  if (mixture_ == Mixture::kProportional) {
+    try {
+      BlendCycle shares_fit(weights());  // a share too small for the cycle: refused here, with the keys' text
+    } catch (const Error& e) {
+      LOOM_FAIL("data.dataset_weights \"", opt.dataset_weights, "\" with data.mixture=proportional: ", e.what());
+    }
+  }
 }
 
 std::vector<double> TrainData::shares() const {
   std::vector<double> out;
   double total = 0;
   for (const PackedDataset& d : datasets_) {
-    out.push_back(mixture_ == Mixture::kScaled ? static_cast<double>(weighted_count(d.num_packs(), d.weight())) : d.weight());
+    const bool scaled = mixture_ == Mixture::kScaled;
+    out.push_back(scaled ? static_cast<double>(weighted_count(d.num_packs(), d.weight())) : d.weight());
     total += out.back();
   }
   for (double& x : out) x /= total;
@@ -213,7 +221,8 @@ void TrainData::log_summary(uint64_t global_batch, int64_t total_steps) const {
                 fixed(static_cast<double>(samples) / g, 2), " steps, share ", format_percent(share[i], 1.0));
     } else {
       // The proportional mixture reads each dataset in epochs of its own (sampler.h).
-      const double epochs = share[i] * g * static_cast<double>(total_steps) / static_cast<double>(std::max<uint64_t>(d.num_packs(), 1));
+      const double packs = static_cast<double>(std::max<uint64_t>(d.num_packs(), 1));
+      const double epochs = share[i] * g * static_cast<double>(total_steps) / packs;
       use = str("weight ", format_number(d.weight()), " -> share ", format_percent(share[i], 1.0), " of every batch = ",
                 fixed(share[i] * g, 2), " packs per step; data.total_steps ", total_steps, " = ", fixed(epochs, 3),
                 " epochs of it");
@@ -233,9 +242,9 @@ void TrainData::log_summary(uint64_t global_batch, int64_t total_steps) const {
   const uint64_t n = epoch_samples();
   const double steps_per_epoch = static_cast<double>(n) / g;
   const double epochs = static_cast<double>(total_steps) * g / static_cast<double>(n);
-  log::info("train data: data.mixture=scaled, ", format_count(n), " samples per epoch, global batch ", format_count(global_batch), " packs -> ",
-            fixed(steps_per_epoch, 2), " steps per epoch; data.total_steps ", total_steps, " = ", fixed(epochs, 3),
-            " epochs");
+  log::info("train data: data.mixture=scaled, ", format_count(n), " samples per epoch, global batch ",
+            format_count(global_batch), " packs -> ", fixed(steps_per_epoch, 2), " steps per epoch; data.total_steps ",
+            total_steps, " = ", fixed(epochs, 3), " epochs");
   if (epochs < 1.0)
     log::job_warn("data.total_steps ", total_steps, " covers only ", format_percent(epochs, 1.0), " of one epoch (",
               fixed(steps_per_epoch, 1), " steps): part of the training data is never seen");
@@ -252,7 +261,8 @@ std::string mixture_line(int64_t first_step, int64_t last_step, const std::vecto
   std::string out = first_step == last_step ? str("data mix step ", first_step, ":")
                                             : str("data mix steps ", first_step, "-", last_step, ":");
   for (size_t d = 0; d < names.size(); ++d)
-    out += " " + names[d] + " " + fixed(total ? 100.0 * static_cast<double>(counts[d]) / static_cast<double>(total) : 0.0, 1) + "%";
+    out += " " + names[d] + " " +
+           fixed(total ? 100.0 * static_cast<double>(counts[d]) / static_cast<double>(total) : 0.0, 1) + "%";
   return out;
 }
 

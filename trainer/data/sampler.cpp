@@ -67,7 +67,8 @@ BlendCycle::BlendCycle(const std::vector<double>& weights) {
   }
   quota.assign(n, 0);
   if (cycle != 0) {
-    for (size_t d = 0; d < n; ++d) quota[d] = static_cast<uint64_t>(std::llround(weights[d] / total * static_cast<double>(cycle)));
+    for (size_t d = 0; d < n; ++d)
+      quota[d] = static_cast<uint64_t>(std::llround(weights[d] / total * static_cast<double>(cycle)));
   } else {
     cycle = kMaxCycle;
     std::vector<double> rest(n);
