@@ -1,10 +1,19 @@
 # The pipeline as a Makefile: tokenize each input (one job per file: make -j N), split each token
-# shard into train/valid, pack both at SEQ_LEN, then train. Every target is a file, so `make` after
-# a change redoes only what depends on it, and a killed `make` is simply rerun (loom writes
-# atomically: an output is complete or absent).
+# shard into train/valid, pack both at SEQ_LEN per dataset, then train. Every target is a file, so
+# `make` after a change redoes only what depends on it, and a killed `make` is simply rerun (loom
+# writes atomically: an output is complete or absent).
 #
 #   make -f scripts/pipeline.mk -j 4 INPUT_DIR=data MODEL=tok.model OUT=out CONFIG=run.ini SEQ_LEN=2048
 #   make -f scripts/pipeline.mk INPUTS="data/a.jsonl.zst data/b.txt" ...     (a list instead of a folder)
+#   make -f scripts/pipeline.mk INPUT_DIR=corpus WEIGHTS=web:3,code:1 MIXTURE=proportional ...
+#
+# Datasets: each sub-folder of INPUT_DIR is one named dataset (corpus/web/**, corpus/code/** ->
+# datasets web and code), packed apart (OUT/packed/train/web, OUT/packed/valid/web, ...), so training
+# weighs them (WEIGHTS -> data.dataset_weights "name:weight,...", MIXTURE -> data.mixture: scaled, a
+# multiple of the dataset's size per epoch, or proportional, its share of every batch; docs/TRAIN.md
+# "Data mixtures") and validation reports each one (val/web_loss, val/code_loss). Inputs directly in
+# INPUT_DIR, or given as INPUTS, form the dataset `all`. Input names must differ within a dataset.
+# A dataset whose folder is removed keeps its packs in OUT/packed: remove them too (or weigh it 0).
 #
 # train's target is the run's final checkpoint, OUT/run/checkpoints/step_STEPS (STEPS: the config's
 # data.total_steps unless given), and loom-train runs with --resume auto: after a change (new
@@ -33,19 +42,27 @@ THREADS      ?= 1
 STEPS        ?= $(shell sed -n 's/^[[:space:]]*total_steps[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' $(CONFIG))
 TRAIN_ARGS   ?=
 ON_RESUME    ?=
+WEIGHTS      ?=
+MIXTURE      ?=
 
 ifeq ($(strip $(STEPS)),)
 $(error STEPS: $(CONFIG) has no data.total_steps; give STEPS=N)
 endif
 
 # NAME.EXT[.gz|.zst] -> NAME; a shard is complete when its .meta exists (loom renames it last).
+# An input's dataset: the first folder below INPUT_DIR, else `all`.
 name_of = $(basename $(basename $(basename $(notdir $(1)))))
-NAMES   := $(foreach f,$(INPUTS),$(call name_of,$(f)))
-TOKENS  := $(foreach n,$(NAMES),$(OUT)/tokens/$(n).bin.meta)
-TRAIN_SPLIT := $(foreach n,$(NAMES),$(OUT)/split/train/$(n).bin.meta)
-VALID_SPLIT := $(foreach n,$(NAMES),$(OUT)/split/valid/$(n).bin.meta)
-PACKED_TRAIN := $(OUT)/packed/train/all/packed.bin.meta
-PACKED_VALID := $(OUT)/packed/valid/all/packed.bin.meta
+INPUT_ROOT := $(patsubst %/,%,$(INPUT_DIR))
+rel_of  = $(patsubst $(INPUT_ROOT)/%,%,$(1))
+ds_of   = $(if $(INPUT_DIR),$(if $(findstring /,$(call rel_of,$(1))),$(firstword $(subst /, ,$(call rel_of,$(1)))),all),all)
+id_of   = $(call ds_of,$(1))/$(call name_of,$(1))
+DATASETS := $(sort $(foreach f,$(INPUTS),$(call ds_of,$(f))))
+TOKENS  := $(foreach f,$(INPUTS),$(OUT)/tokens/$(call id_of,$(f)).bin.meta)
+split_of = $(foreach f,$(INPUTS),$(if $(filter $(1),$(call ds_of,$(f))),$(OUT)/split/$(1)/$(2)/$(call name_of,$(f)).bin.meta))
+TRAIN_SPLIT := $(foreach d,$(DATASETS),$(call split_of,$(d),train))
+VALID_SPLIT := $(foreach d,$(DATASETS),$(call split_of,$(d),valid))
+PACKED_TRAIN := $(foreach d,$(DATASETS),$(OUT)/packed/train/$(d)/packed.bin.meta)
+PACKED_VALID := $(foreach d,$(DATASETS),$(OUT)/packed/valid/$(d)/packed.bin.meta)
 FINAL   := $(OUT)/run/checkpoints/step_$(STEPS)
 
 .PHONY: all tokens split pack train
@@ -55,36 +72,39 @@ split: $(TRAIN_SPLIT) $(VALID_SPLIT)
 pack: $(PACKED_TRAIN) $(PACKED_VALID)
 train: $(FINAL)
 
-# One tokenize job per input.
-define tokenize_rule
-$(OUT)/tokens/$(call name_of,$(1)).bin.meta: $(1) $(MODEL)
-	$(BIN)/tokenize/loom-tokenize --model $(MODEL) --output-dir $(OUT)/tokens --threads $(THREADS) $(1)
+# One tokenize job per input, then its shard split by document (deterministic in SEED; split checks
+# the shard's checksums as it reads).
+define input_rules
+$(OUT)/tokens/$(call id_of,$(1)).bin.meta: $(1) $(MODEL)
+	$(BIN)/tokenize/loom-tokenize --model $(MODEL) --output-dir $(OUT)/tokens/$(call ds_of,$(1)) --threads $(THREADS) $(1)
+$(OUT)/split/$(call ds_of,$(1))/train/$(call name_of,$(1)).bin.meta $(OUT)/split/$(call ds_of,$(1))/valid/$(call name_of,$(1)).bin.meta &: $(OUT)/tokens/$(call id_of,$(1)).bin.meta
+	$(BIN)/packer/loom-pack split --valid-fraction $(VALID_FRACTION) --seed $(SEED) \
+	  --output-dir $(OUT)/split/$(call ds_of,$(1)) $(OUT)/tokens/$(call id_of,$(1)).bin
 endef
-$(foreach f,$(INPUTS),$(eval $(call tokenize_rule,$(f))))
+$(foreach f,$(INPUTS),$(eval $(call input_rules,$(f))))
 
-# Each shard split by document (deterministic in SEED); split checks the shard's checksums as it reads.
-$(OUT)/split/train/%.bin.meta $(OUT)/split/valid/%.bin.meta &: $(OUT)/tokens/%.bin.meta
-	$(BIN)/packer/loom-pack split --valid-fraction $(VALID_FRACTION) --seed $(SEED) --output-dir $(OUT)/split \
-	  $(OUT)/tokens/$*.bin
-
-# SEQ_LEN as a file that changes only when the value does (written as the Makefile is read, so that
-# `make -q` can answer): the packs depend on it.
+# SEQ_LEN, WEIGHTS and MIXTURE as files that change only when their value does (written as the
+# Makefile is read, so that `make -q` can answer): the packs depend on the first, training on all.
 $(shell mkdir -p $(OUT) && [ "$$(cat $(OUT)/seq_len 2>/dev/null)" = "$(SEQ_LEN)" ] || echo $(SEQ_LEN) > $(OUT)/seq_len)
+$(shell [ "$$(cat $(OUT)/mixture 2>/dev/null)" = "$(WEIGHTS) $(MIXTURE)" ] || echo "$(WEIGHTS) $(MIXTURE)" > $(OUT)/mixture)
 
-$(PACKED_TRAIN): $(TRAIN_SPLIT) $(OUT)/seq_len
+# Each dataset packed apart, train and valid.
+define dataset_rules
+$(OUT)/packed/train/$(1)/packed.bin.meta: $(call split_of,$(1),train) $(OUT)/seq_len
 	$(BIN)/packer/loom-pack pack --seq-len $(SEQ_LEN) --strategy bestfit --seed $(SEED) \
-	  --output-dir $(OUT)/packed/train/all $(TRAIN_SPLIT:.meta=)
-
-$(PACKED_VALID): $(VALID_SPLIT) $(OUT)/seq_len
+	  --output-dir $(OUT)/packed/train/$(1) $(patsubst %.meta,%,$(call split_of,$(1),train))
+$(OUT)/packed/valid/$(1)/packed.bin.meta: $(call split_of,$(1),valid) $(OUT)/seq_len
 	$(BIN)/packer/loom-pack pack --seq-len $(SEQ_LEN) --strategy concat \
-	  --output-dir $(OUT)/packed/valid/all $(VALID_SPLIT:.meta=)
+	  --output-dir $(OUT)/packed/valid/$(1) $(patsubst %.meta,%,$(call split_of,$(1),valid))
+endef
+$(foreach d,$(DATASETS),$(eval $(call dataset_rules,$(d))))
 
 # The final checkpoint. --resume auto continues the run from its newest checkpoint (fresh only when
 # there is none); when that checkpoint is already the final one nothing is trained, and the touch
 # marks the target as made from the current packs.
-$(FINAL): $(PACKED_TRAIN) $(PACKED_VALID) $(CONFIG)
+$(FINAL): $(PACKED_TRAIN) $(PACKED_VALID) $(CONFIG) $(OUT)/mixture
 	$(BIN)/trainer/loom-train --config $(CONFIG) --resume auto --job.run_dir=$(OUT)/run \
 	  --data.train_folder=$(OUT)/packed/train --data.valid_folder=$(OUT)/packed/valid \
 	  --data.seq_len=$(SEQ_LEN) --data.total_steps=$(STEPS) $(if $(ON_RESUME),--lr_scheduler.on_resume=$(ON_RESUME)) \
-	  $(TRAIN_ARGS)
+	  $(if $(WEIGHTS),--data.dataset_weights=$(WEIGHTS)) $(if $(MIXTURE),--data.mixture=$(MIXTURE)) $(TRAIN_ARGS)
 	touch $@

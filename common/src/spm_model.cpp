@@ -68,10 +68,7 @@ class Wire {
   const std::string& path_;
 };
 
-}  // namespace
-
-SpmModel read_spm_model(const std::string& path) {
-  const std::string data = sys::read_file(path);
+SpmModel parse_spm_model(const std::string& data, const std::string& path) {
   SpmModel m;
   Wire top(data, 0, data.size(), path);
   while (!top.done()) {
@@ -143,6 +140,36 @@ SpmModel read_spm_model(const std::string& path) {
   for (int id : {m.unk_id, m.bos_id, m.eos_id, m.pad_id})
     LOOM_CHECK(id < m.size(), path, ": special id ", id, " is outside the ", m.size(), " pieces");
   return m;
+}
+
+// The file's bytes, after check_spm_model_file's checks.
+std::string read_model_bytes(const std::string& path) {
+  LOOM_CHECK(sys::exists(path), path, ": no such SentencePiece model file; ", kSpmModelExpected);
+  if (sys::is_directory(path)) {
+    const std::string inside = path + (path.back() == '/' ? "" : "/") + "tokenizer.model";
+    LOOM_FAIL(path, ": a folder, not a tokenizer model file; ", kSpmModelExpected,
+              sys::exists(inside) ? str(": give ", inside) : std::string(" and this folder has none"));
+  }
+  const std::string data = sys::read_file(path);
+  LOOM_CHECK(!data.empty(), path, ": an empty file, not a tokenizer model; ", kSpmModelExpected);
+  const size_t first = data.find_first_not_of(" \t\r\n");
+  LOOM_CHECK(first == std::string::npos || (data[first] != '{' && data[first] != '['), path,
+             ": a JSON file (a Hugging Face tokenizer.json or tokenizer_config.json?), not a SentencePiece model; ",
+             kSpmModelExpected);
+  return data;
+}
+
+}  // namespace
+
+void check_spm_model_file(const std::string& path) { read_model_bytes(path); }
+
+SpmModel read_spm_model(const std::string& path) {
+  const std::string data = read_model_bytes(path);
+  try {
+    return parse_spm_model(data, path);
+  } catch (const Error& e) {
+    LOOM_FAIL(e.what(), "; ", kSpmModelExpected);
+  }
 }
 
 std::string decode(const SpmModel& m, const std::vector<int64_t>& ids) {

@@ -9,6 +9,7 @@
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/spm_encoder.h"
+#include "loom/spm_model.h"
 #include "loom/sys.h"
 
 namespace loom {
@@ -22,7 +23,7 @@ constexpr char kNoDummyPrefix[] = {'\x1a', '\x02', '\x18', '\x00'};
 
 SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderChoice encoder)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  LOOM_CHECK(sys::exists(model_path), model_path, ": no such SentencePiece model file");
+  spm::check_spm_model_file(model_path);
   // libsentencepiece's processor (the model's check, its ids, decode()) and loom's two encoders are
   // built from the file independently: loom's on a second thread while this one loads
   // libsentencepiece's. The processor without the dummy prefix is built only when loom's encoder
@@ -59,7 +60,7 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderCho
   }
   const auto status = sp_->Load(model_path);
   if (loom_thread.joinable()) loom_thread.join();
-  LOOM_CHECK(status.ok(), model_path, ": not a SentencePiece model: ", status.ToString());
+  LOOM_CHECK(status.ok(), model_path, ": not a SentencePiece model: ", status.ToString(), "; ", spm::kSpmModelExpected);
   vocab_size_ = static_cast<uint32_t>(sp_->GetPieceSize());
   bos_id_ = sp_->bos_id();
   eos_id_ = sp_->eos_id();

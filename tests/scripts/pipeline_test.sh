@@ -2,7 +2,8 @@
 # scripts/pipeline.mk over a folder of inputs, with a tiny model: the first make builds every stage
 # down to the final checkpoint; a second make has nothing to do; touching one input re-tokenizes
 # only that input and training resumes from the run's checkpoint (more STEPS: it continues, the first
-# run's metrics kept); a new SEQ_LEN repacks.
+# run's metrics kept); a new SEQ_LEN repacks. The inputs directly in the folder and those of its
+# sub-folder are two datasets (all, sub), mixed 1:3 in every batch and validated apart.
 # usage: pipeline_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 SRC=$1
@@ -38,13 +39,24 @@ vocab_size = 2000
 checkpoint_every = 2
 INI
 M=(make --no-print-directory -f "$SRC/scripts/pipeline.mk" BIN="$BUILD" MODEL="$SRC/data_samples/spm_2k.model"
-   INPUT_DIR="$T/data" OUT="$T/out" CONFIG="$T/tiny.ini" SEQ_LEN=64 VALID_FRACTION=0.1)
+   INPUT_DIR="$T/data" OUT="$T/out" CONFIG="$T/tiny.ini" SEQ_LEN=64 VALID_FRACTION=0.1
+   WEIGHTS=all:1,sub:3 MIXTURE=proportional)
 
 # 1. Everything, from nothing. STEPS comes from the config (4); SEQ_LEN from the make variable.
 "${M[@]}" > "$T/make1.log" 2>&1 || { cat "$T/make1.log"; fail "first make"; }
-for f in tokens/a.bin.meta tokens/b.bin.meta tokens/c.bin.meta split/train/b.bin.meta split/valid/c.bin.meta \
-         packed/train/all/packed.bin.meta packed/valid/all/packed.bin.meta run/checkpoints/step_4; do
+for f in tokens/all/a.bin.meta tokens/sub/b.bin.meta tokens/sub/c.bin.meta split/sub/train/b.bin.meta \
+         split/sub/valid/c.bin.meta split/all/valid/a.bin.meta packed/train/all/packed.bin.meta \
+         packed/train/sub/packed.bin.meta packed/valid/all/packed.bin.meta packed/valid/sub/packed.bin.meta \
+         run/checkpoints/step_4; do
   [ -e "$T/out/$f" ] || fail "first make did not write $f"
+done
+grep -q -- '--data.dataset_weights=all:1,sub:3 --data.mixture=proportional' "$T/make1.log" ||
+  fail "WEIGHTS and MIXTURE do not reach loom-train"
+# Shares 1:3 give a cycle of 4, sub all sub sub (sampler.h), read 2 a step (micro_bsz 2, one rank).
+grep -q 'data mix step 1: all 50.0% sub 50.0%' "$T/make1.log" || fail "step 1's mix: $(grep 'data mix' "$T/make1.log")"
+grep -q 'data mix step 2: all 0.0% sub 100.0%' "$T/make1.log" || fail "step 2's mix: $(grep 'data mix' "$T/make1.log")"
+for set in all sub; do
+  grep -q "\"val/${set}_loss\"" "$T/out/run/metrics.jsonl" || fail "no validation of dataset $set in metrics.jsonl"
 done
 # (commands as make echoes them; the tools' own log lines do not start with the binary's path)
 [ "$(grep -c "^$BUILD/tokenize/loom-tokenize " "$T/make1.log")" = 3 ] || fail "3 tokenize jobs expected (notes.md is no input)"

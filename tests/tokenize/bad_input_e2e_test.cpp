@@ -123,6 +123,14 @@ TEST_CASE("environment and input-set errors exit 1 with a clear message", "[toke
     CHECK(r.exit_code == 1);
     CHECK(r.output.find(dir / "t.csv: not a SentencePiece model") != std::string::npos);
   }
+  {
+    INFO("an HF folder given as --model");
+    write_all(dir / "x/tokenizer.model", read_all(internlm_model()));
+    auto r = tokenize("--model " + q(dir / "x") + " --output-dir " + q(dir / "out") + " " + q(sample("botchan_head.txt")));
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find(dir / "x: a folder, not a tokenizer model file; loom reads a SentencePiece .model file (in a "
+                              "Hugging Face folder it is tokenizer.model): give " + dir / "x/tokenizer.model") != std::string::npos);
+  }
 }
 
 TEST_CASE("bad usage exits 2", "[tokenize][e2e][errors]") {

@@ -5,6 +5,7 @@
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/spm/sentencepiece_model.h"
+#include "loom/spm_model.h"
 #include "tok_test_util.h"
 
 using namespace loom;
@@ -47,6 +48,56 @@ TEST_CASE("SentencePieceModel: a missing file and a file that is not a model are
                     Catch::StartsWith(dir / "none.model: no such SentencePiece model file"));
   write_all(dir / "t.model", "not a model\n");
   CHECK_THROWS_WITH(SentencePieceModel(dir / "t.model"), Catch::StartsWith(dir / "t.model: not a SentencePiece model: "));
+}
+
+// The one tokenizer-model check (spm::check_spm_model_file) seen through both loaders: libsentencepiece's
+// (loom-tokenize, loom-pack) and loom's own reader (loom-train). Each mode's message names the path,
+// what it is, and what loom reads instead.
+namespace {
+const std::string kExpected = "loom reads a SentencePiece .model file (in a Hugging Face folder it is tokenizer.model)";
+
+void check_refused(const std::string& path, const std::string& message) {
+  CHECK_THROWS_WITH(SentencePieceModel(path), message);
+  CHECK_THROWS_WITH(SentencePieceModel(path, EncoderChoice::kSentencePiece), message);
+  CHECK_THROWS_WITH(spm::read_spm_model(path), message);
+}
+}  // namespace
+
+TEST_CASE("tokenizer model: a folder is refused, naming its tokenizer.model when it has one") {
+  TempDir dir("spm_dir");
+  run("mkdir -p " + quote(dir / "hf") + " " + quote(dir / "empty"));
+  write_all(dir / "hf/tokenizer.json", "{\"version\": \"1.0\"}\n");
+  write_all(dir / "hf/tokenizer.model", read_all(internlm_model()));
+  check_refused(dir / "hf", dir / "hf: a folder, not a tokenizer model file; " + kExpected + ": give " + dir / "hf/tokenizer.model");
+  check_refused(dir / "hf/", dir / "hf/: a folder, not a tokenizer model file; " + kExpected + ": give " + dir / "hf/tokenizer.model");
+  check_refused(dir / "empty", dir / "empty: a folder, not a tokenizer model file; " + kExpected + " and this folder has none");
+}
+
+TEST_CASE("tokenizer model: a Hugging Face tokenizer.json is refused as JSON") {
+  TempDir dir("spm_json");
+  write_all(dir / "tokenizer.json", "\n  {\"version\": \"1.0\", \"truncation\": null, \"model\": {\"type\": \"BPE\"}}\n");
+  check_refused(dir / "tokenizer.json", dir / "tokenizer.json: a JSON file (a Hugging Face tokenizer.json or "
+                                               "tokenizer_config.json?), not a SentencePiece model; " + kExpected);
+}
+
+TEST_CASE("tokenizer model: an empty file is refused as empty") {
+  TempDir dir("spm_empty");
+  write_all(dir / "tokenizer.model", "");
+  check_refused(dir / "tokenizer.model", dir / "tokenizer.model: an empty file, not a tokenizer model; " + kExpected);
+  check_refused(dir / "missing.model", dir / "missing.model: no such SentencePiece model file; " + kExpected);
+}
+
+TEST_CASE("tokenizer model: random bytes are refused by both parsers, naming the file and what loom reads") {
+  TempDir dir("spm_random");
+  std::string bytes(4096, '\0');
+  uint64_t x = 12345;
+  for (char& c : bytes) c = static_cast<char>((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+  write_all(dir / "random.model", bytes);
+  const std::string path = dir / "random.model";
+  CHECK_THROWS_WITH(SentencePieceModel(path), Catch::StartsWith(path + ": not a SentencePiece model: ") &&
+                                                  Catch::EndsWith("; " + kExpected));
+  CHECK_THROWS_WITH(spm::read_spm_model(path), Catch::StartsWith(path + ": ") &&
+                                                   Catch::EndsWith("; not a SentencePiece model; " + kExpected));
 }
 
 TEST_CASE("encode_continuation: no dummy prefix after a cut, the same ids from both encoders") {

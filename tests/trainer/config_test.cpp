@@ -246,14 +246,17 @@ TEST_CASE("config: Megatron-LM's --load DIR is --resume auto over DIR") {
 
 TEST_CASE("config: Megatron-LM's --data-path: one folder, or a blend of sub-folders of one parent") {
   CHECK(parse_train_config({"--data-path", "packed/all"})->data.train_folder == "packed/all");
+  CHECK(parse_train_config({"--data-path", "packed/all"})->data.mixture == "scaled");
   const auto blend = parse_train_config({"--data-path", "0.3", "/nonexistent/p/en", "0.7", "/nonexistent/p/zh/"});
   REQUIRE(blend);
   CHECK(blend->data.train_folder == "/nonexistent/p");
   CHECK(blend->data.dataset_weights == "en:0.3,zh:0.7");
+  CHECK(blend->data.mixture == "proportional");  // Megatron-LM's weights are shares of every batch
   const auto quoted = parse_train_config({"--data-path=2 d/a 1 d/b", "--train-iters=5"});
   REQUIRE(quoted);
   CHECK(quoted->data.train_folder == "d");
   CHECK(quoted->data.dataset_weights == "a:2,b:1");
+  CHECK(quoted->data.mixture == "proportional");
   CHECK(quoted->data.total_steps == 5);
   const std::string layout = ": loom trains on data.train_folder, a folder of packed shards whose sub-folders are its "
                              "named datasets (data.dataset_weights \"name:weight\"); --data-path takes one such "

@@ -1,8 +1,9 @@
 // loom-train itself as 1, 2 and 3 processes on loopback (Gloo), launched as torchrun would: the same
 // global batch gives the same losses, validation and weights at any W, replicated or ZeRO-1, with
 // micro_num 1 or 2; a checkpoint saved at W=2 (ZeRO-1) resumes at W=1 and at W=3 (replicated) at
-// the same sample with the losses of the uninterrupted run; only rank 0 writes the logs; a killed
-// rank takes the job down with a report. The data and model are loop_fixture.h's.
+// the same sample with the losses of the uninterrupted run, with the proportional data mixture too
+// (every global batch holding the stated shares); only rank 0 writes the logs; a killed rank takes
+// the job down with a report. The data and model are loop_fixture.h's.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -153,6 +154,31 @@ TEST_CASE("dist loop: saved at W=2 with ZeRO-1, resumed at W=1 (ZeRO-1) and W=3 
                            dir / "ref/checkpoints/step_6/model.safetensors", 2e-5);
     }
   }
+}
+
+TEST_CASE("dist loop: the proportional mixture at W=2, resumed at W=3, trains like W=1 with 1:2 in every batch",
+          "[dist-loop]") {
+  TempDir dir("dist_loop_mixture");
+  loom::test::write_loop_data(dir / "data");  // alpha 24 packs, beta 16
+  const std::string data = dir / "data";
+  const std::vector<std::string> mix = {"--data.dataset_weights=alpha:1,beta:2", "--data.mixture=proportional"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), mix.begin(), mix.end());
+    return more;
+  };
+  require_success(launch(1, args(data, dir / "ref", 1, 2, with({})), dir, "ref"));
+  const auto loss = metric(dir / "ref/metrics.jsonl", "loss");
+  REQUIRE(loss.size() == 6);
+  require_success(launch(2, args(data, dir / "w2", 2, 2, with({"--debug.stop_at_step=3"})), dir, "w2"));
+  const auto ranks = launch(3, args(data, dir / "w3", 3, 2, with({"--resume=" + dir / "w2/checkpoints/step_3"})), dir, "w3");
+  require_success(ranks);
+  const auto got = metric(dir / "w3/metrics.jsonl", "loss");
+  REQUIRE(got.size() == 3);
+  require_close(got, std::map<int64_t, double>(loss.find(4), loss.end()), 1e-5);
+  // Shares 1:2 make a cycle of 3 samples: each global batch of 12 holds exactly 4 alpha and 8 beta,
+  // as rank 0 logs after every step (job.log_every 1), whatever W reads it.
+  for (int step = 4; step <= 6; ++step)
+    REQUIRE(ranks[0].log.find("data mix step " + std::to_string(step) + ": alpha 33.3% beta 66.7%") != std::string::npos);
 }
 
 TEST_CASE("dist loop: a killed rank takes the job down with a report", "[dist-loop]") {

@@ -283,6 +283,16 @@ TEST_CASE("the data a checkpoint trained on: recorded, compared on resume, anoth
   CHECK(m.datasets[0].shards[0].file == "part0.bin");
   CHECK(m.datasets[0].shards[0].packs == 24);
   CHECK(DataManifest::from_json(m.to_json(), "again").to_json() == m.to_json());
+  CHECK(m.mixture == "scaled");
+  // A record from before data.mixture existed reads as the scaled mixture it was trained with.
+  std::string old = m.to_json();
+  const std::string key = "\"mixture\": \"scaled\", ";
+  REQUIRE(old.find(key) != std::string::npos);
+  old.erase(old.find(key), key.size());
+  CHECK(DataManifest::from_json(old, "old").to_json() == m.to_json());
+  DataManifest blend = m;
+  blend.mixture = "proportional";
+  CHECK(data_changes(m, blend, "ckpt") == std::vector<std::string>{"data.mixture scaled -> proportional"});
 
   // The same data: nothing to say. More data and another weight: named, one phrase each.
   CHECK(data_changes(m, m, "ckpt").empty());

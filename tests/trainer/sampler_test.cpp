@@ -361,3 +361,161 @@ TEST_CASE("skip_batches follows InternLM's BatchSkipper") {
   CHECK(l.should_skip(1));
   CHECK_FALSE(l.should_skip(0));
 }
+
+// ---- The proportional mixture (Megatron-LM's blend): weights are shares of every batch ----
+
+TEST_CASE("proportional mixture: cycle, order and packs match an independent Python implementation") {
+  // Shares 3:1:2 of datasets of 5, 3 and 4 packs: L = 6 (3 + 1 + 2), and each dataset's own epochs.
+  Sampler s({5, 3, 4}, {1.5, 0.5, 1.0}, 1234, Mixture::kProportional);
+  REQUIRE(s.epoch_size() == 6);
+  std::ostringstream got;
+  for (uint64_t i = 0; i < 60; ++i) got << s.at(i).dataset << ":" << s.at(i).pack << " ";
+  // The reference follows the words of sampler.h, written in Python with its own integers.
+  const std::string script = R"PY(
+M = (1 << 64) - 1
+def mix(x):
+    z = (x + 0x9E3779B97F4A7C15) & M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return z ^ (z >> 31)
+def key(seed, tag, epoch, d):
+    return mix(mix(mix(mix(seed) ^ tag) ^ epoch) ^ d)
+def perm(n, k, i):
+    bits = 2
+    while bits < 64 and (1 << bits) < n: bits += 2
+    h = bits // 2; mask = (1 << h) - 1
+    def enc(x):
+        l, r = x >> h, x & mask
+        for rnd in range(6):
+            f = mix(((k + rnd * 0x9E3779B97F4A7C15) & M) ^ r) & mask
+            l, r = r, l ^ f
+        return (l << h) | r
+    y = enc(i)
+    while y >= n: y = enc(y)
+    return y
+packs, weights, seed = [5, 3, 4], [1.5, 0.5, 1.0], 1234
+total = sum(weights)
+L = next(l for l in range(1, 65537) if all(abs(w / total * l - round(w / total * l)) <= 1e-9 * max(1.0, w / total * l) for w in weights))
+q = [round(w / total * L) for w in weights]
+order, c = [], [0] * len(q)
+for j in range(L):
+    d = max(range(len(q)), key=lambda d: (q[d] * (j + 1) - L * c[d], -d))
+    order.append((d, c[d])); c[d] += 1
+out = []
+for s in range(60):
+    d, before = order[s % L]
+    k = (s // L) * q[d] + before
+    out.append("%d:%d " % (d, perm(packs[d], key(seed, 3, k // packs[d], d), k % packs[d])))
+print("".join(out), end="")
+)PY";
+  test::TempDir dir("sampler_blend_ref");
+  test::write_all(dir / "ref.py", script);
+  const test::RunResult r = test::run(test::python() + " " + test::quote(dir / "ref.py"));
+  REQUIRE(r.exit_code == 0);
+  CHECK(got.str() == r.output);
+}
+
+TEST_CASE("proportional mixture: the cycle is the smallest exact one, else 2^16 by largest remainder") {
+  const BlendCycle three_one({3.0, 1.0});
+  CHECK(three_one.quota == std::vector<uint64_t>{3, 1});
+  // Largest deficit first, ties to the lower dataset: a a b a.
+  CHECK(three_one.dataset == std::vector<uint32_t>{0, 0, 1, 0});
+  CHECK(three_one.before == std::vector<uint32_t>{0, 1, 0, 2});
+  CHECK(BlendCycle({0.3, 0.7}).quota == std::vector<uint64_t>{3, 7});
+  CHECK(BlendCycle({2.0, 0.0, 2.0}).quota == std::vector<uint64_t>{1, 0, 1});
+  // Shares of 1/3 are whole at L = 3 (never 2^16, where they are not).
+  CHECK(BlendCycle({1.0, 1.0, 1.0}).quota == std::vector<uint64_t>{1, 1, 1});
+  const BlendCycle odd({0.1234567891, 1.0});
+  REQUIRE(odd.length() == 65536);
+  const double p = 0.1234567891 / 1.1234567891 * 65536;
+  CHECK(odd.quota[0] + odd.quota[1] == 65536);
+  CHECK(std::abs(static_cast<double>(odd.quota[0]) - p) < 1.0);
+  CHECK_THROWS_WITH(BlendCycle({1.0, 1e-7}), Contains("is a share below 1/65536"));
+  CHECK_THROWS_WITH(BlendCycle({0.0, 0.0}), Contains("every dataset has weight 0"));
+  CHECK_THROWS_WITH(Sampler({4, 0}, {1.0, 1.0}, 1, Mixture::kProportional), Contains("dataset 1 has weight 1 but no packs"));
+  CHECK(parse_mixture("proportional") == Mixture::kProportional);
+  CHECK(parse_mixture("scaled") == Mixture::kScaled);
+  CHECK_THROWS_WITH(parse_mixture("blend"), Contains("data.mixture 'blend': expected scaled"));
+}
+
+TEST_CASE("proportional 3:1: every global batch holds exactly 3/4 and 1/4 at W 1 2 4, and resumes at another W") {
+  test::TempDir dir("sampler_blend");
+  const int64_t T = 2;
+  // "big" is 40 packs, "small" 3: sizes unlike the shares, so the shares come from the weights alone.
+  const std::vector<uint64_t> first = write_predictable(dir.path(), T, {{"big", {25, 15}}, {"small", {3}}});
+  DataOptions opt = options(dir.path(), T, 2, 2);
+  opt.dataset_weights = "big:3,small:1";
+  opt.mixture = "proportional";
+  const TrainData data(opt);
+  REQUIRE(data.mixture() == Mixture::kProportional);
+  CHECK(data.shares() == std::vector<double>{0.75, 0.25});
+  DataOptions tiny = opt;
+  tiny.dataset_weights = "big:1,small:0.000001";
+  CHECK_THROWS_WITH(TrainData(tiny), "data.dataset_weights \"big:1,small:0.000001\" with data.mixture=proportional: "
+                                     "dataset weight 1e-06 of 1 is a share below 1/65536, the proportional mixture's "
+                                     "resolution");
+  const auto dataset_of = [&](uint64_t global) { return global >= first[1] ? 1 : 0; };
+
+  std::vector<uint64_t> reference;
+  for (int64_t w : {1, 2, 4}) {
+    const int64_t steps = 24 / w;  // 96 samples
+    const std::vector<uint64_t> seen = run_steps(data, opt, w, steps);
+    REQUIRE(seen.size() == 96);
+    const size_t g = static_cast<size_t>(4 * w);
+    for (size_t step = 0; step < seen.size() / g; ++step) {
+      size_t small = 0;
+      for (size_t i = step * g; i < (step + 1) * g; ++i) small += static_cast<size_t>(dataset_of(seen[i]));
+      INFO("W " << w << " step " << step);
+      CHECK(small * 4 == g);  // exactly a quarter of every global batch
+    }
+    if (w == 1) reference = seen;
+    else CHECK(seen == reference);
+  }
+  // Each dataset is read in epochs of its own: "small" (3 packs) every pack once per 3 of its samples,
+  // "big" (40 packs) once per 40; 96 samples read small 8 times over and big 1.8 times.
+  std::vector<uint64_t> small, big;
+  for (uint64_t g : reference) (dataset_of(g) ? small : big).push_back(g);
+  REQUIRE(small.size() == 24);
+  for (size_t e = 0; e < 8; ++e)
+    CHECK(std::set<uint64_t>(small.begin() + e * 3, small.begin() + (e + 1) * 3) == std::set<uint64_t>{40, 41, 42});
+  CHECK(std::set<uint64_t>(big.begin(), big.begin() + 40).size() == 40);
+
+  // Resume: W 2 for 5 steps, then W 4 for 2, then W 1 for 6: the same 96 samples as one run.
+  SamplerState s1, s2;
+  std::vector<uint64_t> pieces = run_steps(data, opt, 2, 5, nullptr, &s1);
+  CHECK(s1.consumed_samples == 40);
+  CHECK(s1.epoch == 10);  // cycles of L = 4
+  const std::vector<uint64_t> p2 = run_steps(data, opt, 4, 2, &s1, &s2);
+  pieces.insert(pieces.end(), p2.begin(), p2.end());
+  const std::vector<uint64_t> p3 = run_steps(data, opt, 1, 6, &s2);
+  pieces.insert(pieces.end(), p3.begin(), p3.end());
+  CHECK(pieces == reference);
+}
+
+TEST_CASE("proportional 0.3:0.7 with batches unlike the cycle: every window within rounding of its share") {
+  // L = 10. Global batches of 7 (B 7, M 1, W 1) and 6 (B 1, M 3, W 2) cut the cycle anywhere.
+  const Sampler s({11, 50}, {0.3, 0.7}, 3, Mixture::kProportional);
+  REQUIRE(s.epoch_size() == 10);
+  for (uint64_t g : {6ull, 7ull, 10ull, 20ull}) {
+    for (uint64_t start = 0; start < 200; start += g) {
+      const std::vector<uint64_t> c = s.count_datasets(start, start + g);
+      INFO("window [" << start << ", " << start + g << ")");
+      CHECK(c[0] + c[1] == g);
+      // Independently: the share of a window is 0.3 * g, to within the 2 the header promises for
+      // two datasets; windows of whole cycles hold it exactly.
+      CHECK(std::abs(static_cast<double>(c[0]) - 0.3 * static_cast<double>(g)) < 2.0);
+      if (g % 10 == 0) CHECK(c[0] * 10 == 3 * g);
+    }
+  }
+  // No prefix of the stream is a whole sample ahead of its share, nor (two datasets) behind.
+  uint64_t a = 0;
+  for (uint64_t n = 1; n <= 100; ++n) {
+    a += s.at(n - 1).dataset == 0;
+    CHECK(std::abs(static_cast<double>(a) - 0.3 * static_cast<double>(n)) < 1.0);
+  }
+}
+
+TEST_CASE("mixture_line: each dataset's share of the window, one short greppable line") {
+  CHECK(mixture_line(11, 20, {"web", "code"}, {60, 20}) == "data mix steps 11-20: web 75.0% code 25.0%");
+  CHECK(mixture_line(3, 3, {"a", "b", "c"}, {1, 1, 1}) == "data mix step 3: a 33.3% b 33.3% c 33.3%");
+}

@@ -98,9 +98,10 @@ std::string without_trailing_slash(std::string p) {
 }
 
 // --data-path: one folder, or Megatron's blend "W1 PREFIX1 W2 PREFIX2 ..." whose prefixes are
-// sub-folders of one parent: data.train_folder=PARENT, data.dataset_weights=NAME:W (loom's
-// datasets are the sub-folders of data.train_folder; other sub-folders there get weight 0, as
-// Megatron-LM reads only the prefixes it is given).
+// sub-folders of one parent: data.train_folder=PARENT, data.dataset_weights=NAME:W and
+// data.mixture=proportional (Megatron's weights are shares of every batch; loom's datasets are the
+// sub-folders of data.train_folder; other sub-folders there get weight 0, as Megatron-LM reads only
+// the prefixes it is given).
 std::vector<std::string> megatron_data_path(const std::vector<std::string>& words) {
   static const char* const kLayout =
       ": loom trains on data.train_folder, a folder of packed shards whose sub-folders are its named datasets "
@@ -137,7 +138,7 @@ std::vector<std::string> megatron_data_path(const std::vector<std::string>& word
       if (sys::is_directory(parent + "/" + name) && std::find(names.begin(), names.end(), name) == names.end())
         weights += "," + name + ":0";
     }
-  return {"--data.train_folder=" + parent, "--data.dataset_weights=" + weights};
+  return {"--data.train_folder=" + parent, "--data.dataset_weights=" + weights, "--data.mixture=proportional"};
 }
 
 // Megatron-LM's flags as loom's: the scheduler switches as lr_scheduler.on_resume values, the

@@ -66,7 +66,10 @@ void declare_data(OptionTable& t, DataOptions& d) {  // checked by DataOptions::
   t.add("data.valid_folder", &d.valid_folder, "folder of packed shards for validation");
   t.add("data.seed", &d.seed, "sampler seed");
   t.add("data.prefetch", &d.prefetch, "micro-batches built ahead by the loader thread");
-  t.add("data.dataset_weights", &d.dataset_weights, "\"name:weight,...\" (unlisted = 1)");
+  t.add("data.dataset_weights", &d.dataset_weights, "\"name:weight,...\" (unlisted = 1); what a weight means is "
+        "data.mixture's");
+  t.add("data.mixture", &d.mixture, "what a dataset weight means: scaled (a multiple of the dataset's own size per "
+        "epoch) or proportional (its share of every batch, Megatron-LM's blend)", one_of({"scaled", "proportional"}));
   t.add("data.tokenizer", &d.tokenizer, "the SentencePiece .model the data was tokenized with: checked against the "
         "shards' fingerprint and copied into every checkpoint (export-hf and generate then need no --tokenizer)");
   t.add("data.verify_checksums", &d.verify_checksums, "read every shard fully at start: ids and xxh64 against its .meta");

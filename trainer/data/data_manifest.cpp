@@ -29,6 +29,7 @@ DataManifest manifest_of(const TrainData& data, int64_t seq_len) {
   DataManifest m;
   m.seq_len = seq_len;
   m.tokenizer = data.tokenizer();
+  m.mixture = mixture_name(data.mixture());
   for (const PackedDataset& d : data.datasets()) {
     DataManifest::Dataset ds{d.name(), d.weight(), {}};
     for (size_t i = 0; i < d.num_shards(); ++i) {
@@ -44,7 +45,8 @@ std::string DataManifest::to_json() const {
   std::ostringstream o;
   o << "{\"seq_len\": " << seq_len << ", \"tokenizer\": {\"vocab_size\": " << tokenizer.vocab_size
     << ", \"bos_id\": " << tokenizer.bos_id << ", \"eos_id\": " << tokenizer.eos_id << ", \"flags\": " << tokenizer.flags
-    << ", \"model_fingerprint\": " << json_quote(hex64(tokenizer.model_fingerprint)) << "}, \"datasets\": [";
+    << ", \"model_fingerprint\": " << json_quote(hex64(tokenizer.model_fingerprint))
+    << "}, \"mixture\": " << json_quote(mixture) << ", \"datasets\": [";
   for (size_t d = 0; d < datasets.size(); ++d) {
     o << (d ? ", " : "") << "{\"name\": " << json_quote(datasets[d].name)
       << ", \"weight\": " << json_number(datasets[d].weight) << ", \"shards\": [";
@@ -80,6 +82,7 @@ DataManifest DataManifest::from_json(const std::string& json, const std::string&
   m.tokenizer.flags = static_cast<uint32_t>(u);
   need(tok["model_fingerprint"].get(text), "tokenizer.model_fingerprint");
   m.tokenizer.model_fingerprint = unhex(text, where);
+  if (!root["mixture"].get(text)) m.mixture = std::string(text);
   simdjson::dom::array datasets;
   need(root["datasets"].get(datasets), "datasets");
   for (simdjson::dom::element d : datasets) {
@@ -107,6 +110,7 @@ std::vector<std::string> data_changes(const DataManifest& saved, const DataManif
   check_same_tokenizer(saved.tokenizer, where + " (the data it was trained on)", now.tokenizer, "this run's data");
   std::vector<std::string> out;
   if (saved.seq_len != now.seq_len) out.push_back(str("seq_len ", saved.seq_len, " -> ", now.seq_len));
+  if (saved.mixture != now.mixture) out.push_back("data.mixture " + saved.mixture + " -> " + now.mixture);
   std::map<std::string, const DataManifest::Dataset*> before, after;
   for (const auto& d : saved.datasets) before[d.name] = &d;
   for (const auto& d : now.datasets) after[d.name] = &d;

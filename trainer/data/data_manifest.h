@@ -7,8 +7,10 @@
 //
 //   "data": {"seq_len": 4096, "tokenizer": {"vocab_size": 103168, "bos_id": 1, "eos_id": 2,
 //            "flags": 3, "model_fingerprint": "9f0c..."},
+//            "mixture": "scaled",
 //            "datasets": [{"name": "web", "weight": 1, "shards": [{"file": "part0.bin",
 //                           "packs": 1200, "bin_xxh64": "00af..."}]}]}
+// (a record without "mixture", written before loom had data.mixture, is "scaled")
 #pragma once
 
 #include <string>
@@ -31,6 +33,7 @@ struct DataManifest {
   };
   int64_t seq_len = 0;
   TokenizerInfo tokenizer;
+  std::string mixture = "scaled";  // data.mixture
   std::vector<Dataset> datasets;
 
   std::string to_json() const;

@@ -37,6 +37,7 @@ void DataOptions::validate() const {
   LOOM_CHECK(valid_every >= 0, "data.valid_every must be >= 0, got ", valid_every);
   LOOM_CHECK(!train_folder.empty(), "data.train_folder is not set: give the folder of packed shards to train on");
   parse_dataset_weights(dataset_weights);
+  parse_mixture(mixture);
 }
 
 std::vector<std::pair<std::string, double>> parse_dataset_weights(const std::string& spec) {
@@ -138,7 +139,8 @@ std::vector<PackedDataset> open_datasets(const std::string& folder_in, const std
 // ---- TrainData ----
 
 TrainData::TrainData(const DataOptions& opt)
-    : datasets_(open_datasets(opt.train_folder, "data.train_folder", opt.seq_len, opt.verify_checksums)) {
+    : datasets_(open_datasets(opt.train_folder, "data.train_folder", opt.seq_len, opt.verify_checksums)),
+      mixture_(parse_mixture(opt.mixture)) {
   tokenizer_ = datasets_.front().shard(0).tokenizer();
   pad_id_ = datasets_.front().shard(0).header().pad_id;
   for (const auto& [name, weight] : parse_dataset_weights(opt.dataset_weights)) {
@@ -152,7 +154,33 @@ TrainData::TrainData(const DataOptions& opt)
     }
     found->set_weight(weight);
   }
-  LOOM_CHECK(epoch_samples() > 0, "data.dataset_weights: every dataset has weight 0; nothing to train on");
+  double total = 0;
+  for (const PackedDataset& d : datasets_) {
+    total += d.weight();
+    LOOM_CHECK(mixture_ == Mixture::kScaled || d.weight() == 0 || d.num_packs() > 0, "data.dataset_weights: dataset '",
+               d.name(), "' has weight ", format_number(d.weight()), " but no packs");
+  }
+  LOOM_CHECK(mixture_ == Mixture::kScaled ? epoch_samples() > 0 : total > 0,
+             "data.dataset_weights: every dataset has weight 0; nothing to train on");
+  if (mixture_ == Mixture::kProportional) {
+    try {
+      BlendCycle shares_fit(weights());  // a share too small for the cycle: refused here, with the keys' text
+    } catch (const Error& e) {
+      LOOM_FAIL("data.dataset_weights \"", opt.dataset_weights, "\" with data.mixture=proportional: ", e.what());
+    }
+  }
+}
+
+std::vector<double> TrainData::shares() const {
+  std::vector<double> out;
+  double total = 0;
+  for (const PackedDataset& d : datasets_) {
+    const bool scaled = mixture_ == Mixture::kScaled;
+    out.push_back(scaled ? static_cast<double>(weighted_count(d.num_packs(), d.weight())) : d.weight());
+    total += out.back();
+  }
+  for (double& x : out) x /= total;
+  return out;
 }
 
 std::vector<std::string> TrainData::dataset_names() const {
@@ -174,6 +202,7 @@ std::vector<double> TrainData::weights() const {
 }
 
 uint64_t TrainData::epoch_samples() const {
+  if (mixture_ != Mixture::kScaled) return 0;
   uint64_t n = 0;
   for (const PackedDataset& d : datasets_) n += weighted_count(d.num_packs(), d.weight());
   return n;
@@ -182,27 +211,59 @@ uint64_t TrainData::epoch_samples() const {
 void TrainData::log_summary(uint64_t global_batch, int64_t total_steps) const {
   LOOM_ASSERT(global_batch > 0, "global batch of 0 packs");
   const double g = static_cast<double>(global_batch);
+  const std::vector<double> share = shares();
   for (size_t i = 0; i < datasets_.size(); ++i) {
     const PackedDataset& d = datasets_[i];
-    const uint64_t samples = weighted_count(d.num_packs(), d.weight());
+    std::string use;
+    if (mixture_ == Mixture::kScaled) {
+      const uint64_t samples = weighted_count(d.num_packs(), d.weight());
+      use = str("weight ", format_number(d.weight()), " -> ", format_count(samples), " samples per epoch = ",
+                fixed(static_cast<double>(samples) / g, 2), " steps, share ", format_percent(share[i], 1.0));
+    } else {
+      // The proportional mixture reads each dataset in epochs of its own (sampler.h).
+      const double packs = static_cast<double>(std::max<uint64_t>(d.num_packs(), 1));
+      const double epochs = share[i] * g * static_cast<double>(total_steps) / packs;
+      use = str("weight ", format_number(d.weight()), " -> share ", format_percent(share[i], 1.0), " of every batch = ",
+                fixed(share[i] * g, 2), " packs per step; data.total_steps ", total_steps, " = ", fixed(epochs, 3),
+                " epochs of it");
+      if (d.weight() > 0 && epochs > kManyEpochs)
+        log::job_warn("dataset '", d.name(), "': data.total_steps ", total_steps, " repeats it ", fixed(epochs, 1),
+                      " times: past about ", kManyEpochs, " epochs repeated data is worth much less than new data");
+    }
     log::info("dataset ", i, " '", d.name(), "': ", d.num_shards(), " shards, ", format_count(d.num_source_docs()), " docs, ",
               format_count(d.num_tokens()), " tokens, ", format_count(d.num_packs()), " packs, padding ",
               format_percent(static_cast<double>(d.num_padding()), static_cast<double>(d.num_tokens() + d.num_padding())),
-              ", weight ", format_number(d.weight()), " -> ", format_count(samples), " samples per epoch = ",
-              fixed(static_cast<double>(samples) / g, 2), " steps");
+              ", ", use);
+  }
+  if (mixture_ != Mixture::kScaled) {
+    log::info("train data: data.mixture=proportional, global batch ", format_count(global_batch), " packs");
+    return;
   }
   const uint64_t n = epoch_samples();
   const double steps_per_epoch = static_cast<double>(n) / g;
   const double epochs = static_cast<double>(total_steps) * g / static_cast<double>(n);
-  log::info("train data: ", format_count(n), " samples per epoch, global batch ", format_count(global_batch), " packs -> ",
-            fixed(steps_per_epoch, 2), " steps per epoch; data.total_steps ", total_steps, " = ", fixed(epochs, 3),
-            " epochs");
+  log::info("train data: data.mixture=scaled, ", format_count(n), " samples per epoch, global batch ",
+            format_count(global_batch), " packs -> ", fixed(steps_per_epoch, 2), " steps per epoch; data.total_steps ",
+            total_steps, " = ", fixed(epochs, 3), " epochs");
   if (epochs < 1.0)
     log::job_warn("data.total_steps ", total_steps, " covers only ", format_percent(epochs, 1.0), " of one epoch (",
               fixed(steps_per_epoch, 1), " steps): part of the training data is never seen");
   else if (epochs > kManyEpochs)
     log::job_warn("data.total_steps ", total_steps, " repeats the data ", fixed(epochs, 1),
               " times: past about ", kManyEpochs, " epochs repeated data is worth much less than new data");
+}
+
+std::string mixture_line(int64_t first_step, int64_t last_step, const std::vector<std::string>& names,
+                         const std::vector<uint64_t>& counts) {
+  LOOM_ASSERT(names.size() == counts.size(), counts.size(), " counts for ", names.size(), " datasets");
+  uint64_t total = 0;
+  for (uint64_t c : counts) total += c;
+  std::string out = first_step == last_step ? str("data mix step ", first_step, ":")
+                                            : str("data mix steps ", first_step, "-", last_step, ":");
+  for (size_t d = 0; d < names.size(); ++d)
+    out += " " + names[d] + " " +
+           fixed(total ? 100.0 * static_cast<double>(counts[d]) / static_cast<double>(total) : 0.0, 1) + "%";
+  return out;
 }
 
 }  // namespace loom

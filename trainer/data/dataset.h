@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "loom/packed_format.h"
+#include "sampler.h"
 
 namespace loom {
 
@@ -37,6 +38,7 @@ struct DataOptions {
   std::string skip_batches;       // data.skip_batches: "a-b,c" steps whose data is consumed without update
   int64_t prefetch = 4;           // data.prefetch: micro-batches built ahead by the loader thread (0 = none)
   std::string dataset_weights;    // data.dataset_weights: "name:weight,..." (unlisted datasets weigh 1)
+  std::string mixture = "scaled";  // data.mixture: what a weight means, scaled or proportional (sampler.h)
   bool verify_checksums = true;   // data.verify_checksums: read every shard fully at start (ids, xxh64)
   int64_t total_steps = 100;      // data.total_steps: optimizer steps of the run (read by the loop)
   int64_t valid_every = 0;        // data.valid_every: steps between validations (0 = only at the end)
@@ -93,26 +95,36 @@ class TrainData {
   std::vector<std::string> dataset_names() const;
   std::vector<uint64_t> packs_per_dataset() const;
   std::vector<double> weights() const;
+  Mixture mixture() const { return mixture_; }
+  // Each dataset's share of the stream: weight-scaled sizes (scaled) or normalised weights (proportional).
+  std::vector<double> shares() const;
   const TokenizerInfo& tokenizer() const { return tokenizer_; }
   uint32_t vocab_size() const { return tokenizer_.vocab_size; }
   uint32_t pad_id() const { return pad_id_; }
-  // Samples per epoch with the weights applied (the sampler's N).
+  // Samples per epoch with the weights applied (the sampler's N; scaled mixture only, 0 otherwise).
   uint64_t epoch_samples() const;
 
-  // Logs, per dataset: weight, docs (num_source_docs), tokens, packs, padding, samples and steps per
-  // epoch for a global batch of `global_batch` packs; then the realised epochs of total_steps, with a
-  // warning when that is under one epoch or more than kManyEpochs.
+  // Logs, per dataset: weight, docs (num_source_docs), tokens, packs, padding, its share of the stream,
+  // and with the scaled mixture its samples and steps per epoch for a global batch of `global_batch`
+  // packs, with the proportional one the epochs of it that total_steps reads; then (scaled) the
+  // realised epochs of total_steps, with a warning when that is under one epoch or more than kManyEpochs.
   void log_summary(uint64_t global_batch, int64_t total_steps) const;
   // Past ~4 epochs repeated data is worth clearly less than new data (Muennighoff et al. 2023).
   static constexpr double kManyEpochs = 4.0;
 
  private:
   std::vector<PackedDataset> datasets_;
+  Mixture mixture_ = Mixture::kScaled;
   TokenizerInfo tokenizer_;
   uint32_t pad_id_ = 0;
 };
 
 // "name:weight,name:weight" -> pairs, in order. Throws loom::Error on malformed text.
 std::vector<std::pair<std::string, double>> parse_dataset_weights(const std::string& spec);
+
+// The realised mixture of a window of steps, one short line: "data mix steps 11-20: web 75.0% code 25.0%"
+// (each dataset's share of the window's samples, counts from Sampler::count_datasets).
+std::string mixture_line(int64_t first_step, int64_t last_step, const std::vector<std::string>& names,
+                         const std::vector<uint64_t>& counts);
 
 }  // namespace loom

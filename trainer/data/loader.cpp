@@ -51,7 +51,7 @@ Loader::Loader(const TrainData& data, const DataOptions& opt, int64_t rank, int6
     : data_(data),
       layout_{opt.micro_bsz, opt.micro_num, world},
       rank_(rank),
-      sampler_(data.packs_per_dataset(), data.weights(), opt.seed),
+      sampler_(data.packs_per_dataset(), data.weights(), opt.seed, data.mixture()),
       builder_(opt.seq_len, data.pad_id()),
       skipper_(opt.skip_batches),
       capacity_(static_cast<size_t>(opt.prefetch)) {
@@ -157,13 +157,14 @@ void Loader::restore(const SamplerState& s) {
   if (s.seed != sampler_.seed()) {
     log::job_warn("data: the checkpoint's sampler seed ", s.seed, " differs from data.seed ", sampler_.seed(),
               "; continuing with the checkpoint's seed so the order stays the same");
-    sampler_ = Sampler(data_.packs_per_dataset(), data_.weights(), s.seed);
+    sampler_ = Sampler(data_.packs_per_dataset(), data_.weights(), s.seed, data_.mixture());
   }
   const SamplerState now = sampler_.state_at(s.consumed_samples);
   if (now.epoch != s.epoch)
     log::job_warn("data: the checkpoint was at epoch ", s.epoch, " but consumed sample ", s.consumed_samples,
-              " is in epoch ", now.epoch, " of the current data (", sampler_.epoch_size(),
-              " samples per epoch): the training data changed since the checkpoint");
+              " is in epoch ", now.epoch, " of the current data (", sampler_.epoch_size(), " samples per ",
+              sampler_.mixture() == Mixture::kScaled ? "epoch" : "cycle of the proportional mixture",
+              "): the training data changed since the checkpoint");
   consumed_ = s.consumed_samples;
   micro_taken_ = 0;
   start_thread();

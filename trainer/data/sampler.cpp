@@ -13,6 +13,8 @@ constexpr int kFeistelRounds = 6;
 // Domain tags, so the epoch order and each dataset's subset draw independent keys from one seed.
 constexpr uint64_t kTagOrder = 1;
 constexpr uint64_t kTagSubset = 2;
+constexpr uint64_t kTagBlend = 3;
+constexpr uint64_t kMaxCycle = uint64_t{1} << 16;
 
 uint64_t derive_key(uint64_t seed, uint64_t tag, uint64_t epoch, uint64_t dataset) {
   return mix64(mix64(mix64(mix64(seed) ^ tag) ^ epoch) ^ dataset);
@@ -32,6 +34,81 @@ uint64_t weighted_count(uint64_t packs, double weight) {
   const double frac = weight - whole;
   const auto extra = static_cast<uint64_t>(std::floor(frac * static_cast<double>(packs) + 0.5));
   return static_cast<uint64_t>(whole) * packs + std::min(extra, packs);
+}
+
+const char* mixture_name(Mixture m) { return m == Mixture::kScaled ? "scaled" : "proportional"; }
+
+Mixture parse_mixture(const std::string& name) {
+  if (name == "scaled") return Mixture::kScaled;
+  if (name == "proportional") return Mixture::kProportional;
+  LOOM_FAIL("data.mixture '", name, "': expected scaled (a weight multiplies the dataset's own size per epoch) or "
+            "proportional (a weight is the dataset's share of every batch)");
+}
+
+// ---- BlendCycle ----
+
+BlendCycle::BlendCycle(const std::vector<double>& weights) {
+  double total = 0;
+  for (double w : weights) {
+    LOOM_CHECK(std::isfinite(w) && w >= 0, "dataset weight ", w, " must be a finite number >= 0");
+    total += w;
+  }
+  LOOM_CHECK(total > 0, "the sampler has no samples: every dataset has weight 0");
+  const size_t n = weights.size();
+  // The smallest L that makes every share a whole number of samples, else 2^16 by largest remainder.
+  uint64_t cycle = 0;
+  for (uint64_t l = 1; l <= kMaxCycle && cycle == 0; ++l) {
+    bool whole = true;
+    for (size_t d = 0; d < n && whole; ++d) {
+      const double x = weights[d] / total * static_cast<double>(l);
+      whole = std::fabs(x - std::round(x)) <= 1e-9 * std::max(1.0, x);
+    }
+    if (whole) cycle = l;
+  }
+  quota.assign(n, 0);
+  if (cycle != 0) {
+    for (size_t d = 0; d < n; ++d)
+      quota[d] = static_cast<uint64_t>(std::llround(weights[d] / total * static_cast<double>(cycle)));
+  } else {
+    cycle = kMaxCycle;
+    std::vector<double> rest(n);
+    uint64_t given = 0;
+    for (size_t d = 0; d < n; ++d) {
+      const double x = weights[d] / total * static_cast<double>(cycle);
+      quota[d] = static_cast<uint64_t>(std::floor(x));
+      rest[d] = x - std::floor(x);
+      given += quota[d];
+    }
+    std::vector<size_t> order(n);
+    for (size_t d = 0; d < n; ++d) order[d] = d;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rest[a] > rest[b]; });
+    for (size_t i = 0; given < cycle; ++i, ++given) ++quota[order[i]];
+  }
+  uint64_t sum = 0;
+  for (size_t d = 0; d < n; ++d) {
+    LOOM_CHECK(weights[d] == 0 || quota[d] > 0, "dataset weight ", weights[d], " of ", total,
+               " is a share below 1/", kMaxCycle, ", the proportional mixture's resolution");
+    sum += quota[d];
+  }
+  LOOM_ASSERT(sum == cycle, "quotas sum to ", sum, " of a cycle of ", cycle);
+  // Largest deficit q_d * (j + 1) - L * c_d first, ties to the lower d: exact in integers.
+  dataset.resize(cycle);
+  before.resize(cycle);
+  std::vector<uint64_t> count(n, 0);
+  for (uint64_t j = 0; j < cycle; ++j) {
+    size_t best = n;
+    int64_t best_deficit = 0;
+    for (size_t d = 0; d < n; ++d) {
+      const int64_t deficit = static_cast<int64_t>(quota[d] * (j + 1)) - static_cast<int64_t>(cycle * count[d]);
+      if (quota[d] > 0 && (best == n || deficit > best_deficit)) {
+        best = d;
+        best_deficit = deficit;
+      }
+    }
+    dataset[j] = static_cast<uint32_t>(best);
+    before[j] = static_cast<uint32_t>(count[best]++);
+  }
+  for (size_t d = 0; d < n; ++d) LOOM_ASSERT(count[d] == quota[d], "dataset ", d, " got ", count[d], " of ", quota[d]);
 }
 
 // ---- Permutation ----
@@ -68,9 +145,16 @@ uint64_t Permutation::at(uint64_t i) const {
 
 // ---- Sampler ----
 
-Sampler::Sampler(std::vector<uint64_t> packs, std::vector<double> weights, uint64_t seed)
-    : packs_(std::move(packs)), seed_(seed) {
+Sampler::Sampler(std::vector<uint64_t> packs, std::vector<double> weights, uint64_t seed, Mixture mixture)
+    : mixture_(mixture), packs_(std::move(packs)), seed_(seed) {
   LOOM_ASSERT(weights.size() == packs_.size(), weights.size(), " weights for ", packs_.size(), " datasets");
+  if (mixture_ == Mixture::kProportional) {
+    blend_.emplace(weights);
+    for (size_t d = 0; d < packs_.size(); ++d)
+      LOOM_CHECK(packs_[d] > 0 || blend_->quota[d] == 0, "dataset ", d, " has weight ", weights[d], " but no packs");
+    epoch_size_ = blend_->length();
+    return;
+  }
   first_slot_.push_back(0);
   for (size_t d = 0; d < packs_.size(); ++d) {
     const uint64_t count = weighted_count(packs_[d], weights[d]);
@@ -84,6 +168,25 @@ Sampler::Sampler(std::vector<uint64_t> packs, std::vector<double> weights, uint6
 
 SampleRef Sampler::at(uint64_t epoch, uint64_t i) const {
   LOOM_DASSERT(i < epoch_size_, "sample ", i, " of an epoch of ", epoch_size_);
+  return blend_ ? proportional_at(epoch, i) : scaled_at(epoch, i);
+}
+
+std::vector<uint64_t> Sampler::count_datasets(uint64_t begin, uint64_t end) const {
+  std::vector<uint64_t> out(packs_.size(), 0);
+  for (uint64_t s = begin; s < end; ++s) {
+    if (blend_) ++out[blend_->dataset[s % epoch_size_]];  // no permutation needed for the dataset alone
+    else ++out[at(s).dataset];
+  }
+  return out;
+}
+
+SampleRef Sampler::proportional_at(uint64_t cycle, uint64_t j) const {
+  const uint32_t d = blend_->dataset[j];
+  const uint64_t k = cycle * blend_->quota[d] + blend_->before[j];  // d's own sample count before this one
+  return {d, Permutation(packs_[d], derive_key(seed_, kTagBlend, k / packs_[d], d)).at(k % packs_[d])};
+}
+
+SampleRef Sampler::scaled_at(uint64_t epoch, uint64_t i) const {
   const uint64_t slot = Permutation(epoch_size_, derive_key(seed_, kTagOrder, epoch, 0)).at(i);
   // The dataset whose slot range [first_slot_[d], first_slot_[d+1]) holds slot.
   const auto it = std::upper_bound(first_slot_.begin(), first_slot_.end(), slot);

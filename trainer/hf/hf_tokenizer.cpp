@@ -19,31 +19,27 @@ std::vector<std::pair<std::string, std::string>> tokenizer_files(const spm::SpmM
                                                                  int64_t max_positions) {
   const std::string bos = piece_or_null(m, m.bos_id), eos = piece_or_null(m, m.eos_id),
                     unk = piece_or_null(m, m.unk_id), pad = piece_or_null(m, m.pad_id);
-  // Which transformers class encodes text to SentencePiece's ids (+ bos), as measured with transformers
-  // 5.17 on every line of botchan.txt and wagahaiwa_nekodearu.txt (bench/hf/check_logits.py --corpus):
-  // - transformers 5's LlamaTokenizer is a `tokenizers` BPE built from the .model's vocabulary with a
-  //   Metaspace pre-tokenizer: no charsmap, no whitespace rules, BPE merges even for a unigram model
-  //   (most texts differ for the demo's unigram model). For a BPE model without normalization rules
-  //   (InternLM's) it is the best there is: add_prefix_space must follow the model's add_dummy_prefix
-  //   (InternLM's is false; the default prepends a U+2581 SentencePiece does not), then 99.5% of the
-  //   texts are equal (its rank-ordered merges differ on some punctuation runs such as ",--").
-  //   SentencePieceBackend cannot take InternLM's model: sentencepiece 0.2 refuses to load a model
-  //   with a "\0" piece. transformers 4's slow LlamaTokenizer with legacy: true calls sentencepiece
-  //   itself and is exact with sentencepiece < 0.2.
-  // - Any other model (unigram, NFKC rules, extra-whitespace removal): SentencePieceBackend, transformers
-  //   5's wrapper of the sentencepiece library (legacy: true keeps the model's normalizer as it is), with
-  //   special_tokens_pattern "bos" for the leading bos: every line equal for the demo's model and the
-  //   NFKC unigram one. transformers 4 has no such class: load the folder there with
-  //   LlamaTokenizer.from_pretrained(dir, legacy=True) (docs/HF.md).
+  // One class that AutoTokenizer resolves in transformers 4 and 5 alike: LlamaTokenizer. Both look up
+  // tokenizer_config.json's tokenizer_class by name (4: "<class>Fast" first, then "<class>"; an unknown
+  // name such as 5's "SentencePieceBackend" is "Tokenizer class ... does not exist or is not currently
+  // imported"), and both know LlamaTokenizer for config.json's model_type llama.
+  // - transformers 4: LlamaTokenizerFast, converted from tokenizer.model (an add_prefix_space forces the
+  //   conversion; it needs the sentencepiece and protobuf packages), or with use_fast=False the slow
+  //   LlamaTokenizer, which with legacy: true calls sentencepiece itself and is exact.
+  // - transformers 5: LlamaTokenizer is a `tokenizers` BPE built from the .model's vocabulary with a
+  //   Metaspace pre-tokenizer, as measured with 5.17 on every line of botchan.txt and
+  //   wagahaiwa_nekodearu.txt (bench/hf/check_logits.py --corpus): 99.5% of the texts equal for a plain
+  //   BPE model (InternLM's) once add_prefix_space follows the model's add_dummy_prefix; a unigram model
+  //   or one with normalization rules differs on half of the texts or more. For those, 5's
+  //   AutoTokenizer.from_pretrained(dir, backend="sentencepiece") wraps the sentencepiece library
+  //   (SentencePieceBackend, which was exact on every line), and 4's use_fast=False is exact.
+  // add_bos_token: SentencePiece's ids + bos, as loom-tokenize writes them.
   const spm::SpmNormalizerSpec& ns = m.normalizer;
-  const bool plain_bpe = m.model_type == spm::kSpmBpe && ns.precompiled_charsmap.empty() && !ns.remove_extra_whitespaces &&
-                         ns.escape_whitespaces && !m.treat_whitespace_as_suffix;
   std::ostringstream cfg;
   cfg << "{\n"
-      << "  \"tokenizer_class\": \"" << (plain_bpe ? "LlamaTokenizer" : "SentencePieceBackend") << "\",\n";
-  if (plain_bpe) cfg << "  \"add_prefix_space\": " << (ns.add_dummy_prefix ? "true" : "false") << ",\n";
-  else cfg << "  \"special_tokens_pattern\": \"" << (m.bos_id >= 0 ? "bos" : "none") << "\",\n";
-  cfg << "  \"bos_token\": " << bos << ",\n"
+      << "  \"tokenizer_class\": \"LlamaTokenizer\",\n"
+      << "  \"add_prefix_space\": " << (ns.add_dummy_prefix ? "true" : "false") << ",\n"
+      << "  \"bos_token\": " << bos << ",\n"
       << "  \"eos_token\": " << eos << ",\n"
       << "  \"unk_token\": " << unk << ",\n"
       << "  \"pad_token\": " << pad << ",\n"

@@ -1,5 +1,5 @@
 // The tokenizer files of an HF model folder, written from a SentencePiece model (loom/spm_model.h)
-// so that transformers' LlamaTokenizer (or SentencePieceBackend) loads the model.
+// so that AutoTokenizer of transformers 4 and 5 loads the model (as LlamaTokenizer).
 #pragma once
 
 #include <cstdint>

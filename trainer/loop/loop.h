@@ -142,6 +142,8 @@ class Loop {
   DeviceTimer fwd_t_, opt_t_;
   std::unique_ptr<Progress> progress_;  // rank 0: step N/total, rate, ETA
   MetricFields unlogged_;               // rank 0: the last step's record when job.log_every passed it over
+  std::vector<uint64_t> mix_counts_;    // rank 0: samples per dataset of the steps since the last log point
+  int64_t mix_first_step_ = 0;          // the first of those steps
   double flops_per_token_ = 0;          // model FLOPs (6N + 12LCT, flops.h)
   double peak_tflops_ = 0;              // 0: no mfu field
   int64_t first_step_ = 0;      // state_.step when this process started

@@ -153,6 +153,14 @@ void Loop::log_step(const StepRecord& s) {
     attention_branch_ = branch;
   }
   const auto names = data_.dataset_names();
+  // The realised mixture of the window's global batches, from the sampler (every rank's rows).
+  const uint64_t end = state_.sampler.consumed_samples, g = loader_.layout().global_batch();
+  const std::vector<uint64_t> counts = loader_.sampler().count_datasets(end - g, end);
+  if (mix_counts_.empty()) {
+    mix_counts_.assign(names.size(), 0);
+    mix_first_step_ = state_.step;
+  }
+  for (size_t d = 0; d < names.size(); ++d) mix_counts_[d] += counts[d];
   for (size_t d = 0; d < names.size(); ++d) {
     if (t.ds_tokens[d] == 0) continue;
     const double dl = t.ds_loss[d] / t.ds_tokens[d];
@@ -165,6 +173,8 @@ void Loop::log_step(const StepRecord& s) {
   if (state_.step % c_.job.log_every == 0 || state_.step == c_.data.total_steps) {
     metrics_->write(f);
     unlogged_.clear();
+    if (names.size() > 1) log::info(mixture_line(mix_first_step_, state_.step, names, mix_counts_));
+    mix_counts_.clear();
   } else {
     unlogged_ = std::move(f);
   }

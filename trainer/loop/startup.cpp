@@ -16,6 +16,7 @@
 #include "loom/hash.h"
 #include "loom/log.h"
 #include "loom/progress.h"
+#include "loom/spm_model.h"
 #include "loom/sys.h"
 #include "memory_usage.h"
 #include "run_state.h"
@@ -78,6 +79,7 @@ void keep_freed_memory_in_heap() {
 std::string read_tokenizer_model(const DataOptions& data, const TrainData& train_data) {
   if (data.tokenizer.empty()) return "";
   // The model the data was tokenized with goes into every checkpoint: checked here, not trusted.
+  spm::check_spm_model_file(data.tokenizer);
   std::string bytes = sys::read_file(data.tokenizer);
   const uint64_t have = xxh64(bytes.data(), bytes.size());
   const uint64_t want = train_data.tokenizer().model_fingerprint;
@@ -187,9 +189,12 @@ void check_resumed_data(const std::string& resume_dir, const std::string& saved_
   std::string list;
   for (const std::string& c : changes) list += (list.empty() ? "" : "; ") + c;
   const uint64_t n = data.epoch_samples();
+  const std::string where_now = data.mixture() == Mixture::kScaled
+                                    ? str("epoch ", n ? consumed / n : 0, " of ", n, " samples")
+                                    : std::string("data.mixture=proportional: each dataset's share from here");
   log::job_warn("resuming onto other data than ", resume_dir, " trained on: ", list, ". The sampler goes on at sample ",
-                consumed, " of the stream over this data (epoch ", n ? consumed / n : 0, " of ", n,
-                " samples): a new order from here, so packs seen before this resume may come again in this epoch");
+                consumed, " of the stream over this data (", where_now,
+                "): a new order from here, so packs seen before this resume may come again in this epoch");
 }
 
 std::string tokenizer_from_checkpoint(const std::string& resume_dir, const TrainData& data) {

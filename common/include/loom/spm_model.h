@@ -44,7 +44,18 @@ struct SpmModel {
   int size() const { return static_cast<int>(pieces.size()); }
 };
 
-// Throws loom::Error naming the file and byte offset when it is not a SentencePiece model.
+// What loom reads as a tokenizer model, said by every refusal of one.
+inline constexpr char kSpmModelExpected[] =
+    "loom reads a SentencePiece .model file (in a Hugging Face folder it is tokenizer.model)";
+
+// The one check of a tokenizer-model path, before loom's reader or libsentencepiece parses it: a
+// missing path, a folder (naming its tokenizer.model when it holds one), an empty file and a JSON file
+// (Hugging Face's tokenizer.json or tokenizer_config.json: a .model never starts with '{') are refused
+// with a loom::Error naming the path and kSpmModelExpected.
+void check_spm_model_file(const std::string& path);
+
+// Throws loom::Error naming the file, the byte offset and kSpmModelExpected when it is not a
+// SentencePiece model (check_spm_model_file first).
 SpmModel read_spm_model(const std::string& path);
 
 // SentencePiece's decoding: pieces concatenated, control pieces dropped, byte pieces <0xNN> as
