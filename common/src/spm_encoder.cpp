@@ -41,6 +41,14 @@ size_t valid_utf8_len(std::string_view s) {
   return 0;
 }
 
+// The byte of a piece "<0xNN>" (two upper-case hex digits, as sentencepiece writes and reads
+// them), -1 for any other text.
+int byte_piece_value(std::string_view p) {
+  const auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>' || hex(p[3]) < 0 || hex(p[4]) < 0) return -1;
+  return hex(p[3]) * 16 + hex(p[4]);
+}
+
 // A 64-bit hash of a short byte string (pieces and chunks are mostly under 16 bytes).
 uint64_t hash_bytes(const char* p, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
@@ -114,15 +122,15 @@ struct alignas(64) SpmEncoder::PieceTable {
     slots.resize(cap);
     mask = cap - 1;
   }
-  // First wins, as a map's emplace. h: hash_bytes(s).
-  void insert(std::string_view s, uint64_t h, int id) {
+  // First wins, as a map's emplace; false when s was there already. h: hash_bytes(s).
+  bool insert(std::string_view s, uint64_t h, int id) {
     for (size_t i = h & mask;; i = (i + 1) & mask) {
       Slot& e = slots[i];
       if (e.id < 0) {
         e = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(s.size()), id};
-        return;
+        return true;
       }
-      if (e.tag == static_cast<uint32_t>(h >> 32) && e.len == s.size() && pieces[e.id] == s) return;
+      if (e.tag == static_cast<uint32_t>(h >> 32) && e.len == s.size() && pieces[e.id] == s) return false;
     }
   }
   // Loading a table of 10^5 pieces is bound by cache misses: the loops that insert ask for the slot
@@ -265,6 +273,8 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
       else if (std::find(glue_.begin(), glue_.end(), c) == glue_.end()) glue_.emplace_back(c);
     }
   };
+  int unknown_pieces = 0;
+  bool byte_found[256] = {};
   std::vector<uint64_t> hashes(m_.pieces.size());
   for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = hash_bytes(m_.pieces[i].data(), m_.pieces[i].size());
   constexpr int kAhead = 16;
@@ -275,12 +285,22 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
     }
     const std::string_view p = m_.pieces[i];
     const int t = m_.types[i];
+    // sentencepiece's ModelInterface::InitializePieces refuses these (and one in two maps is allowed).
+    LOOM_CHECK(!p.empty(), "SentencePiece model: piece ", i, " is empty");
     if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) {
-      pieces_->insert(p, hashes[i], i);  // first wins on duplicates, as sentencepiece refuses them anyway
-      if (m_.model_type == kSpmUnigram && !p.empty()) vocab_trie_->insert(p, i);
+      LOOM_CHECK(pieces_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
+      if (m_.model_type == kSpmUnigram) vocab_trie_->insert(p, i);
       add_glue(p);
     } else {
-      all_->insert(p, hashes[i], i);  // control, unknown and byte pieces win, as in sentencepiece's PieceToId
+      // Control, unknown and byte pieces win, as in sentencepiece's PieceToId.
+      LOOM_CHECK(all_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
+    }
+    if (t == kSpmUnknown) ++unknown_pieces;
+    if (t == kSpmByte) {
+      LOOM_CHECK(m_.byte_fallback, "SentencePiece model: byte piece '", p, "' although byte_fallback is false");
+      const int byte = byte_piece_value(p);
+      LOOM_CHECK(byte >= 0, "SentencePiece model: byte piece '", p, "' is invalid");
+      byte_found[byte] = true;
     }
     if (t == kSpmUserDefined && !p.empty()) {
       user_trie_->insert(p, i);
@@ -297,8 +317,11 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
     const int t = m_.types[i];
     if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) all_->insert(m_.pieces[i], hashes[i], i);
   }
+  LOOM_CHECK(unknown_pieces == 1, "SentencePiece model: ", unknown_pieces, " unknown pieces (one is needed)");
   LOOM_CHECK(m_.unk_id >= 0 && m_.unk_id < m_.size() && m_.types[m_.unk_id] == kSpmUnknown,
              "SentencePiece model: unk_id ", m_.unk_id, " is not an unknown piece");
+  LOOM_CHECK(!m_.byte_fallback || std::find(std::begin(byte_found), std::end(byte_found), false) == std::end(byte_found),
+             "SentencePiece model: not 256 byte pieces although byte_fallback is true");
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned>(b));
@@ -376,8 +399,9 @@ std::string SpmEncoder::normalize(std::string_view input) const {
   return out;
 }
 
-void SpmEncoder::normalize_into(std::string_view input, std::string& out) const {
+void SpmEncoder::normalize_into(std::string_view input, std::string& out, bool dummy_prefix) const {
   const SpmNormalizerSpec& spec = m_.normalizer;
+  dummy_prefix = dummy_prefix && spec.add_dummy_prefix;
   const bool remove_extra = spec.remove_extra_whitespaces;
   const std::string_view space = spec.escape_whitespaces ? kSpace : std::string_view(" ");
   // Without charsmap rules, an ASCII byte no user-defined piece starts with stands for itself.
@@ -391,7 +415,7 @@ void SpmEncoder::normalize_into(std::string_view input, std::string& out) const 
     }
   }
   if (input.empty()) return;
-  if (!m_.treat_whitespace_as_suffix && spec.add_dummy_prefix) out += space;
+  if (!m_.treat_whitespace_as_suffix && dummy_prefix) out += space;
   bool prev_space = remove_extra;
   while (!input.empty()) {
     const auto c = static_cast<unsigned char>(input[0]);
@@ -422,7 +446,7 @@ void SpmEncoder::normalize_into(std::string_view input, std::string& out) const 
     while (out.size() >= space.size() && std::string_view(out).substr(out.size() - space.size()) == space)
       out.resize(out.size() - space.size());
   }
-  if (m_.treat_whitespace_as_suffix && spec.add_dummy_prefix) out += space;
+  if (m_.treat_whitespace_as_suffix && dummy_prefix) out += space;
 }
 
 int SpmEncoder::piece_to_id(std::string_view piece) const {
@@ -626,9 +650,9 @@ void SpmEncoder::encode_bpe_cached(std::string_view s, Scratch& c, std::vector<u
   }
 }
 
-void SpmEncoder::encode(std::string_view text, std::vector<uint32_t>& out) const {
+void SpmEncoder::encode(std::string_view text, std::vector<uint32_t>& out, bool dummy_prefix) const {
   thread_local Scratch scratch;
-  normalize_into(text, scratch.normalized);
+  normalize_into(text, scratch.normalized, dummy_prefix);
   const std::string_view s = scratch.normalized;
   bool prev_unk = false;
   if (m_.model_type == kSpmUnigram) encode_unigram(s, scratch, out, prev_unk);

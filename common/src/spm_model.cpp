@@ -114,6 +114,10 @@ SpmModel read_spm_model(const std::string& path) {
           m.treat_whitespace_as_suffix = t.varint() != 0;
         } else if ((k & 7) == 0 && f == 35) {
           m.byte_fallback = t.varint() != 0;
+        } else if ((k & 7) == 2 && (f == 46 || f == 47)) {
+          const auto [sb, se] = t.bytes();
+          if (se > sb) (f == 46 ? m.bos_piece : m.eos_piece) = data.substr(sb, se - sb);
+          else (f == 46 ? m.bos_piece : m.eos_piece) = f == 46 ? "<s>" : "</s>";
         } else {
           t.skip(static_cast<uint32_t>(k & 7));
         }
@@ -136,6 +140,7 @@ SpmModel read_spm_model(const std::string& path) {
         }
       }
     } else {
+      if (field == 4) m.has_self_test = true;
       top.skip(wt);
     }
   }

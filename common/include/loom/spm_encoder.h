@@ -42,7 +42,10 @@ namespace loom::spm {
 // write) their cache lines. The same for its tables below and for SentencePieceModel.
 class alignas(64) SpmEncoder {
  public:
-  // Throws loom::Error for a model type it does not encode (WORD, CHAR) or a malformed charsmap.
+  // Throws loom::Error for a model type it does not encode (WORD, CHAR), a malformed charsmap, or a
+  // vocabulary libsentencepiece refuses to load (an empty or repeated piece, no or two unknown
+  // pieces, byte pieces without byte_fallback or not all 256 with it), so that no model is encoded
+  // here that libsentencepiece would not load.
   explicit SpmEncoder(SpmModel model);
   ~SpmEncoder();
   SpmEncoder(const SpmEncoder&) = delete;
@@ -50,11 +53,14 @@ class alignas(64) SpmEncoder {
 
   // The ids of SentencePiece's EncodeAsIds (no bos/eos).
   std::vector<int64_t> encode(std::string_view text) const;
-  // The same ids appended to out. Thread-safe: scratch and cache are per thread.
-  void encode(std::string_view text, std::vector<uint32_t>& out) const;
+  // The same ids appended to out. Thread-safe: scratch and cache are per thread. dummy_prefix false:
+  // as the model with add_dummy_prefix off (one encoder serves both, sharing its tables and cache).
+  void encode(std::string_view text, std::vector<uint32_t>& out, bool dummy_prefix = true) const;
   // The normalized text the model segments ("\u2581" for spaces).
   std::string normalize(std::string_view text) const;
   const SpmModel& model() const { return m_; }
+  // SentencePiece's PieceToId: control, unknown and byte pieces first, unk_id when absent.
+  int piece_to_id(std::string_view piece) const;
   // Whether chunk ids are cached (see above), and why not when they are not.
   bool chunk_cache() const { return chunk_cache_; }
   const std::string& why_no_chunk_cache() const { return why_no_cache_; }
@@ -68,7 +74,7 @@ class alignas(64) SpmEncoder {
   size_t user_defined_prefix(std::string_view s) const;
   // (replacement, bytes consumed) for the start of s; s non-empty.
   std::pair<std::string_view, size_t> normalize_prefix(std::string_view s) const;
-  void normalize_into(std::string_view text, std::string& out) const;
+  void normalize_into(std::string_view text, std::string& out, bool dummy_prefix = true) const;
   // Appends the ids of a normalized text; prev_unk carries "the last id was <unk>" across calls
   // (a run of unknown pieces is one <unk> without byte fallback).
   void encode_unigram(std::string_view normalized, Scratch& scratch, std::vector<uint32_t>& out,
@@ -77,7 +83,6 @@ class alignas(64) SpmEncoder {
   void encode_bpe_cached(std::string_view normalized, Scratch& scratch, std::vector<uint32_t>& out) const;
   // Appends the id of a final piece (its byte pieces when it is unknown and byte_fallback is on).
   void emit(int id, std::string_view text, std::vector<uint32_t>& out, bool& prev_unk) const;
-  int piece_to_id(std::string_view piece) const;
   // Whether some piece has U+2581 right after character c (then the chunk cache does not cut there).
   bool glued(std::string_view c) const;
 

@@ -8,7 +8,9 @@
 //                   4 user defined, 5 unused, 6 byte)
 //   TrainerSpec     3: ModelType model_type (1 unigram, 2 bpe, 3 word, 4 char; default 1),
 //                   24: bool treat_whitespace_as_suffix (false), 35: bool byte_fallback (false),
-//                   40: unk_id (default 0), 41: bos_id (1), 42: eos_id (2), 43: pad_id (-1)
+//                   40: unk_id (default 0), 41: bos_id (1), 42: eos_id (2), 43: pad_id (-1),
+//                   46: string bos_piece ("<s>" when empty), 47: string eos_piece ("</s>")
+//   ModelProto      4: SelfTestData self_test_data (samples libsentencepiece checks at load)
 //   NormalizerSpec  1: string name, 2: bytes precompiled_charsmap, 3: bool add_dummy_prefix (true),
 //                   4: bool remove_extra_whitespaces (true), 5: bool escape_whitespaces (true)
 // (field numbers from sentencepiece_model.proto), encodes text with them (spm_encoder.h) and decodes ids.
@@ -38,6 +40,10 @@ struct SpmModel {
   std::vector<int> types;
   std::vector<float> scores;
   int unk_id = 0, bos_id = 1, eos_id = 2, pad_id = -1;
+  // libsentencepiece's bos_id()/eos_id() are these pieces' ids when they are control pieces, else -1
+  // (the ids above are what the trainer was asked for).
+  std::string bos_piece = "<s>", eos_piece = "</s>";
+  bool has_self_test = false;  // self_test_data present: libsentencepiece encodes its samples at load
   int model_type = kSpmUnigram;
   bool byte_fallback = false, treat_whitespace_as_suffix = false;
   SpmNormalizerSpec normalizer;
