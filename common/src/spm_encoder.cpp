@@ -41,6 +41,13 @@ size_t valid_utf8_len(std::string_view s) {
   return 0;
 }
 
+// A character's bytes (1-4) packed little-endian into 32 bits.
+uint32_t char_bits(const char* p, size_t n) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, n);
+  return v;
+}
+
 // The byte of a piece "<0xNN>" (two upper-case hex digits, as sentencepiece writes and reads
 // them), -1 for any other text.
 int byte_piece_value(std::string_view p) {
@@ -144,6 +151,51 @@ struct alignas(64) SpmEncoder::PieceTable {
       if (e.id < 0) return -1;
       if (e.tag == tag && e.len == s.size() && std::memcmp(pieces[e.id].data(), s.data(), s.size()) == 0) return e.id;
     }
+  }
+};
+
+// The pairs of adjacent characters inside some piece (of pieces_), for the pairs with a non-ASCII
+// character: two characters side by side in a text that are not such a pair cannot both lie in one
+// piece, so no merge and no user-defined piece spans the boundary between them. A character is its
+// UTF-8 bytes (1-4, as one_char_len splits) packed little-endian into 32 bits; a pair is the two in
+// 64. Open addressing, multiplicative hash on the top bits; key 0 (never a pair with a non-ASCII
+// character) marks an empty slot.
+struct alignas(64) SpmEncoder::PairSet {
+  std::vector<uint64_t> slots = std::vector<uint64_t>(size_t{1} << 16);
+  int shift = 64 - 16;
+  size_t used = 0;
+
+  static uint64_t key(uint32_t left, uint32_t right) { return static_cast<uint64_t>(left) << 32 | right; }
+  size_t home(uint64_t k) const { return static_cast<size_t>((k * 0x9E3779B97F4A7C15ull) >> shift); }
+  void insert(uint64_t k) {
+    if (2 * (used + 1) > slots.size()) grow();
+    if (put(k)) ++used;
+  }
+  bool contains(uint64_t k) const {
+    const size_t mask = slots.size() - 1;
+    for (size_t i = home(k);; i = (i + 1) & mask) {
+      if (slots[i] == k) return true;
+      if (slots[i] == 0) return false;
+    }
+  }
+
+ private:
+  bool put(uint64_t k) {
+    const size_t mask = slots.size() - 1;
+    for (size_t i = home(k);; i = (i + 1) & mask) {
+      if (slots[i] == k) return false;
+      if (slots[i] == 0) {
+        slots[i] = k;
+        return true;
+      }
+    }
+  }
+  void grow() {
+    std::vector<uint64_t> old(slots.size() * 2);
+    old.swap(slots);
+    --shift;
+    for (const uint64_t k : old)
+      if (k) put(k);
   }
 };
 
@@ -258,19 +310,28 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
   pieces_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
   all_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
   vocab_trie_ = std::make_unique<Trie>();
+  pairs_ = std::make_unique<PairSet>();
   user_trie_ = std::make_unique<Trie>();
   min_score_ = FLT_MAX;
   max_score_ = FLT_MIN;  // as sentencepiece: the smallest positive float, so scores < 0 leave it there
-  // Where the chunk cache may cut: before a U+2581 whose preceding character no piece has right
-  // before a U+2581 (then no piece, merged or user-defined, can span the cut).
-  const auto add_glue = [&](std::string_view piece) {
-    for (size_t at = 0; (at = piece.find(kSpace, at)) != std::string_view::npos; at += 3) {
-      if (at == 0) continue;
-      size_t b = at - 1;
-      while (b > 0 && (static_cast<unsigned char>(piece[b]) & 0xC0) == 0x80) --b;
-      const std::string_view c = piece.substr(b, at - b);
-      if (c.size() == 1) glue_ascii_[static_cast<unsigned char>(c[0])] = true;
-      else if (std::find(glue_.begin(), glue_.end(), c) == glue_.end()) glue_.emplace_back(c);
+  // Where the chunk cache may cut (see PairSet); only where every piece splits into whole UTF-8
+  // characters, as the text does.
+  bool whole_chars = true;
+  const auto add_pairs = [&](std::string_view piece) {
+    uint32_t prev = 0;
+    bool prev_ascii = true;
+    for (size_t at = 0; at < piece.size();) {
+      const auto lead = static_cast<unsigned char>(piece[at]);
+      const size_t n = one_char_len(lead);
+      if (n > piece.size() - at) {
+        whole_chars = false;
+        return;
+      }
+      const uint32_t c = char_bits(piece.data() + at, n);
+      if (at > 0 && !(prev_ascii && lead < 0x80)) pairs_->insert(PairSet::key(prev, c));
+      prev = c;
+      prev_ascii = lead < 0x80;
+      at += n;
     }
   };
   int unknown_pieces = 0;
@@ -290,7 +351,7 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
     if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) {
       LOOM_CHECK(pieces_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
       if (m_.model_type == kSpmUnigram) vocab_trie_->insert(p, i);
-      add_glue(p);
+      add_pairs(p);
     } else {
       // Control, unknown and byte pieces win, as in sentencepiece's PieceToId.
       LOOM_CHECK(all_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
@@ -329,6 +390,14 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
   }
   if (m_.model_type != kSpmBpe) why_no_cache_ = "a unigram lattice's float scores accumulate over the whole text";
   else if (has_unused_) why_no_cache_ = "the model has unused pieces (their split depends on the whole text)";
+  else if (!whole_chars) why_no_cache_ = "a piece ends inside a UTF-8 character";
+  if (why_no_cache_.empty()) {
+    const uint32_t space = char_bits(kSpace.data(), kSpace.size());
+    for (uint32_t c = 1; c < 0x80; ++c) {
+      cut_before_space_[c] = !pairs_->contains(PairSet::key(c, space));
+      cut_after_space_[c] = !pairs_->contains(PairSet::key(space, c));
+    }
+  }
   chunk_cache_ = why_no_cache_.empty();
   if (chunk_cache_) shared_ = std::make_unique<SharedChunks>();
 
@@ -585,27 +654,40 @@ void SpmEncoder::encode_bpe(std::string_view s, Scratch& scratch, std::vector<ui
   }
 }
 
-bool SpmEncoder::glued(std::string_view c) const {
-  if (c.size() == 1) return glue_ascii_[static_cast<unsigned char>(c[0])];
-  return std::find(glue_.begin(), glue_.end(), c) != glue_.end();
+bool SpmEncoder::may_join(std::string_view s, size_t left, size_t right, size_t right_len) const {
+  const auto a = static_cast<unsigned char>(s[left]), b = static_cast<unsigned char>(s[right]);
+  // The common cases of spaced text, from tables: an ASCII character before or after U+2581.
+  if (a < 0x80 && right_len == 3 && s.compare(right, 3, kSpace) == 0) return !cut_before_space_[a];
+  if (b < 0x80 && right - left == 3 && s.compare(left, 3, kSpace) == 0) return !cut_after_space_[b];
+  return pairs_->contains(PairSet::key(char_bits(s.data() + left, right - left), char_bits(s.data() + right, right_len)));
+}
+
+size_t SpmEncoder::chunk_end(std::string_view s, size_t at) const {
+  const size_t n = s.size();
+  size_t prev = at;  // the previous character starts here, the current one at i
+  size_t i = at + std::min(one_char_len(static_cast<unsigned char>(s[at])), n - at);
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80 && static_cast<unsigned char>(s[prev]) < 0x80) {
+      // ASCII after ASCII: every such pair is taken as joinable (they are not in the set).
+      while (i + 1 < n && static_cast<unsigned char>(s[i + 1]) < 0x80) ++i;
+      prev = i++;
+      continue;
+    }
+    const size_t len = std::min(one_char_len(c), n - i);
+    if (!may_join(s, prev, i, len)) return i;
+    prev = i;
+    i += len;
+  }
+  return n;
 }
 
 void SpmEncoder::encode_bpe_cached(std::string_view s, Scratch& c, std::vector<uint32_t>& out) const {
   if (c.cache_owner != instance_) c.reset_cache(instance_);
   bool prev_unk = false;
   for (size_t at = 0; at < s.size();) {
-    // A chunk ends before the next U+2581 that no piece can join to the character before it.
-    size_t end = at;
-    for (;;) {
-      end = s.find(kSpace, end + 1);
-      if (end == std::string_view::npos) {
-        end = s.size();
-        break;
-      }
-      size_t b = end - 1;
-      while (b > at && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
-      if (!glued(s.substr(b, end - b))) break;
-    }
+    // A chunk ends between two characters that no piece holds side by side.
+    const size_t end = chunk_end(s, at);
     const std::string_view chunk = s.substr(at, end - at);
     at = end;
     if (chunk.size() > Scratch::kMaxChunkBytes) {
