@@ -42,10 +42,14 @@ size_t valid_utf8_len(std::string_view s) {
 }
 
 // A character's bytes (1-4) packed little-endian into 32 bits.
-uint32_t char_bits(const char* p, size_t n) {
-  uint32_t v = 0;
-  std::memcpy(&v, p, n);
-  return v;
+inline uint32_t char_bits(const char* p, size_t n) {
+  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(p[i])); };
+  switch (n) {
+    case 1: return b(0);
+    case 2: return b(0) | b(1) << 8;
+    case 3: return b(0) | b(1) << 8 | b(2) << 16;
+    default: return b(0) | b(1) << 8 | b(2) << 16 | b(3) << 24;
+  }
 }
 
 // The byte of a piece "<0xNN>" (two upper-case hex digits, as sentencepiece writes and reads
@@ -171,6 +175,11 @@ struct alignas(64) SpmEncoder::PairSet {
     if (2 * (used + 1) > slots.size()) grow();
     if (put(k)) ++used;
   }
+  // Room for n keys (distinct or not) without growing.
+  void reserve(size_t n) {
+    while (slots.size() < 2 * n) grow();
+  }
+  void prefetch(uint64_t k) const { __builtin_prefetch(&slots[home(k)], 1); }
   bool contains(uint64_t k) const {
     const size_t mask = slots.size() - 1;
     for (size_t i = home(k);; i = (i + 1) & mask) {
@@ -308,7 +317,9 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
              "SentencePiece model: pieces, types and scores differ in number");
   instance_ = next_instance.fetch_add(1);
   pieces_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
-  all_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
+  const auto normal_kind = [](int t) { return t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused; };
+  reserved_ = std::make_unique<PieceTable>(
+      m_.pieces, static_cast<size_t>(std::count_if(m_.types.begin(), m_.types.end(), [&](int t) { return !normal_kind(t); })));
   vocab_trie_ = std::make_unique<Trie>();
   pairs_ = std::make_unique<PairSet>();
   user_trie_ = std::make_unique<Trie>();
@@ -317,7 +328,9 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
   // Where the chunk cache may cut (see PairSet); only where every piece splits into whole UTF-8
   // characters, as the text does.
   bool whole_chars = true;
+  std::vector<uint64_t> pair_keys;  // inserted after the loop, each prefetched a few ahead (as the pieces)
   const auto add_pairs = [&](std::string_view piece) {
+    if (std::all_of(piece.begin(), piece.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; })) return;
     uint32_t prev = 0;
     bool prev_ascii = true;
     for (size_t at = 0; at < piece.size();) {
@@ -328,7 +341,7 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
         return;
       }
       const uint32_t c = char_bits(piece.data() + at, n);
-      if (at > 0 && !(prev_ascii && lead < 0x80)) pairs_->insert(PairSet::key(prev, c));
+      if (at > 0 && !(prev_ascii && lead < 0x80)) pair_keys.push_back(PairSet::key(prev, c));
       prev = c;
       prev_ascii = lead < 0x80;
       at += n;
@@ -340,21 +353,17 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
   for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = hash_bytes(m_.pieces[i].data(), m_.pieces[i].size());
   constexpr int kAhead = 16;
   for (int i = 0; i < m_.size(); ++i) {
-    if (i + kAhead < m_.size()) {
-      pieces_->prefetch(hashes[i + kAhead]);
-      all_->prefetch(hashes[i + kAhead]);
-    }
+    if (i + kAhead < m_.size()) pieces_->prefetch(hashes[i + kAhead]);
     const std::string_view p = m_.pieces[i];
     const int t = m_.types[i];
     // sentencepiece's ModelInterface::InitializePieces refuses these (and one in two maps is allowed).
     LOOM_CHECK(!p.empty(), "SentencePiece model: piece ", i, " is empty");
-    if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) {
+    if (normal_kind(t)) {
       LOOM_CHECK(pieces_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
       if (m_.model_type == kSpmUnigram) vocab_trie_->insert(p, i);
       add_pairs(p);
     } else {
-      // Control, unknown and byte pieces win, as in sentencepiece's PieceToId.
-      LOOM_CHECK(all_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
+      LOOM_CHECK(reserved_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
     }
     if (t == kSpmUnknown) ++unknown_pieces;
     if (t == kSpmByte) {
@@ -373,10 +382,10 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
       max_score_ = std::max(max_score_, m_.scores[i]);
     }
   }
-  for (int i = 0; i < m_.size(); ++i) {
-    if (i + kAhead < m_.size()) all_->prefetch(hashes[i + kAhead]);
-    const int t = m_.types[i];
-    if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) all_->insert(m_.pieces[i], hashes[i], i);
+  pairs_->reserve(pair_keys.size());
+  for (size_t i = 0; i < pair_keys.size(); ++i) {
+    if (i + kAhead < pair_keys.size()) pairs_->prefetch(pair_keys[i + kAhead]);
+    pairs_->insert(pair_keys[i]);
   }
   LOOM_CHECK(unknown_pieces == 1, "SentencePiece model: ", unknown_pieces, " unknown pieces (one is needed)");
   LOOM_CHECK(m_.unk_id >= 0 && m_.unk_id < m_.size() && m_.types[m_.unk_id] == kSpmUnknown,
@@ -519,7 +528,9 @@ void SpmEncoder::normalize_into(std::string_view input, std::string& out, bool d
 }
 
 int SpmEncoder::piece_to_id(std::string_view piece) const {
-  const int id = all_->find(piece);
+  // Control, unknown and byte pieces first, as sentencepiece's reserved_id_map_.
+  int id = reserved_->find(piece);
+  if (id < 0) id = pieces_->find(piece);
   return id >= 0 ? id : m_.unk_id;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include "loom/error.h"
 #include "loom/sys.h"
@@ -73,6 +74,10 @@ class Wire {
 SpmModel read_spm_model(const std::string& path) {
   const std::string data = sys::read_file(path);
   SpmModel m;
+  // About 16 bytes of the file a piece (InternLM's: 1.66 MB, 103168 pieces): one allocation, not ~17.
+  m.types.reserve(data.size() / 16);
+  m.pieces.reserve(data.size() / 16);
+  m.scores.reserve(data.size() / 16);
   Wire top(data, 0, data.size(), path);
   while (!top.done()) {
     const uint64_t key = top.varint();
@@ -80,14 +85,14 @@ SpmModel read_spm_model(const std::string& path) {
     if (field == 1 && wt == 2) {
       const auto [b, e] = top.bytes();
       Wire p(data, b, e, path);
-      std::string piece;
+      std::string_view piece;
       int type = kSpmNormal;
       float score = 0;
       while (!p.done()) {
         const uint64_t k = p.varint();
         if (k == ((1 << 3) | 2)) {
           const auto [pb, pe] = p.bytes();
-          piece = data.substr(pb, pe - pb);
+          piece = std::string_view(data).substr(pb, pe - pb);
         } else if (k == ((2 << 3) | 5)) {
           score = p.fixed32_float();
         } else if (k == ((3 << 3) | 0)) {
@@ -96,7 +101,7 @@ SpmModel read_spm_model(const std::string& path) {
           p.skip(static_cast<uint32_t>(k & 7));
         }
       }
-      m.pieces.push_back(piece);
+      m.pieces.emplace_back(piece);
       m.types.push_back(type);
       m.scores.push_back(score);
     } else if (field == 2 && wt == 2) {

@@ -94,7 +94,7 @@ class alignas(64) SpmEncoder {
 
   SpmModel m_;
   std::unique_ptr<PieceTable> pieces_;                  // normal, user-defined and unused pieces
-  std::unique_ptr<PieceTable> all_;                     // every piece (the others win on a clash)
+  std::unique_ptr<PieceTable> reserved_;                // control, unknown and byte pieces
   std::unique_ptr<Trie> vocab_trie_;                    // pieces_, for UNIGRAM's lattice
   std::unique_ptr<Trie> user_trie_;                     // user-defined pieces
   bool user_first_[256] = {};                           // bytes a user-defined piece starts with
