@@ -223,6 +223,43 @@ TEST_CASE("spm encoder equals Python sentencepiece on random mixes of tricky cha
   }
 }
 
+TEST_CASE("spm encoder equals Python sentencepiece on Chinese and Japanese spliced at random", "[spm]") {
+  // Pieces of 1-6 characters cut from random places of the Tang poems and of wagahaiwa, glued in a
+  // random order, now and then with a space, a Latin word or U+2581 between: the BPE chunk cache
+  // cuts between characters no piece holds side by side, and here such neighbours meet everywhere.
+  std::vector<std::string> chars;
+  for (const std::string name : {"tang_poems.txt", "wagahaiwa_nekodearu.txt"}) {
+    const std::string data = test::read_all(corpus(name));
+    for (size_t at = 0; at < data.size();) {
+      size_t n = 1;
+      while (at + n < data.size() && (static_cast<unsigned char>(data[at + n]) & 0xC0) == 0x80) ++n;
+      if (static_cast<unsigned char>(data[at]) >= 0x80) chars.push_back(data.substr(at, n));
+      at += n;
+    }
+  }
+  REQUIRE(chars.size() > 300000);
+  const std::vector<std::string> glue = {" ", "  ", "\t", "a", "the ", "\xE2\x96\x81", "1", "<eoh>", "\xEF\xBC\x8C"};
+  std::mt19937_64 rng(20261206);
+  std::vector<std::string> texts(3000);
+  std::string file;
+  for (std::string& t : texts) {
+    const int parts = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < parts; ++i) {
+      const size_t from = rng() % chars.size(), len = 1 + rng() % 6;
+      for (size_t c = from; c < std::min(chars.size(), from + len); ++c) t += chars[c];
+      if (rng() % 3 == 0) t += glue[rng() % glue.size()];
+    }
+    file += t + "\n";
+  }
+  test::TempDir dir("spm_cjk");
+  const std::string input = dir / "cjk.txt";
+  test::write_all(input, file);
+  const std::string model = corpus("internlm_v7.model");
+  const spm::SpmEncoder enc(spm::read_spm_model(model));
+  REQUIRE(enc.chunk_cache());
+  check_texts(enc, model, texts, input, dir);
+}
+
 TEST_CASE("spm encoder refuses what it does not implement", "[spm]") {
   spm::SpmModel m = spm::read_spm_model(test::source_dir() + "/data_samples/spm_2k.model");
   m.model_type = spm::kSpmWord;
