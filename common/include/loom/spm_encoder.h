@@ -103,7 +103,8 @@ class alignas(64) SpmEncoder {
   std::string charsmap_pool_;
   float min_score_ = 0, max_score_ = 0;                 // over normal pieces
   std::unique_ptr<PairSet> pairs_;                      // adjacent characters in pieces, a non-ASCII one among them
-  bool cut_before_space_[128] = {}, cut_after_space_[128] = {};  // pairs_ without (c, U+2581), (U+2581, c)
+  // ASCII c such that no piece holds (c, U+2581), (U+2581, c): exact, from the pieces.
+  bool cut_before_space_[128] = {}, cut_after_space_[128] = {};
   bool has_unused_ = false;
   bool chunk_cache_ = false;
   std::string why_no_cache_;
