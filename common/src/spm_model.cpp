@@ -71,8 +71,9 @@ class Wire {
 
 }  // namespace
 
-SpmModel read_spm_model(const std::string& path) {
-  const std::string data = sys::read_file(path);
+SpmModel read_spm_model(const std::string& path) { return parse_spm_model(sys::read_file(path), path); }
+
+SpmModel parse_spm_model(const std::string& data, const std::string& path) {
   SpmModel m;
   // About 16 bytes of the file a piece (InternLM's: 1.66 MB, 103168 pieces): one allocation, not ~17.
   m.types.reserve(data.size() / 16);

@@ -2,7 +2,6 @@
 
 #include <sentencepiece_processor.h>
 
-
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/spm_encoder.h"
@@ -19,11 +18,13 @@ constexpr char kNoDummyPrefix[] = {'\x1a', '\x02', '\x18', '\x00'};
 
 SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderChoice encoder) : path_(model_path) {
   LOOM_CHECK(sys::exists(model_path), model_path, ": no such SentencePiece model file");
-  fingerprint_ = xxh64_file(model_path);
+  // One read: the fingerprint is of the bytes loom's encoder is built from.
+  const std::string bytes = sys::read_file(model_path);
+  fingerprint_ = xxh64(bytes.data(), bytes.size());
   bool self_test = false;
   if (encoder != EncoderChoice::kSentencePiece) {
     try {
-      spm::SpmModel m = spm::read_spm_model(model_path);
+      spm::SpmModel m = spm::parse_spm_model(bytes, model_path);
       self_test = m.has_self_test;
       loom_ = std::make_unique<spm::SpmEncoder>(std::move(m));
     } catch (const Error& e) {
@@ -51,14 +52,15 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderCho
   eos_id_ = sp.eos_id();
   if (loom_) return;
   sp_no_prefix_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto no_prefix = sp_no_prefix_->LoadFromSerializedProto(sys::read_file(model_path) +
-                                                                std::string(kNoDummyPrefix, sizeof(kNoDummyPrefix)));
+  const auto no_prefix =
+      sp_no_prefix_->LoadFromSerializedProto(bytes + std::string(kNoDummyPrefix, sizeof(kNoDummyPrefix)));
   LOOM_CHECK(no_prefix.ok(), model_path, ": SentencePiece cannot load it without the dummy prefix: ",
              no_prefix.ToString());
 }
 
 void SentencePieceModel::load_processor() const {
-  // The bytes loom's fields came from (fingerprint_), not a file changed since.
+  // Loaded later than loom's encoder: the bytes it was built from (fingerprint_), not a file
+  // changed since.
   const std::string bytes = sys::read_file(path_);
   LOOM_CHECK(xxh64(bytes.data(), bytes.size()) == fingerprint_, path_,
              ": the model file changed while it was in use (its XXH64 differs from the one read at start)");

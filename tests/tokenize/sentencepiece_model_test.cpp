@@ -183,3 +183,14 @@ TEST_CASE("SentencePieceModel: a model with self-test samples is checked by libs
   CHECK_THROWS_WITH(SentencePieceModel(dir / "bad.model", EncoderChoice::kAuto),
                     Catch::StartsWith(dir / "bad.model: not a SentencePiece model: ") && Catch::Contains("Self-test"));
 }
+
+TEST_CASE("SentencePieceModel: libsentencepiece loaded late refuses a model file changed since the start") {
+  TempDir dir("spm");
+  write_all(dir / "m.model", read_all(internlm_model()));
+  const SentencePieceModel m(dir / "m.model", EncoderChoice::kAuto);
+  CHECK(!m.sentencepiece_loaded());
+  write_all(dir / "m.model", read_all(corpus("spm_test_unigram_1k.model")));
+  CHECK_THROWS_WITH(m.decode({1000, 1001}), Catch::StartsWith(dir / "m.model: the model file changed while it was in use"));
+  write_all(dir / "m.model", read_all(internlm_model()));
+  CHECK(m.decode({68305}) == SentencePieceModel(internlm_model(), EncoderChoice::kSentencePiece).decode({68305}));
+}

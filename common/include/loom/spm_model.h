@@ -52,6 +52,8 @@ struct SpmModel {
 
 // Throws loom::Error naming the file and byte offset when it is not a SentencePiece model.
 SpmModel read_spm_model(const std::string& path);
+// The same for the file's bytes, read already (path names them in errors).
+SpmModel parse_spm_model(const std::string& data, const std::string& path);
 
 // SentencePiece's decoding: pieces concatenated, control pieces dropped, byte pieces <0xNN> as
 // bytes, unknown as " \u2047 ", U+2581 as a space, the leading space of the text removed.
