@@ -292,6 +292,7 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
         }
         if (concat) {
           writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
+          if (p == end) writer.stream_index();  // the file's whole index: to its .meta while the copy goes on
         } else {
           if (writing) writing->join();
           writing = std::make_unique<Worker>([&writer, &packs, &segs, &seg_ends] {
