@@ -93,16 +93,37 @@ void PackedWriter::seal(uint64_t num_source_docs) {
   h.num_tokens = num_tokens_;
   h.num_source_docs = num_source_docs;
   h.bin_xxh64 = bin_.digest();
+  h.seed = seed_;
+  if (index_streamed_) {
+    LOOM_ASSERT(h.num_packs == num_packs() && h.num_segments == segments_.size(), bin_path_,
+                ": packs added after the index was written");
+    h.index_xxh64 = index_xxh64_;
+    bin_.seal_streamed(&h, sizeof(h));
+  } else {
+    const size_t offsets_bytes = seg_offsets_.size() * sizeof(uint64_t);
+    const size_t segments_bytes = segments_.size() * sizeof(PackedSegment);
+    Xxh64 ih;
+    ih.update(seg_offsets_.data(), offsets_bytes);
+    ih.update(segments_.data(), segments_bytes);
+    h.index_xxh64 = ih.digest();
+    bin_.seal({{&h, sizeof(h)}, {seg_offsets_.data(), offsets_bytes}, {segments_.data(), segments_bytes}});
+  }
+  // The segments are on disk now; a pack run holding many sealed files need not keep them.
+  std::vector<PackedSegment>().swap(segments_);
+}
+
+void PackedWriter::stream_index() {
+  LOOM_ASSERT(!index_streamed_, bin_path_, ": index written twice");
   const size_t offsets_bytes = seg_offsets_.size() * sizeof(uint64_t);
   const size_t segments_bytes = segments_.size() * sizeof(PackedSegment);
   Xxh64 ih;
   ih.update(seg_offsets_.data(), offsets_bytes);
   ih.update(segments_.data(), segments_bytes);
-  h.index_xxh64 = ih.digest();
-  h.seed = seed_;
-  bin_.seal({{&h, sizeof(h)}, {seg_offsets_.data(), offsets_bytes}, {segments_.data(), segments_bytes}});
-  // The segments are on disk now; a pack run holding many sealed files need not keep them.
-  std::vector<PackedSegment>().swap(segments_);
+  index_xxh64_ = ih.digest();
+  bin_.open_meta(sizeof(PackedHeader));
+  bin_.append_meta(seg_offsets_.data(), offsets_bytes);
+  bin_.append_meta(segments_.data(), segments_bytes);
+  index_streamed_ = true;
 }
 
 // ---- PackedReader ----

@@ -41,6 +41,25 @@ size_t valid_utf8_len(std::string_view s) {
   return 0;
 }
 
+// A character's bytes (1-4) packed little-endian into 32 bits.
+inline uint32_t char_bits(const char* p, size_t n) {
+  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(p[i])); };
+  switch (n) {
+    case 1: return b(0);
+    case 2: return b(0) | b(1) << 8;
+    case 3: return b(0) | b(1) << 8 | b(2) << 16;
+    default: return b(0) | b(1) << 8 | b(2) << 16 | b(3) << 24;
+  }
+}
+
+// The byte of a piece "<0xNN>" (two upper-case hex digits, as sentencepiece writes and reads
+// them), -1 for any other text.
+int byte_piece_value(std::string_view p) {
+  const auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>' || hex(p[3]) < 0 || hex(p[4]) < 0) return -1;
+  return hex(p[3]) * 16 + hex(p[4]);
+}
+
 // A 64-bit hash of a short byte string (pieces and chunks are mostly under 16 bytes).
 uint64_t hash_bytes(const char* p, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
@@ -114,15 +133,15 @@ struct alignas(64) SpmEncoder::PieceTable {
     slots.resize(cap);
     mask = cap - 1;
   }
-  // First wins, as a map's emplace. h: hash_bytes(s).
-  void insert(std::string_view s, uint64_t h, int id) {
+  // First wins, as a map's emplace; false when s was there already. h: hash_bytes(s).
+  bool insert(std::string_view s, uint64_t h, int id) {
     for (size_t i = h & mask;; i = (i + 1) & mask) {
       Slot& e = slots[i];
       if (e.id < 0) {
         e = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(s.size()), id};
-        return;
+        return true;
       }
-      if (e.tag == static_cast<uint32_t>(h >> 32) && e.len == s.size() && pieces[e.id] == s) return;
+      if (e.tag == static_cast<uint32_t>(h >> 32) && e.len == s.size() && pieces[e.id] == s) return false;
     }
   }
   // Loading a table of 10^5 pieces is bound by cache misses: the loops that insert ask for the slot
@@ -137,6 +156,24 @@ struct alignas(64) SpmEncoder::PieceTable {
       if (e.tag == tag && e.len == s.size() && std::memcmp(pieces[e.id].data(), s.data(), s.size()) == 0) return e.id;
     }
   }
+};
+
+// The pairs of adjacent characters inside some piece (of pieces_), for the pairs with a non-ASCII
+// character: two characters side by side in a text that are not such a pair cannot both lie in one
+// piece, so no merge and no user-defined piece spans the boundary between them. A character is its
+// UTF-8 bytes (1-4, as one_char_len splits) packed little-endian into 32 bits; a pair is the two in
+// 64. A filter of one bit per hash (2^21 bits, 256 KiB, about 1% of them set by InternLM's 22,946
+// pairs): it may say "maybe" for a pair that no piece holds, which only leaves a cut out (a chunk a
+// little longer, the same ids), never "no" for one that a piece holds; and it stays in cache where
+// an exact set of the pairs did not (encoding Chinese asks once a character).
+struct alignas(64) SpmEncoder::PairSet {
+  static constexpr int kBits = 21;
+  std::vector<uint64_t> words = std::vector<uint64_t>(size_t{1} << (kBits - 6));
+
+  static uint64_t key(uint32_t left, uint32_t right) { return static_cast<uint64_t>(left) << 32 | right; }
+  static size_t bit(uint64_t k) { return static_cast<size_t>((k * 0x9E3779B97F4A7C15ull) >> (64 - kBits)); }
+  void insert(uint64_t k) { words[bit(k) >> 6] |= uint64_t{1} << (bit(k) & 63); }
+  bool maybe_contains(uint64_t k) const { return (words[bit(k) >> 6] >> (bit(k) & 63)) & 1; }
 };
 
 // Chunk -> ids of the chunks any thread encoded, for the other threads' caches (with N threads a
@@ -248,39 +285,67 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
              "SentencePiece model: pieces, types and scores differ in number");
   instance_ = next_instance.fetch_add(1);
   pieces_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
-  all_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
+  const auto normal_kind = [](int t) { return t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused; };
+  reserved_ = std::make_unique<PieceTable>(
+      m_.pieces, static_cast<size_t>(std::count_if(m_.types.begin(), m_.types.end(), [&](int t) { return !normal_kind(t); })));
   vocab_trie_ = std::make_unique<Trie>();
+  pairs_ = std::make_unique<PairSet>();
   user_trie_ = std::make_unique<Trie>();
   min_score_ = FLT_MAX;
   max_score_ = FLT_MIN;  // as sentencepiece: the smallest positive float, so scores < 0 leave it there
-  // Where the chunk cache may cut: before a U+2581 whose preceding character no piece has right
-  // before a U+2581 (then no piece, merged or user-defined, can span the cut).
-  const auto add_glue = [&](std::string_view piece) {
-    for (size_t at = 0; (at = piece.find(kSpace, at)) != std::string_view::npos; at += 3) {
-      if (at == 0) continue;
-      size_t b = at - 1;
-      while (b > 0 && (static_cast<unsigned char>(piece[b]) & 0xC0) == 0x80) --b;
-      const std::string_view c = piece.substr(b, at - b);
-      if (c.size() == 1) glue_ascii_[static_cast<unsigned char>(c[0])] = true;
-      else if (std::find(glue_.begin(), glue_.end(), c) == glue_.end()) glue_.emplace_back(c);
+  // Where the chunk cache may cut (see PairSet); only where every piece splits into whole UTF-8
+  // characters, as the text does.
+  bool whole_chars = true;
+  const uint32_t space = char_bits(kSpace.data(), kSpace.size());
+  std::fill(std::begin(cut_before_space_), std::end(cut_before_space_), true);
+  std::fill(std::begin(cut_after_space_), std::end(cut_after_space_), true);
+  const auto add_pairs = [&](std::string_view piece) {
+    if (std::all_of(piece.begin(), piece.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; })) return;
+    uint32_t prev = 0;
+    bool prev_ascii = true;
+    for (size_t at = 0; at < piece.size();) {
+      const auto lead = static_cast<unsigned char>(piece[at]);
+      const size_t n = one_char_len(lead);
+      if (n > piece.size() - at) {
+        whole_chars = false;
+        return;
+      }
+      const uint32_t c = char_bits(piece.data() + at, n);
+      if (at > 0 && !(prev_ascii && lead < 0x80)) {
+        pairs_->insert(PairSet::key(prev, c));
+        // Exactly, for the tables of spaced text: an ASCII character next to U+2581.
+        if (prev_ascii && c == space) cut_before_space_[prev] = false;
+        if (prev == space && lead < 0x80) cut_after_space_[c] = false;
+      }
+      prev = c;
+      prev_ascii = lead < 0x80;
+      at += n;
     }
   };
+  int unknown_pieces = 0;
+  bool byte_found[256] = {};
   std::vector<uint64_t> hashes(m_.pieces.size());
   for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = hash_bytes(m_.pieces[i].data(), m_.pieces[i].size());
   constexpr int kAhead = 16;
   for (int i = 0; i < m_.size(); ++i) {
-    if (i + kAhead < m_.size()) {
-      pieces_->prefetch(hashes[i + kAhead]);
-      all_->prefetch(hashes[i + kAhead]);
-    }
+    if (i + kAhead < m_.size()) pieces_->prefetch(hashes[i + kAhead]);
     const std::string_view p = m_.pieces[i];
     const int t = m_.types[i];
-    if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) {
-      pieces_->insert(p, hashes[i], i);  // first wins on duplicates, as sentencepiece refuses them anyway
-      if (m_.model_type == kSpmUnigram && !p.empty()) vocab_trie_->insert(p, i);
-      add_glue(p);
+    // sentencepiece's ModelInterface::InitializePieces refuses these (and one in two maps is allowed).
+    LOOM_CHECK(!p.empty(), "SentencePiece model: piece ", i, " is empty");
+    if (normal_kind(t)) {
+      LOOM_CHECK(pieces_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
+      if (m_.model_type == kSpmUnigram) vocab_trie_->insert(p, i);
+      add_pairs(p);
     } else {
-      all_->insert(p, hashes[i], i);  // control, unknown and byte pieces win, as in sentencepiece's PieceToId
+      LOOM_CHECK(reserved_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
+    }
+    if (t == kSpmUnknown) ++unknown_pieces;
+    if (t == kSpmByte) {
+      LOOM_CHECK(m_.byte_fallback, "SentencePiece model: byte piece '", p, "' although byte_fallback is false");
+      const int byte = byte_piece_value(p);
+      LOOM_CHECK(byte >= 0, "SentencePiece model: byte piece '", p, "' is invalid");
+      byte_found[byte] = true;
     }
     if (t == kSpmUserDefined && !p.empty()) {
       user_trie_->insert(p, i);
@@ -292,13 +357,11 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
       max_score_ = std::max(max_score_, m_.scores[i]);
     }
   }
-  for (int i = 0; i < m_.size(); ++i) {
-    if (i + kAhead < m_.size()) all_->prefetch(hashes[i + kAhead]);
-    const int t = m_.types[i];
-    if (t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused) all_->insert(m_.pieces[i], hashes[i], i);
-  }
+  LOOM_CHECK(unknown_pieces == 1, "SentencePiece model: ", unknown_pieces, " unknown pieces (one is needed)");
   LOOM_CHECK(m_.unk_id >= 0 && m_.unk_id < m_.size() && m_.types[m_.unk_id] == kSpmUnknown,
              "SentencePiece model: unk_id ", m_.unk_id, " is not an unknown piece");
+  LOOM_CHECK(!m_.byte_fallback || std::find(std::begin(byte_found), std::end(byte_found), false) == std::end(byte_found),
+             "SentencePiece model: not 256 byte pieces although byte_fallback is true");
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned>(b));
@@ -306,6 +369,7 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
   }
   if (m_.model_type != kSpmBpe) why_no_cache_ = "a unigram lattice's float scores accumulate over the whole text";
   else if (has_unused_) why_no_cache_ = "the model has unused pieces (their split depends on the whole text)";
+  else if (!whole_chars) why_no_cache_ = "a piece ends inside a UTF-8 character";
   chunk_cache_ = why_no_cache_.empty();
   if (chunk_cache_) shared_ = std::make_unique<SharedChunks>();
 
@@ -376,8 +440,9 @@ std::string SpmEncoder::normalize(std::string_view input) const {
   return out;
 }
 
-void SpmEncoder::normalize_into(std::string_view input, std::string& out) const {
+void SpmEncoder::normalize_into(std::string_view input, std::string& out, bool dummy_prefix) const {
   const SpmNormalizerSpec& spec = m_.normalizer;
+  dummy_prefix = dummy_prefix && spec.add_dummy_prefix;
   const bool remove_extra = spec.remove_extra_whitespaces;
   const std::string_view space = spec.escape_whitespaces ? kSpace : std::string_view(" ");
   // Without charsmap rules, an ASCII byte no user-defined piece starts with stands for itself.
@@ -391,7 +456,7 @@ void SpmEncoder::normalize_into(std::string_view input, std::string& out) const 
     }
   }
   if (input.empty()) return;
-  if (!m_.treat_whitespace_as_suffix && spec.add_dummy_prefix) out += space;
+  if (!m_.treat_whitespace_as_suffix && dummy_prefix) out += space;
   bool prev_space = remove_extra;
   while (!input.empty()) {
     const auto c = static_cast<unsigned char>(input[0]);
@@ -422,11 +487,13 @@ void SpmEncoder::normalize_into(std::string_view input, std::string& out) const 
     while (out.size() >= space.size() && std::string_view(out).substr(out.size() - space.size()) == space)
       out.resize(out.size() - space.size());
   }
-  if (m_.treat_whitespace_as_suffix && spec.add_dummy_prefix) out += space;
+  if (m_.treat_whitespace_as_suffix && dummy_prefix) out += space;
 }
 
 int SpmEncoder::piece_to_id(std::string_view piece) const {
-  const int id = all_->find(piece);
+  // Control, unknown and byte pieces first, as sentencepiece's reserved_id_map_.
+  int id = reserved_->find(piece);
+  if (id < 0) id = pieces_->find(piece);
   return id >= 0 ? id : m_.unk_id;
 }
 
@@ -561,27 +628,41 @@ void SpmEncoder::encode_bpe(std::string_view s, Scratch& scratch, std::vector<ui
   }
 }
 
-bool SpmEncoder::glued(std::string_view c) const {
-  if (c.size() == 1) return glue_ascii_[static_cast<unsigned char>(c[0])];
-  return std::find(glue_.begin(), glue_.end(), c) != glue_.end();
+bool SpmEncoder::may_join(std::string_view s, size_t left, size_t right, size_t right_len) const {
+  const auto a = static_cast<unsigned char>(s[left]), b = static_cast<unsigned char>(s[right]);
+  // The common cases of spaced text, from tables: an ASCII character before or after U+2581.
+  if (a < 0x80 && right_len == 3 && s.compare(right, 3, kSpace) == 0) return !cut_before_space_[a];
+  if (b < 0x80 && right - left == 3 && s.compare(left, 3, kSpace) == 0) return !cut_after_space_[b];
+  return pairs_->maybe_contains(
+      PairSet::key(char_bits(s.data() + left, right - left), char_bits(s.data() + right, right_len)));
+}
+
+size_t SpmEncoder::chunk_end(std::string_view s, size_t at) const {
+  const size_t n = s.size();
+  size_t prev = at;  // the previous character starts here, the current one at i
+  size_t i = at + std::min(one_char_len(static_cast<unsigned char>(s[at])), n - at);
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80 && static_cast<unsigned char>(s[prev]) < 0x80) {
+      // ASCII after ASCII: every such pair is taken as joinable (they are not in the set).
+      while (i + 1 < n && static_cast<unsigned char>(s[i + 1]) < 0x80) ++i;
+      prev = i++;
+      continue;
+    }
+    const size_t len = std::min(one_char_len(c), n - i);
+    if (!may_join(s, prev, i, len)) return i;
+    prev = i;
+    i += len;
+  }
+  return n;
 }
 
 void SpmEncoder::encode_bpe_cached(std::string_view s, Scratch& c, std::vector<uint32_t>& out) const {
   if (c.cache_owner != instance_) c.reset_cache(instance_);
   bool prev_unk = false;
   for (size_t at = 0; at < s.size();) {
-    // A chunk ends before the next U+2581 that no piece can join to the character before it.
-    size_t end = at;
-    for (;;) {
-      end = s.find(kSpace, end + 1);
-      if (end == std::string_view::npos) {
-        end = s.size();
-        break;
-      }
-      size_t b = end - 1;
-      while (b > at && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
-      if (!glued(s.substr(b, end - b))) break;
-    }
+    // A chunk ends between two characters that no piece holds side by side.
+    const size_t end = chunk_end(s, at);
     const std::string_view chunk = s.substr(at, end - at);
     at = end;
     if (chunk.size() > Scratch::kMaxChunkBytes) {
@@ -626,9 +707,9 @@ void SpmEncoder::encode_bpe_cached(std::string_view s, Scratch& c, std::vector<u
   }
 }
 
-void SpmEncoder::encode(std::string_view text, std::vector<uint32_t>& out) const {
+void SpmEncoder::encode(std::string_view text, std::vector<uint32_t>& out, bool dummy_prefix) const {
   thread_local Scratch scratch;
-  normalize_into(text, scratch.normalized);
+  normalize_into(text, scratch.normalized, dummy_prefix);
   const std::string_view s = scratch.normalized;
   bool prev_unk = false;
   if (m_.model_type == kSpmUnigram) encode_unigram(s, scratch, out, prev_unk);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include "loom/error.h"
 #include "loom/sys.h"
@@ -68,8 +69,14 @@ class Wire {
   const std::string& path_;
 };
 
+}  // namespace
+
 SpmModel parse_spm_model(const std::string& data, const std::string& path) {
   SpmModel m;
+  // About 16 bytes of the file a piece (InternLM's: 1.66 MB, 103168 pieces): one allocation, not ~17.
+  m.types.reserve(data.size() / 16);
+  m.pieces.reserve(data.size() / 16);
+  m.scores.reserve(data.size() / 16);
   Wire top(data, 0, data.size(), path);
   while (!top.done()) {
     const uint64_t key = top.varint();
@@ -77,14 +84,14 @@ SpmModel parse_spm_model(const std::string& data, const std::string& path) {
     if (field == 1 && wt == 2) {
       const auto [b, e] = top.bytes();
       Wire p(data, b, e, path);
-      std::string piece;
+      std::string_view piece;
       int type = kSpmNormal;
       float score = 0;
       while (!p.done()) {
         const uint64_t k = p.varint();
         if (k == ((1 << 3) | 2)) {
           const auto [pb, pe] = p.bytes();
-          piece = data.substr(pb, pe - pb);
+          piece = std::string_view(data).substr(pb, pe - pb);
         } else if (k == ((2 << 3) | 5)) {
           score = p.fixed32_float();
         } else if (k == ((3 << 3) | 0)) {
@@ -93,7 +100,7 @@ SpmModel parse_spm_model(const std::string& data, const std::string& path) {
           p.skip(static_cast<uint32_t>(k & 7));
         }
       }
-      m.pieces.push_back(piece);
+      m.pieces.emplace_back(piece);
       m.types.push_back(type);
       m.scores.push_back(score);
     } else if (field == 2 && wt == 2) {
@@ -111,6 +118,10 @@ SpmModel parse_spm_model(const std::string& data, const std::string& path) {
           m.treat_whitespace_as_suffix = t.varint() != 0;
         } else if ((k & 7) == 0 && f == 35) {
           m.byte_fallback = t.varint() != 0;
+        } else if ((k & 7) == 2 && (f == 46 || f == 47)) {
+          const auto [sb, se] = t.bytes();
+          if (se > sb) (f == 46 ? m.bos_piece : m.eos_piece) = data.substr(sb, se - sb);
+          else (f == 46 ? m.bos_piece : m.eos_piece) = f == 46 ? "<s>" : "</s>";
         } else {
           t.skip(static_cast<uint32_t>(k & 7));
         }
@@ -133,6 +144,7 @@ SpmModel parse_spm_model(const std::string& data, const std::string& path) {
         }
       }
     } else {
+      if (field == 4) m.has_self_test = true;
       top.skip(wt);
     }
   }
@@ -142,8 +154,7 @@ SpmModel parse_spm_model(const std::string& data, const std::string& path) {
   return m;
 }
 
-// The file's bytes, after check_spm_model_file's checks.
-std::string read_model_bytes(const std::string& path) {
+std::string read_spm_model_bytes(const std::string& path) {
   LOOM_CHECK(sys::exists(path), path, ": no such SentencePiece model file; ", kSpmModelExpected);
   if (sys::is_directory(path)) {
     const std::string inside = path + (path.back() == '/' ? "" : "/") + "tokenizer.model";
@@ -159,12 +170,10 @@ std::string read_model_bytes(const std::string& path) {
   return data;
 }
 
-}  // namespace
-
-void check_spm_model_file(const std::string& path) { read_model_bytes(path); }
+void check_spm_model_file(const std::string& path) { read_spm_model_bytes(path); }
 
 SpmModel read_spm_model(const std::string& path) {
-  const std::string data = read_model_bytes(path);
+  const std::string data = read_spm_model_bytes(path);
   try {
     return parse_spm_model(data, path);
   } catch (const Error& e) {

@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <future>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -145,9 +148,9 @@ namespace {
 // The second thread then runs `then` (the index), which touches nothing the copying does: with one
 // hash pass it is done before the copy is.
 template <typename F>
-void copy_concat(const ShardSet& inputs, const std::vector<sys::File>& sources, const PackPlan& plan, uint64_t p,
-                 uint64_t end, PackedWriter& writer, InputsCheck& check, Progress& progress, F&& then) {
-  const uint64_t L = plan.seq_len, t0 = p * L, t1 = std::min(end * L, plan.num_tokens);
+void copy_concat(const ShardSet& inputs, const std::vector<sys::File>& sources, uint64_t L, uint64_t num_tokens,
+                 uint64_t p, uint64_t end, PackedWriter& writer, InputsCheck& check, Progress& progress, F&& then) {
+  const uint64_t t0 = p * L, t1 = std::min(end * L, num_tokens);
   const uint32_t dtype = inputs.dtype_bytes();
   // Calls f(shard, first local token, count) over [t0, t1) in pieces of at most `piece` tokens.
   auto pieces = [&](uint64_t piece, auto&& f) {
@@ -190,18 +193,28 @@ void copy_concat(const ShardSet& inputs, const std::vector<sys::File>& sources, 
 }
 }  // namespace
 
-PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& o) {
-  LOOM_CHECK(plan.num_packs() > 0, "nothing to pack: the inputs hold no token");
+namespace {
+// What write_packs needs of the plan before the packs' contents: their number and tokens.
+struct PlanShape {
+  uint32_t seq_len;
+  uint64_t num_packs, num_tokens;
+};
+
+// plan() gives the plan, at once or once another thread has made it: only the index and the
+// gathering of bestfit's packs wait for it.
+PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const std::function<const PackPlan&()>& plan,
+                          const PackOptions& o) {
+  LOOM_CHECK(shape.num_packs > 0, "nothing to pack: the inputs hold no token");
   PackReport rep;
-  rep.outputs = pack_output_paths(o, plan.num_packs());
+  rep.outputs = pack_output_paths(o, shape.num_packs);
   std::vector<std::string> bins, outputs;
   for (size_t s = 0; s < inputs.size(); ++s) bins.push_back(inputs.shard(s).bin_path());
   for (const std::string& out : rep.outputs) outputs.insert(outputs.end(), {out, meta_path_for(out)});
   sys::check_outputs_spare_inputs(shard_files(bins), outputs);
   sys::make_dirs(o.output_dir);
-  const uint64_t per_file = rep.outputs.size() == 1 ? plan.num_packs() : o.max_packs_per_shard;
+  const uint64_t per_file = rep.outputs.size() == 1 ? shape.num_packs : o.max_packs_per_shard;
   const uint32_t dtype = inputs.dtype_bytes();
-  Progress progress("pack", plan.num_packs() * plan.seq_len * dtype);
+  Progress progress("pack", shape.num_packs * shape.seq_len * dtype);
   // Packs are assembled as raw bytes straight from the inputs (no widening to uint32); the ids are
   // checked against the vocab by `check`, on the inputs, before anything is published.
   const bool concat = o.strategy == PackStrategy::kConcat;
@@ -212,14 +225,14 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   // here from the mappings and checks the inputs on the second thread, a sequential sweep.
   std::vector<sys::File> sources;
   if (concat) {
-    LOOM_ASSERT(plan.num_tokens == inputs.num_tokens(), "concat plans every token");
+    LOOM_ASSERT(shape.num_tokens == inputs.num_tokens(), "concat plans every token");
     for (size_t s = 0; s < inputs.size(); ++s) sources.push_back(sys::File::open_read(inputs.shard(s).bin_path()));
   }
   std::unique_ptr<Worker> sweep;
   if (!concat) sweep = std::make_unique<Worker>([&check] { check.finish(); });
   constexpr uint64_t kPrefetchAhead = 8;
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
-  const uint64_t pack_bytes = uint64_t{plan.seq_len} * dtype;
+  const uint64_t pack_bytes = uint64_t{shape.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
   // bestfit: two batches, one gathered here while a third thread writes the other (the write into
   // the page cache costs about what the gathering does).
@@ -233,12 +246,16 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   std::unique_ptr<Worker> writing;  // after writers and the batches: joined before they go
   uint64_t p = 0;
   for (const std::string& out : rep.outputs) {
-    writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), plan.seq_len, o.strategy, o.seed));
+    writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), shape.seq_len, o.strategy, o.seed));
     PackedWriter& writer = *writers.back();
-    const uint64_t end = std::min(plan.num_packs(), p + per_file);
-    writer.reserve(end - p, plan.pack_offsets[end] - plan.pack_offsets[p]);
+    const uint64_t end = std::min(shape.num_packs, p + per_file);
     // The file's index, and for bestfit its packs (for concat this runs on the hashing thread).
     auto packs_of_file = [&] {
+      LOOM_ASSERT(plan().num_packs() == shape.num_packs && plan().num_tokens == shape.num_tokens &&
+                      plan().seq_len == shape.seq_len,
+                  "the plan has ", plan().num_packs(), " packs of ", plan().num_tokens, " tokens, not ", shape.num_packs,
+                  " of ", shape.num_tokens);
+      writer.reserve(end - p, plan().pack_offsets[end] - plan().pack_offsets[p]);
       for (; p < end;) {
         std::vector<uint8_t>& packs = packs_buf[cur];
         std::vector<PackedSegment>& segs = segs_buf[cur];
@@ -248,12 +265,12 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
         for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
           uint8_t* pack = concat ? nullptr : packs.data() + seg_ends.size() * pack_bytes;
           uint32_t used = 0;
-          for (uint64_t s = plan.pack_offsets[p]; s < plan.pack_offsets[p + 1]; ++s) {
-            const PlannedSegment& g = plan.segments[s];
+          for (uint64_t s = plan().pack_offsets[p]; s < plan().pack_offsets[p + 1]; ++s) {
+            const PlannedSegment& g = plan().segments[s];
             // bestfit reads short segments at random places of the inputs: ask for one further on
             // now, so its cache misses overlap this copy.
-            if (!concat && s + kPrefetchAhead < plan.segments.size()) {
-              const PlannedSegment& f = plan.segments[s + kPrefetchAhead];
+            if (!concat && s + kPrefetchAhead < plan().segments.size()) {
+              const PlannedSegment& f = plan().segments[s + kPrefetchAhead];
               const auto [fs, fl] = inputs.locate(f.doc);
               const ShardReader& fr = inputs.shard(fs);
               const uint8_t* src = fr.token_bytes() + (fr.offsets()[fl] + f.doc_pos) * dtype;
@@ -262,7 +279,7 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
             }
             const auto [shard, local] = inputs.locate(g.doc);
             const ShardReader& r = inputs.shard(shard);
-            LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= plan.seq_len,
+            LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= shape.seq_len,
                         "segment past its document or pack");
             segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
             if (!concat)
@@ -270,11 +287,12 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
                           uint64_t{g.length} * dtype);
             used += g.length;
           }
-          if (!concat) fill_padding(pack, dtype, used, plan.seq_len, writer.pad_id());
+          if (!concat) fill_padding(pack, dtype, used, shape.seq_len, writer.pad_id());
           seg_ends.push_back(segs.size());
         }
         if (concat) {
           writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
+          if (p == end) writer.stream_index();  // the file's whole index: to its .meta while the copy goes on
         } else {
           if (writing) writing->join();
           writing = std::make_unique<Worker>([&writer, &packs, &segs, &seg_ends] {
@@ -285,7 +303,7 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
         }
       }
     };
-    if (concat) copy_concat(inputs, sources, plan, p, end, writer, check, progress, packs_of_file);
+    if (concat) copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, check, progress, packs_of_file);
     else packs_of_file();
     if (writing) writing->join();
     writing.reset();
@@ -298,17 +316,40 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
     log::info("pack: wrote ", rep.outputs[i], " (", writers[i]->num_packs(), " packs)");
   }
   progress.finish();
-  rep.packs = plan.num_packs();
-  rep.tokens = plan.num_tokens;
-  rep.padding_tokens = plan.padding_tokens();
-  rep.documents = plan.nonempty_docs;
-  rep.truncated_docs = plan.truncated_docs;
-  rep.padding_fraction = plan.padding_fraction();
-  rep.truncated_fraction = plan.truncated_fraction();
+  rep.packs = plan().num_packs();
+  rep.tokens = plan().num_tokens;
+  rep.padding_tokens = plan().padding_tokens();
+  rep.documents = plan().nonempty_docs;
+  rep.truncated_docs = plan().truncated_docs;
+  rep.padding_fraction = plan().padding_fraction();
+  rep.truncated_fraction = plan().truncated_fraction();
   return rep;
+}
+}  // namespace
+
+PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& o) {
+  return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens},
+                        [&plan]() -> const PackPlan& { return plan; }, o);
 }
 
 PackReport pack_shards(const ShardSet& inputs, const PackOptions& o) {
+  if (o.strategy == PackStrategy::kConcat) {
+    // concat's .bin is the inputs' tokens back to back, cut every seq_len: its copy needs only the
+    // number of packs, so it starts while the plan (a segment per document, for the index; ~20 ms
+    // for 10^6 short documents) is made on another thread.
+    LOOM_CHECK(o.seq_len > 0, "--seq-len must be positive");
+    const uint64_t tokens = inputs.num_tokens(), packs = (tokens + o.seq_len - 1) / o.seq_len;
+    log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", packs, " packs of ", o.seq_len, " tokens from ",
+              inputs.num_docs(), " documents");
+    // get() is first called on the hashing thread, then on this one after joining it.
+    std::future<PackPlan> making =
+        std::async(std::launch::async, [&inputs, &o] { return plan_concat(inputs.doc_lengths(), o.seq_len); });
+    std::optional<PackPlan> plan;
+    return write_packs_of(inputs, {o.seq_len, packs, tokens}, [&]() -> const PackPlan& {
+      if (!plan) plan = making.get();
+      return *plan;
+    }, o);
+  }
   const PackPlan plan = plan_packs(inputs.doc_lengths(), o.seq_len, o.strategy, o.seed);
   log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", plan.num_packs(), " packs of ", o.seq_len,
             " tokens from ", inputs.num_docs(), " documents");

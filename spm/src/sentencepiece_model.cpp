@@ -2,10 +2,6 @@
 
 #include <sentencepiece_processor.h>
 
-#include <exception>
-#include <system_error>
-#include <thread>
-
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/spm_encoder.h"
@@ -21,82 +17,81 @@ namespace {
 constexpr char kNoDummyPrefix[] = {'\x1a', '\x02', '\x18', '\x00'};
 }  // namespace
 
-SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderChoice encoder)
-    : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  spm::check_spm_model_file(model_path);
-  // libsentencepiece's processor (the model's check, its ids, decode()) and loom's two encoders are
-  // built from the file independently: loom's on a second thread while this one loads
-  // libsentencepiece's. The processor without the dummy prefix is built only when loom's encoder
-  // is not used (only encode_continuation reads it, through libsentencepiece). InternLM's model,
-  // 2 cores: processor 0.03-0.05 s, the one without prefix as much, loom's two 0.02 s together;
-  // loading took 0.08-0.10 s one after the other, 0.05 s now.
-  std::unique_ptr<spm::SpmEncoder> loom, loom_no_prefix;
-  std::exception_ptr loom_error;
-  const auto build_loom = [&] {
-    try {
-      spm::SpmModel m = spm::read_spm_model(model_path);
-      loom = std::make_unique<spm::SpmEncoder>(m);
-      m.normalizer.add_dummy_prefix = false;
-      loom_no_prefix = std::make_unique<spm::SpmEncoder>(std::move(m));
-    } catch (...) {
-      loom_error = std::current_exception();
-    }
-  };
-  std::thread loom_thread;
-  // Joined on every way out: Load() below may throw (bad_alloc on a hostile file), and destroying a
-  // joinable thread ends the process where an error should be reported.
-  struct Joiner {
-    std::thread& t;
-    ~Joiner() {
-      if (t.joinable()) t.join();
-    }
-  } joiner{loom_thread};
+SentencePieceModel::SentencePieceModel(const std::string& model_path, EncoderChoice encoder) : path_(model_path) {
+  // One read, checked (a folder, JSON, an empty file are refused by name): the fingerprint is of
+  // the bytes loom's encoder is built from.
+  const std::string bytes = spm::read_spm_model_bytes(model_path);
+  fingerprint_ = xxh64(bytes.data(), bytes.size());
+  bool self_test = false;
   if (encoder != EncoderChoice::kSentencePiece) {
     try {
-      loom_thread = std::thread(build_loom);
-    } catch (const std::system_error&) {
-      build_loom();  // no thread to spare: one after the other
-    }
-  }
-  const auto status = sp_->Load(model_path);
-  if (loom_thread.joinable()) loom_thread.join();
-  LOOM_CHECK(status.ok(), model_path, ": not a SentencePiece model: ", status.ToString(), "; ", spm::kSpmModelExpected);
-  vocab_size_ = static_cast<uint32_t>(sp_->GetPieceSize());
-  bos_id_ = sp_->bos_id();
-  eos_id_ = sp_->eos_id();
-  fingerprint_ = xxh64_file(model_path);
-  if (encoder != EncoderChoice::kSentencePiece) {
-    try {
-      if (loom_error) std::rethrow_exception(loom_error);
-      loom_ = std::move(loom);
-      loom_no_prefix_ = std::move(loom_no_prefix);
-      return;
+      spm::SpmModel m = spm::parse_spm_model(bytes, model_path);
+      self_test = m.has_self_test;
+      loom_ = std::make_unique<spm::SpmEncoder>(std::move(m));
     } catch (const Error& e) {
       LOOM_CHECK(encoder == EncoderChoice::kAuto, model_path, ": loom's encoder cannot encode this model: ", e.what(),
                  "; use --encoder sentencepiece (or auto)");
       why_not_loom_ = e.what();
     }
   }
+  if (loom_ && !self_test) {
+    // As libsentencepiece's bos_id()/eos_id(): the id of the trainer's bos/eos piece if it is a
+    // control piece, else -1.
+    const spm::SpmModel& m = loom_->model();
+    const auto control_id = [&](const std::string& piece) {
+      const int id = loom_->piece_to_id(piece);
+      return m.types[id] == spm::kSpmControl ? id : -1;
+    };
+    vocab_size_ = static_cast<uint32_t>(m.size());
+    bos_id_ = control_id(m.bos_piece);
+    eos_id_ = control_id(m.eos_piece);
+    return;
+  }
+  const sentencepiece::SentencePieceProcessor& sp = processor();
+  vocab_size_ = static_cast<uint32_t>(sp.GetPieceSize());
+  bos_id_ = sp.bos_id();
+  eos_id_ = sp.eos_id();
+  if (loom_) return;
   sp_no_prefix_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto no_prefix = sp_no_prefix_->LoadFromSerializedProto(sys::read_file(model_path) +
-                                                                std::string(kNoDummyPrefix, sizeof(kNoDummyPrefix)));
+  const auto no_prefix =
+      sp_no_prefix_->LoadFromSerializedProto(bytes + std::string(kNoDummyPrefix, sizeof(kNoDummyPrefix)));
   LOOM_CHECK(no_prefix.ok(), model_path, ": SentencePiece cannot load it without the dummy prefix: ",
              no_prefix.ToString());
 }
 
+void SentencePieceModel::load_processor() const {
+  // Loaded later than loom's encoder: the bytes it was built from (fingerprint_), not a file
+  // changed since.
+  const std::string bytes = sys::read_file(path_);
+  LOOM_CHECK(xxh64(bytes.data(), bytes.size()) == fingerprint_, path_,
+             ": the model file changed while it was in use (its XXH64 differs from the one read at start)");
+  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  const auto status = sp->LoadFromSerializedProto(absl::string_view(bytes.data(), bytes.size()));
+  LOOM_CHECK(status.ok(), path_, ": not a SentencePiece model: ", status.ToString(), "; ", spm::kSpmModelExpected);
+  sp_ = std::move(sp);
+}
+
+const sentencepiece::SentencePieceProcessor& SentencePieceModel::processor() const {
+  std::call_once(sp_once_, [this] { load_processor(); });
+  return *sp_;
+}
+
+bool SentencePieceModel::sentencepiece_loaded() const { return sp_ != nullptr; }
+
 SentencePieceModel::~SentencePieceModel() = default;
 
-int32_t SentencePieceModel::pad_id() const { return sp_->pad_id(); }
+int32_t SentencePieceModel::pad_id() const { return processor().pad_id(); }
 
 std::string SentencePieceModel::id_to_piece(uint32_t id) const {
   LOOM_ASSERT(id < vocab_size_, "piece id ", id, " of ", vocab_size_);
-  return sp_->IdToPiece(static_cast<int>(id));
+  return processor().IdToPiece(static_cast<int>(id));
 }
 
 int32_t SentencePieceModel::piece_to_id(const std::string& piece) const {
   // PieceToId answers unk_id for a piece it lacks: only an id whose piece is this one counts.
-  const int id = sp_->PieceToId(piece);
-  return id >= 0 && static_cast<uint32_t>(id) < vocab_size_ && sp_->IdToPiece(id) == piece ? id : -1;
+  const sentencepiece::SentencePieceProcessor& sp = processor();
+  const int id = sp.PieceToId(piece);
+  return id >= 0 && static_cast<uint32_t>(id) < vocab_size_ && sp.IdToPiece(id) == piece ? id : -1;
 }
 
 uint32_t SentencePieceModel::encoder() const { return loom_ ? kShardEncoderLoom : kShardEncoderSentencePiece; }
@@ -115,7 +110,7 @@ TokenizerInfo SentencePieceModel::info(bool bos, bool eos) const {
 }
 
 void SentencePieceModel::encode(std::string_view text, std::vector<uint32_t>& out) const {
-  encode_with(sp_.get(), loom_.get(), text, out);
+  encode_with(sp_.get(), true, text, out);
 }
 
 void SentencePieceModel::encode_continuation(std::string_view text, std::vector<uint32_t>& out) const {
@@ -127,16 +122,16 @@ void SentencePieceModel::encode_continuation(std::string_view text, std::vector<
     size_t len = 1;
     while (len < text.size() && (static_cast<unsigned char>(text[len]) & 0xC0) == 0x80) ++len;
     std::vector<uint32_t> with_space, alone;
-    encode_with(sp_no_prefix_.get(), loom_no_prefix_.get(), std::string(text.substr(0, len)) + "a", with_space);
-    encode_with(sp_no_prefix_.get(), loom_no_prefix_.get(), "a", alone);
+    encode_with(sp_no_prefix_.get(), false, std::string(text.substr(0, len)) + "a", with_space);
+    encode_with(sp_no_prefix_.get(), false, "a", alone);
     if (with_space == alone) return encode(text, out);
   }
-  encode_with(sp_no_prefix_.get(), loom_no_prefix_.get(), text, out);
+  encode_with(sp_no_prefix_.get(), false, text, out);
 }
 
-void SentencePieceModel::encode_with(const sentencepiece::SentencePieceProcessor* sp, const spm::SpmEncoder* loom,
+void SentencePieceModel::encode_with(const sentencepiece::SentencePieceProcessor* sp, bool dummy_prefix,
                                      std::string_view text, std::vector<uint32_t>& out) const {
-  if (loom) return loom->encode(text, out);
+  if (loom_) return loom_->encode(text, out, dummy_prefix);
   // Thread-local scratch: Encode() fills a vector<int>.
   thread_local std::vector<int> ids;
   ids.clear();
@@ -155,7 +150,7 @@ std::string SentencePieceModel::decode(const std::vector<uint32_t>& ids) const {
                "; is this the model the shard was made with?");
   const std::vector<int> v(ids.begin(), ids.end());
   std::string text;
-  const auto status = sp_->Decode(v, &text);
+  const auto status = processor().Decode(v, &text);
   LOOM_CHECK(status.ok(), path_, ": SentencePiece cannot decode: ", status.ToString());
   return text;
 }

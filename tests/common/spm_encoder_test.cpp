@@ -137,13 +137,13 @@ TEST_CASE("spm normalizer applies NFKC and the whitespace rules of each model", 
   CHECK(internlm.normalize("a\xFFz") == "a\xEF\xBF\xBDz");
 }
 
-TEST_CASE("spm encoder equals Python sentencepiece on every line of botchan and wagahaiwa", "[spm]") {
+TEST_CASE("spm encoder equals Python sentencepiece on every line of botchan, wagahaiwa and Tang poems", "[spm]") {
   test::TempDir dir("spm_corpora");
   for (const std::string& model : spm_models()) {
     const spm::SpmEncoder enc(spm::read_spm_model(model));
-    for (const std::string name : {"botchan.txt", "wagahaiwa_nekodearu.txt"}) {
+    for (const std::string name : {"botchan.txt", "wagahaiwa_nekodearu.txt", "tang_poems.txt"}) {
       const std::vector<std::string> texts = split_texts(test::read_all(corpus(name)));
-      REQUIRE(texts.size() > 2000);
+      REQUIRE(texts.size() > 900);
       INFO(model << " on " << name);
       check_texts(enc, model, texts, corpus(name), dir);
     }
@@ -221,6 +221,43 @@ TEST_CASE("spm encoder equals Python sentencepiece on random mixes of tricky cha
     const spm::SpmEncoder enc(spm::read_spm_model(model));
     check_texts(enc, model, texts, input, dir);
   }
+}
+
+TEST_CASE("spm encoder equals Python sentencepiece on Chinese and Japanese spliced at random", "[spm]") {
+  // Pieces of 1-6 characters cut from random places of the Tang poems and of wagahaiwa, glued in a
+  // random order, now and then with a space, a Latin word or U+2581 between: the BPE chunk cache
+  // cuts between characters no piece holds side by side, and here such neighbours meet everywhere.
+  std::vector<std::string> chars;
+  for (const std::string name : {"tang_poems.txt", "wagahaiwa_nekodearu.txt"}) {
+    const std::string data = test::read_all(corpus(name));
+    for (size_t at = 0; at < data.size();) {
+      size_t n = 1;
+      while (at + n < data.size() && (static_cast<unsigned char>(data[at + n]) & 0xC0) == 0x80) ++n;
+      if (static_cast<unsigned char>(data[at]) >= 0x80) chars.push_back(data.substr(at, n));
+      at += n;
+    }
+  }
+  REQUIRE(chars.size() > 300000);
+  const std::vector<std::string> glue = {" ", "  ", "\t", "a", "the ", "\xE2\x96\x81", "1", "<eoh>", "\xEF\xBC\x8C"};
+  std::mt19937_64 rng(20261206);
+  std::vector<std::string> texts(3000);
+  std::string file;
+  for (std::string& t : texts) {
+    const int parts = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < parts; ++i) {
+      const size_t from = rng() % chars.size(), len = 1 + rng() % 6;
+      for (size_t c = from; c < std::min(chars.size(), from + len); ++c) t += chars[c];
+      if (rng() % 3 == 0) t += glue[rng() % glue.size()];
+    }
+    file += t + "\n";
+  }
+  test::TempDir dir("spm_cjk");
+  const std::string input = dir / "cjk.txt";
+  test::write_all(input, file);
+  const std::string model = corpus("internlm_v7.model");
+  const spm::SpmEncoder enc(spm::read_spm_model(model));
+  REQUIRE(enc.chunk_cache());
+  check_texts(enc, model, texts, input, dir);
 }
 
 TEST_CASE("spm encoder refuses what it does not implement", "[spm]") {
@@ -365,4 +402,12 @@ TEST_CASE("spm encoder's chunk cache: on for InternLM's BPE, off for unigram, id
   const spm::SpmEncoder other(internlm);
   CHECK(other.encode(text) == first);
   CHECK(bpe.encode("spaces\t\t then") == other.encode("spaces\t\t then"));
+  // Chinese and Japanese are cut between characters no piece holds side by side: the ids of a
+  // text are those of its chunks one after the other, however the cache was warmed.
+  const std::string cjk = "秦川雄帝宅，函谷壯皇居。吾輩は猫である。名前はまだ無い。今天天气晴朗适合出门散步";
+  const std::vector<int64_t> cold = spm::SpmEncoder(internlm).encode(cjk);
+  CHECK(bpe.encode(cjk) == cold);
+  CHECK(bpe.encode(cjk) == cold);
+  const std::vector<int64_t> weather = other.encode("今天天气晴朗适合出门散步");
+  CHECK(weather == std::vector<int64_t>{67577, 69095, 63010, 61770, 67783, 69301, 74732});
 }

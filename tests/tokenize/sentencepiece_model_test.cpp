@@ -124,3 +124,124 @@ TEST_CASE("encode_continuation: no dummy prefix after a cut, the same ids from b
     }
   }
 }
+
+namespace {
+
+// Protobuf wire bytes, to append fields to a .model (a repeated field gains an element, a message
+// field that occurs again merges into the first, its scalars winning).
+std::string varint(uint64_t v) {
+  std::string s;
+  for (; v >= 0x80; v >>= 7) s += static_cast<char>((v & 0x7f) | 0x80);
+  return s + static_cast<char>(v);
+}
+std::string field_bytes(int field, const std::string& payload) {
+  return varint(static_cast<uint64_t>(field) << 3 | 2) + varint(payload.size()) + payload;
+}
+std::string field_varint(int field, uint64_t v) { return varint(static_cast<uint64_t>(field) << 3) + varint(v); }
+// ModelProto.pieces += {piece, score 0, type}
+std::string piece_field(const std::string& piece, int type) {
+  return field_bytes(1, field_bytes(1, piece) + std::string("\x15\0\0\0\0", 5) + field_varint(3, type));
+}
+std::string trainer_field(const std::string& payload) { return field_bytes(2, payload); }
+
+}  // namespace
+
+TEST_CASE("SentencePieceModel: libsentencepiece is loaded only to decode, the header ids are those of libsentencepiece") {
+  TempDir dir("spm");
+  const std::string internlm = read_all(internlm_model());
+  // bos_id()/eos_id() of libsentencepiece are the ids of the trainer's bos/eos pieces when those are
+  // control pieces, whatever the trainer's bos_id/eos_id fields say (values from python3-sentencepiece).
+  struct Case {
+    std::string name, bytes;
+    int32_t bos, eos;
+  };
+  const std::vector<Case> cases = {
+      {"internlm", internlm, 1, 2},
+      {"bos_piece </s>", internlm + trainer_field(field_bytes(46, "</s>")), 2, 2},
+      {"bos_piece a (normal)", internlm + trainer_field(field_bytes(46, "a")), -1, 2},
+      {"bos_piece <unk>", internlm + trainer_field(field_bytes(46, "<unk>")), -1, 2},
+      {"bos_piece absent", internlm + trainer_field(field_bytes(46, "zzzz")), -1, 2},
+      {"bos_piece empty (the default)", internlm + trainer_field(field_bytes(46, "")), 1, 2},
+      {"eos_piece <s>", internlm + trainer_field(field_bytes(47, "<s>")), 1, 1},
+      {"bos_id field 5", internlm + trainer_field(field_varint(41, 5)), 1, 2},
+      {"unigram 1k", read_all(corpus("spm_test_unigram_1k.model")), 1, 2},
+      {"demo 2k", read_all(sample("spm_2k.model")), 1, 2},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    write_all(dir / "m.model", c.bytes);
+    const SentencePieceModel lazy(dir / "m.model", EncoderChoice::kAuto);
+    const SentencePieceModel sp(dir / "m.model", EncoderChoice::kSentencePiece);
+    CHECK(lazy.encoder_name() == std::string("loom"));
+    CHECK(!lazy.sentencepiece_loaded());
+    CHECK(sp.sentencepiece_loaded());
+    CHECK(lazy.vocab_size() == sp.vocab_size());
+    CHECK(lazy.bos_id() == sp.bos_id());
+    CHECK(lazy.eos_id() == sp.eos_id());
+    CHECK(lazy.bos_id() == c.bos);
+    CHECK(lazy.eos_id() == c.eos);
+    CHECK(lazy.fingerprint() == sp.fingerprint());
+    std::vector<uint32_t> a, b;
+    lazy.encode("Hello, world.", a);
+    lazy.encode_continuation("fox", a);
+    sp.encode("Hello, world.", b);
+    sp.encode_continuation("fox", b);
+    CHECK(a == b);
+    CHECK(!lazy.sentencepiece_loaded());
+    CHECK(lazy.decode(a) == sp.decode(b));
+    CHECK(lazy.sentencepiece_loaded());
+  }
+}
+
+TEST_CASE("SentencePieceModel: a vocabulary libsentencepiece refuses is refused with its words, not encoded by loom") {
+  TempDir dir("spm");
+  const std::string internlm = read_all(internlm_model()), unigram = read_all(corpus("spm_test_unigram_1k.model"));
+  struct Case {
+    std::string name, bytes, sp_says;
+  };
+  const std::vector<Case> cases = {
+      {"repeated piece", internlm + piece_field("a", 1), "a is already defined"},
+      {"empty piece", internlm + piece_field("", 1), "piece must not be empty"},
+      {"second unknown piece", internlm + piece_field("<unk2>", 2), "unk is already defined"},
+      {"byte piece without byte_fallback", unigram + piece_field("<0x41>", 6), "is found although `byte_fallback` is false"},
+      {"invalid byte piece", internlm + piece_field("<0x4g>", 6), "byte piece <0x4g> is invalid"},
+      {"byte_fallback without byte pieces", unigram + trainer_field(field_varint(35, 1)),
+       "there are not 256 byte pieces although `byte_fallback` is true"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    write_all(dir / "m.model", c.bytes);
+    CHECK_THROWS_WITH(SentencePieceModel(dir / "m.model", EncoderChoice::kAuto),
+                      Catch::StartsWith(dir / "m.model: not a SentencePiece model: ") && Catch::Contains(c.sp_says));
+    CHECK_THROWS_WITH(SentencePieceModel(dir / "m.model", EncoderChoice::kLoom),
+                      Catch::StartsWith(dir / "m.model: loom's encoder cannot encode this model: "));
+  }
+}
+
+TEST_CASE("SentencePieceModel: a model with self-test samples is checked by libsentencepiece at load") {
+  TempDir dir("spm");
+  const std::string internlm = read_all(internlm_model());
+  // ModelProto.self_test_data (4) { samples (1) { input (1), expected (2): the pieces, space separated } }
+  const auto self_test = [](const std::string& input, const std::string& expected) {
+    return field_bytes(4, field_bytes(1, field_bytes(1, input) + field_bytes(2, expected)));
+  };
+  write_all(dir / "good.model", internlm + self_test("Hello world", "Hello \xe2\x96\x81world"));
+  const SentencePieceModel good(dir / "good.model", EncoderChoice::kAuto);
+  CHECK(good.encoder_name() == std::string("loom"));
+  CHECK(good.sentencepiece_loaded());
+  CHECK(good.bos_id() == 1);
+  write_all(dir / "bad.model", internlm + self_test("Hello world", "Hel lo"));
+  CHECK_THROWS_WITH(SentencePieceModel(dir / "bad.model", EncoderChoice::kAuto),
+                    Catch::StartsWith(dir / "bad.model: not a SentencePiece model: ") && Catch::Contains("Self-test"));
+}
+
+TEST_CASE("SentencePieceModel: libsentencepiece loaded late refuses a model file changed since the start") {
+  TempDir dir("spm");
+  write_all(dir / "m.model", read_all(internlm_model()));
+  const SentencePieceModel m(dir / "m.model", EncoderChoice::kAuto);
+  CHECK(!m.sentencepiece_loaded());
+  write_all(dir / "m.model", read_all(corpus("spm_test_unigram_1k.model")));
+  CHECK_THROWS_WITH(m.decode({1000, 1001}), Catch::StartsWith(dir / "m.model: the model file changed while it was in use"));
+  write_all(dir / "m.model", read_all(internlm_model()));
+  CHECK(m.decode({68305}) == SentencePieceModel(internlm_model(), EncoderChoice::kSentencePiece).decode({68305}));
+}

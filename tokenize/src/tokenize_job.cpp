@@ -25,8 +25,8 @@ std::string seconds3(double s) {
 }
 
 // The model, loaded once per process (file, encoder choice and contents) and never freed: freeing
-// InternLM's model (two SentencePiece processors and loom's two encoders, ~10^6 allocations) takes
-// about a quarter of its load time, serially, at the end of every run; the process's exit returns it
+// InternLM's model (loom's encoder, and libsentencepiece's processors where they are loaded) takes
+// a good part of its load time, serially, at the end of every run; the process's exit returns it
 // at once. Several --json-keys of one call share it. (Still reachable: leak checkers stay quiet.)
 const SentencePieceModel& load_model(const std::string& path, EncoderChoice choice) {
   static std::mutex m;

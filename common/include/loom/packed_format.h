@@ -144,6 +144,11 @@ class PackedWriter {
   // publish() renames them into place.
   void seal(uint64_t num_source_docs);
   void publish() { bin_.publish(); }
+  // Once every pack's index is added (the bytes may still be coming): writes the index to the
+  // .meta and hashes it now, so that seal() writes only the header (in its place) and closes.
+  // concat calls it on the thread that built the index while the .bin is still being copied.
+  // Same bytes as seal() alone.
+  void stream_index();
 
  private:
   std::string bin_path_;
@@ -156,6 +161,8 @@ class PackedWriter {
   std::vector<PackedSegment> segments_;
   std::vector<uint32_t> pack_;
   uint64_t num_tokens_ = 0;
+  bool index_streamed_ = false;
+  uint64_t index_xxh64_ = 0;  // set by stream_index()
   // Checks a pack's segments; returns the tokens they cover.
   uint32_t check_segments(size_t n, const PackedSegment* segs, size_t num_segs) const;
 };

@@ -8,7 +8,9 @@
 //                   4 user defined, 5 unused, 6 byte)
 //   TrainerSpec     3: ModelType model_type (1 unigram, 2 bpe, 3 word, 4 char; default 1),
 //                   24: bool treat_whitespace_as_suffix (false), 35: bool byte_fallback (false),
-//                   40: unk_id (default 0), 41: bos_id (1), 42: eos_id (2), 43: pad_id (-1)
+//                   40: unk_id (default 0), 41: bos_id (1), 42: eos_id (2), 43: pad_id (-1),
+//                   46: string bos_piece ("<s>" when empty), 47: string eos_piece ("</s>")
+//   ModelProto      4: SelfTestData self_test_data (samples libsentencepiece checks at load)
 //   NormalizerSpec  1: string name, 2: bytes precompiled_charsmap, 3: bool add_dummy_prefix (true),
 //                   4: bool remove_extra_whitespaces (true), 5: bool escape_whitespaces (true)
 // (field numbers from sentencepiece_model.proto), encodes text with them (spm_encoder.h) and decodes ids.
@@ -38,6 +40,10 @@ struct SpmModel {
   std::vector<int> types;
   std::vector<float> scores;
   int unk_id = 0, bos_id = 1, eos_id = 2, pad_id = -1;
+  // libsentencepiece's bos_id()/eos_id() are these pieces' ids when they are control pieces, else -1
+  // (the ids above are what the trainer was asked for).
+  std::string bos_piece = "<s>", eos_piece = "</s>";
+  bool has_self_test = false;  // self_test_data present: libsentencepiece encodes its samples at load
   int model_type = kSpmUnigram;
   bool byte_fallback = false, treat_whitespace_as_suffix = false;
   SpmNormalizerSpec normalizer;
@@ -53,10 +59,14 @@ inline constexpr char kSpmModelExpected[] =
 // (Hugging Face's tokenizer.json or tokenizer_config.json: a .model never starts with '{') are refused
 // with a loom::Error naming the path and kSpmModelExpected.
 void check_spm_model_file(const std::string& path);
+// The file's bytes, after those checks.
+std::string read_spm_model_bytes(const std::string& path);
 
 // Throws loom::Error naming the file, the byte offset and kSpmModelExpected when it is not a
 // SentencePiece model (check_spm_model_file first).
 SpmModel read_spm_model(const std::string& path);
+// The same for the file's bytes, read already (path names them in errors).
+SpmModel parse_spm_model(const std::string& data, const std::string& path);
 
 // SentencePiece's decoding: pieces concatenated, control pieces dropped, byte pieces <0xNN> as
 // bytes, unknown as " \u2047 ", U+2581 as a space, the leading space of the text removed.
