@@ -7,14 +7,7 @@
 # Usage (device tool, carry [".debs"]): bash bench/gpu/density_call.sh   (LOOM_CALL_S, default 570)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/loom-out}
-L=$OUT/logs
-mkdir -p "$L"
-T0=$(date +%s)
-left() { echo $(( ${LOOM_CALL_S:-570} - ($(date +%s) - T0) )); }
-export LD_LIBRARY_PATH="/tmp/loom-prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-{ date -u +%FT%TZ; git log -1 --format='commit %h %s' 2>/dev/null; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } | tee "$L/device.txt"
+source bench/gpu/call_env.sh
 LOOM_TARGETS="loom-train loom-tokenize loom-pack test_gpu" timeout 300 bash scripts/device/build.sh > "$L/build.log" 2>&1
 echo "build rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
 grep -E "error:|FAILED" "$L/build.log" | head -20

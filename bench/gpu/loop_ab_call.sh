@@ -8,15 +8,8 @@
 # Logs in $OUT/logs.tgz, one JSON line per run in $OUT/ab.jsonl, the summary on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/loom-out}
-L=$OUT/logs
-mkdir -p "$L"
-T0=$(date +%s)
-left() { echo $(( ${LOOM_CALL_S:-570} - ($(date +%s) - T0) )); }
-export LD_LIBRARY_PATH="/tmp/loom-prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+source bench/gpu/call_env.sh
 ROOT=$PWD BASE=/tmp/loom-base
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } | tee "$L/device.txt"
 mkdir -p /tmp/loom-prefix
 for f in .debs/*.deb; do dpkg -x "$f" /tmp/loom-prefix; done && touch /tmp/loom-prefix/.unpacked
 rm -rf "$BASE" && mkdir -p "$BASE" && tar -xf build-base/src.tar -C "$BASE" && ln -s "$ROOT/.debs" "$BASE/.debs"

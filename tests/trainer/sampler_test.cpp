@@ -89,6 +89,32 @@ std::vector<uint64_t> run_steps(const TrainData& data, const DataOptions& opt, i
 
 }  // namespace
 
+// sampler.h's mixing function and keyed permutation, in Python with its own integers: the prelude
+// of the independent references below.
+const char* const kSamplerPy = R"PY(
+M = (1 << 64) - 1
+def mix(x):
+    z = (x + 0x9E3779B97F4A7C15) & M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return z ^ (z >> 31)
+def key(seed, tag, epoch, d):
+    return mix(mix(mix(mix(seed) ^ tag) ^ epoch) ^ d)
+def perm(n, k, i):
+    bits = 2
+    while bits < 64 and (1 << bits) < n: bits += 2
+    h = bits // 2; mask = (1 << h) - 1
+    def enc(x):
+        l, r = x >> h, x & mask
+        for rnd in range(6):
+            f = mix(((k + rnd * 0x9E3779B97F4A7C15) & M) ^ r) & mask
+            l, r = r, l ^ f
+        return (l << h) | r
+    y = enc(i)
+    while y >= n: y = enc(y)
+    return y
+)PY";
+
 TEST_CASE("permutation visits every index exactly once") {
   for (uint64_t n : {1ull, 2ull, 3ull, 4ull, 5ull, 7ull, 16ull, 17ull, 100ull, 255ull, 256ull, 257ull, 1000ull, 4099ull}) {
     for (uint64_t key : {0ull, 1ull, 0xDEADBEEFull}) {
@@ -124,29 +150,8 @@ TEST_CASE("sampler order matches an independent Python implementation of the doc
       got << r.dataset << ":" << r.pack << " ";
     }
   // The reference follows the words of sampler.h, written in Python with its own integers.
-  const std::string script = R"PY(
+  const std::string script = std::string(kSamplerPy) + R"PY(
 import math
-M = (1 << 64) - 1
-def mix(x):
-    z = (x + 0x9E3779B97F4A7C15) & M
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
-    return z ^ (z >> 31)
-def key(seed, tag, epoch, d):
-    return mix(mix(mix(mix(seed) ^ tag) ^ epoch) ^ d)
-def perm(n, k, i):
-    bits = 2
-    while bits < 64 and (1 << bits) < n: bits += 2
-    h = bits // 2; mask = (1 << h) - 1
-    def enc(x):
-        l, r = x >> h, x & mask
-        for rnd in range(6):
-            f = mix(((k + rnd * 0x9E3779B97F4A7C15) & M) ^ r) & mask
-            l, r = r, l ^ f
-        return (l << h) | r
-    y = enc(i)
-    while y >= n: y = enc(y)
-    return y
 packs, weights, seed = [5, 3, 4], [1.0, 2.0, 0.5], 1234
 counts = [int(math.floor(w)) * n + min(n, int(math.floor((w - math.floor(w)) * n + 0.5))) for n, w in zip(packs, weights)]
 N = sum(counts); out = []
@@ -371,28 +376,7 @@ TEST_CASE("proportional mixture: cycle, order and packs match an independent Pyt
   std::ostringstream got;
   for (uint64_t i = 0; i < 60; ++i) got << s.at(i).dataset << ":" << s.at(i).pack << " ";
   // The reference follows the words of sampler.h, written in Python with its own integers.
-  const std::string script = R"PY(
-M = (1 << 64) - 1
-def mix(x):
-    z = (x + 0x9E3779B97F4A7C15) & M
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
-    return z ^ (z >> 31)
-def key(seed, tag, epoch, d):
-    return mix(mix(mix(mix(seed) ^ tag) ^ epoch) ^ d)
-def perm(n, k, i):
-    bits = 2
-    while bits < 64 and (1 << bits) < n: bits += 2
-    h = bits // 2; mask = (1 << h) - 1
-    def enc(x):
-        l, r = x >> h, x & mask
-        for rnd in range(6):
-            f = mix(((k + rnd * 0x9E3779B97F4A7C15) & M) ^ r) & mask
-            l, r = r, l ^ f
-        return (l << h) | r
-    y = enc(i)
-    while y >= n: y = enc(y)
-    return y
+  const std::string script = std::string(kSamplerPy) + R"PY(
 packs, weights, seed = [5, 3, 4], [1.5, 0.5, 1.0], 1234
 total = sum(weights)
 L = next(l for l in range(1, 65537) if all(abs(w / total * l - round(w / total * l)) <= 1e-9 * max(1.0, w / total * l) for w in weights))
