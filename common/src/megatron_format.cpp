@@ -39,8 +39,9 @@ MegatronWriter::MegatronWriter(const std::string& bin_path, uint8_t dtype_code, 
 
 void MegatronWriter::format_doc(const uint32_t* ids, size_t n, std::string& out) const {
   for (size_t i = 0; i < n; ++i)
-    LOOM_CHECK(ids[i] < id_limit_, bin_path_, ": token id ", ids[i], " >= vocab size ", id_limit_, " (document ",
-               num_docs(), "+, token ", i, ")");
+    // No document number: encoder threads format documents while the writer's thread appends them.
+    LOOM_CHECK(ids[i] < id_limit_, bin_path_, ": token id ", ids[i], " >= vocab size ", id_limit_, " (token ", i,
+               " of a document)");
   if (dtype_ == kMegatronUint16) {
     const size_t at = out.size();
     out.resize(at + 2 * n);

@@ -163,7 +163,10 @@ std::string read_spm_model_bytes(const std::string& path) {
   }
   const std::string data = sys::read_file(path);
   LOOM_CHECK(!data.empty(), path, ": an empty file, not a tokenizer model; ", kSpmModelExpected);
-  const size_t first = data.find_first_not_of(" \t\r\n");
+  // A model's first byte is 0x0A (field 1, the pieces): '\n' is never skipped as JSON's whitespace,
+  // and no byte a JSON text may begin with ('{', '[', ' ', '\t', '\r', a UTF-8 BOM) can start one.
+  const size_t bom = data.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  const size_t first = data.find_first_not_of(" \t\r", bom);
   LOOM_CHECK(first == std::string::npos || (data[first] != '{' && data[first] != '['), path,
              ": a JSON file (a Hugging Face tokenizer.json or tokenizer_config.json?), not a SentencePiece model; ",
              kSpmModelExpected);

@@ -233,6 +233,10 @@ void set_env(const std::string& name, const std::string& value) {
   LOOM_CHECK(::setenv(name.c_str(), value.c_str(), 1) == 0, "setenv ", name, ": ", std::strerror(errno));
 }
 
+void unset_env(const std::string& name) {
+  LOOM_CHECK(::unsetenv(name.c_str()) == 0, "unsetenv ", name, ": ", std::strerror(errno));
+}
+
 // ---- File ----
 
 File File::open_read(const std::string& path) {

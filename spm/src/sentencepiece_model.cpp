@@ -69,6 +69,7 @@ void SentencePieceModel::load_processor() const {
   const auto status = sp->LoadFromSerializedProto(absl::string_view(bytes.data(), bytes.size()));
   LOOM_CHECK(status.ok(), path_, ": not a SentencePiece model: ", status.ToString(), "; ", spm::kSpmModelExpected);
   sp_ = std::move(sp);
+  sp_loaded_ = true;
 }
 
 const sentencepiece::SentencePieceProcessor& SentencePieceModel::processor() const {
@@ -76,7 +77,7 @@ const sentencepiece::SentencePieceProcessor& SentencePieceModel::processor() con
   return *sp_;
 }
 
-bool SentencePieceModel::sentencepiece_loaded() const { return sp_ != nullptr; }
+bool SentencePieceModel::sentencepiece_loaded() const { return sp_loaded_; }
 
 SentencePieceModel::~SentencePieceModel() = default;
 

@@ -309,8 +309,24 @@ TEST_CASE("the data a checkpoint trained on: recorded, compared on resume, anoth
                     Catch::Contains("model_fingerprint") && Catch::Contains("step_2"));
 }
 
+// job.deterministic's process-wide state, undone when a test ends: later tests in one process (a
+// direct run of this binary) see LibTorch's defaults.
+struct DeterministicStateGuard {
+  ~DeterministicStateGuard() {
+    at::globalContext().setDeterministicAlgorithms(false, false);
+    at::globalContext().setDeterministicCuDNN(false);
+    sys::unset_env("CUBLAS_WORKSPACE_CONFIG");
+    sys::unset_env("NCCL_NVLS_ENABLE");
+  }
+};
+
+// CPU runs of one seed are bitwise equal with or without the flag (loom's CPU kernels add in a
+// fixed order): what this shows is that the mode is set up before the run and changes no result
+// on the CPU. The GPU test (gpu_determinism_test.cpp) shows what it changes there.
 TEST_CASE("job.deterministic: two runs of one seed write bitwise the same losses and weights") {
+  DeterministicStateGuard guard;
   log::set_level(log::Level::kWarn);
+  REQUIRE_FALSE(at::globalContext().deterministicAlgorithms());
   test::TempDir dir("loop_deterministic");
   test::write_loop_data(dir / "data");
   // Two intra-op threads: where a reduction's order could depend on scheduling.
@@ -337,6 +353,7 @@ TEST_CASE("job.deterministic: two runs of one seed write bitwise the same losses
 }
 
 TEST_CASE("job.deterministic refuses an environment that defeats it") {
+  DeterministicStateGuard guard;
   sys::set_env("CUBLAS_WORKSPACE_CONFIG", ":0:0");
   CHECK_THROWS_WITH(enable_deterministic_mode(), Catch::Contains("CUBLAS_WORKSPACE_CONFIG=:4096:8 or :16:8") &&
                                                      Catch::Contains("sets ':0:0'"));

@@ -30,8 +30,9 @@
 //
 // Order within a cycle. Position j in [0, L) goes to the dataset with the largest deficit
 // q_d * (j + 1) - L * c_d, where c_d counts the positions before j given to d (ties to the lower d):
-// Megatron's greedy "largest error" rule in exact integers. A dataset is chosen only while its
-// deficit is the largest, hence > 0, so no dataset ever runs a whole sample ahead of its share; with
+// a largest-deficit rule like Megatron's blend (the same shares, not the same order), in exact
+// integers. A dataset is chosen only while its deficit is the largest, hence > 0, so no dataset
+// ever runs a whole sample ahead of its share; with
 // two datasets neither runs a whole sample behind, and G consecutive samples hold G * p_d of each
 // within 2. Any L consecutive samples hold exactly q_d of dataset d, so a global batch of G = k * L
 // holds exactly k * q_d, whatever rank count slices it.

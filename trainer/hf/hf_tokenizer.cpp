@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "loom/json_text.h"
+#include "loom/log.h"
 #include "loom/sys.h"
 
 namespace loom::hf {
@@ -35,6 +36,11 @@ std::vector<std::pair<std::string, std::string>> tokenizer_files(const spm::SpmM
   //   (SentencePieceBackend, which was exact on every line), and 4's use_fast=False is exact.
   // add_bos_token: SentencePiece's ids + bos, as loom-tokenize writes them.
   const spm::SpmNormalizerSpec& ns = m.normalizer;
+  if (m.model_type != spm::kSpmBpe || !ns.precompiled_charsmap.empty())
+    log::warn(model_path, ": a ", m.model_type == spm::kSpmBpe ? "BPE model with normalization rules" : "non-BPE model",
+              ": transformers 5's default LlamaTokenizer gives other ids than training for many texts; load the "
+              "export with AutoTokenizer.from_pretrained(dir, backend=\"sentencepiece\") in transformers 5, "
+              "use_fast=False in 4 (both exact; docs/HF.md)");
   std::ostringstream cfg;
   cfg << "{\n"
       << "  \"tokenizer_class\": \"LlamaTokenizer\",\n"

@@ -56,7 +56,7 @@ inline constexpr char kSpmModelExpected[] =
 
 // The one check of a tokenizer-model path, before loom's reader or libsentencepiece parses it: a
 // missing path, a folder (naming its tokenizer.model when it holds one), an empty file and a JSON file
-// (Hugging Face's tokenizer.json or tokenizer_config.json: a .model never starts with '{') are refused
+// (Hugging Face's tokenizer.json or tokenizer_config.json: a .model starts with byte 0x0A) are refused
 // with a loom::Error naming the path and kSpmModelExpected.
 void check_spm_model_file(const std::string& path);
 // The file's bytes, after those checks.

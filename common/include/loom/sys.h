@@ -50,6 +50,7 @@ bool process_alive(long pid);
 // later in this process, before their first use).
 std::string get_env(const std::string& name);
 void set_env(const std::string& name, const std::string& value);
+void unset_env(const std::string& name);
 
 // An owned file descriptor.
 class File {

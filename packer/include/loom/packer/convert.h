@@ -10,8 +10,10 @@
 // gives back the same .bin and .meta, byte for byte. loom -> Megatron writes each document with ids
 // as one sequence and an empty one as none, ids as Megatron's dtype for the header's vocab_size
 // (uint16 below 65,500, else int32): what preprocess_data.py writes without --split-sentences, so
-// such a dataset -> loom -> Megatron gives back the same .bin and .idx (a dataset of several
-// sequences per document comes back with one: loom keeps documents, not sentences).
+// such a dataset -> loom -> Megatron with the model (or --vocab-size) it was made with gives back
+// the same .bin and .idx; without either the vocabulary is the largest id + 1, and the dtype may
+// differ. A dataset of several sequences per document comes back with one: loom keeps documents,
+// not sentences.
 #pragma once
 
 #include <cstdint>

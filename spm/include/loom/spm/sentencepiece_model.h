@@ -12,6 +12,7 @@
 // about a third of the time of both (one process of a one-line input: 0.07 s before).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,7 @@ class alignas(64) SentencePieceModel {
   // decode() (sp_once_).
   mutable std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   mutable std::once_flag sp_once_;
+  mutable std::atomic<bool> sp_loaded_{false};  // sp_ is set: what sentencepiece_loaded() reads, from any thread
   std::unique_ptr<spm::SpmEncoder> loom_;  // set: encode() uses it (with or without the dummy prefix)
   // The same model without the dummy prefix, for encode_continuation() when loom's encoder is not used.
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_no_prefix_;
