@@ -7,6 +7,12 @@
 #   make -f scripts/pipeline.mk INPUTS="data/a.jsonl.zst data/b.txt" ...     (a list instead of a folder)
 #   make -f scripts/pipeline.mk INPUT_DIR=corpus WEIGHTS=web:3,code:1 MIXTURE=proportional ...
 #
+# A split can leave a side without documents (a small input whose every document went to train, or
+# to valid): split writes no shard for that side (a shard has at least one document), the split's
+# stamp OUT/split/DATASET/NAME.split records that the input was split, and the packs take the sides
+# that exist. A dataset without any valid document is not validated (its stale valid packs removed;
+# loom-train gets no valid folder when no dataset has one); one without any train document is an error.
+#
 # Datasets: each sub-folder of INPUT_DIR is one named dataset (corpus/web/**, corpus/code/** ->
 # datasets web and code), packed apart (OUT/packed/train/web, OUT/packed/valid/web, ...), so training
 # weighs them (WEIGHTS -> data.dataset_weights "name:weight,...", MIXTURE -> data.mixture: scaled, a
@@ -58,28 +64,34 @@ ds_of   = $(if $(INPUT_DIR),$(if $(findstring /,$(call rel_of,$(1))),$(firstword
 id_of   = $(call ds_of,$(1))/$(call name_of,$(1))
 DATASETS := $(sort $(foreach f,$(INPUTS),$(call ds_of,$(f))))
 TOKENS  := $(foreach f,$(INPUTS),$(OUT)/tokens/$(call id_of,$(f)).bin.meta)
-split_of = $(foreach f,$(INPUTS),$(if $(filter $(1),$(call ds_of,$(f))),$(OUT)/split/$(1)/$(2)/$(call name_of,$(f)).bin.meta))
-TRAIN_SPLIT := $(foreach d,$(DATASETS),$(call split_of,$(d),train))
-VALID_SPLIT := $(foreach d,$(DATASETS),$(call split_of,$(d),valid))
+# A dataset's split stamps; and, as shell, the split shards of one side that exist (a recipe runs it
+# after its prerequisites, the splits, are made).
+split_of = $(foreach f,$(INPUTS),$(if $(filter $(1),$(call ds_of,$(f))),$(OUT)/split/$(1)/$(call name_of,$(f)).split))
+sides_sh = for f in $(strip $(foreach f,$(INPUTS),$(if $(filter $(1),$(call ds_of,$(f))),$(OUT)/split/$(1)/$(2)/$(call name_of,$(f)).bin))); \
+           do [ ! -e $$f.meta ] || echo $$f; done
+SPLIT   := $(foreach d,$(DATASETS),$(call split_of,$(d)))
 PACKED_TRAIN := $(foreach d,$(DATASETS),$(OUT)/packed/train/$(d)/packed.bin.meta)
-PACKED_VALID := $(foreach d,$(DATASETS),$(OUT)/packed/valid/$(d)/packed.bin.meta)
+# A dataset's valid packs are optional (no valid document, no packs), so their target is a stamp.
+PACKED_VALID := $(foreach d,$(DATASETS),$(OUT)/packed/valid/$(d).packed)
 FINAL   := $(OUT)/run/checkpoints/step_$(STEPS)
 
 .PHONY: all tokens split pack train
 all: train
 tokens: $(TOKENS)
-split: $(TRAIN_SPLIT) $(VALID_SPLIT)
+split: $(SPLIT)
 pack: $(PACKED_TRAIN) $(PACKED_VALID)
 train: $(FINAL)
 
 # One tokenize job per input, then its shard split by document (deterministic in SEED; split checks
-# the shard's checksums as it reads).
+# the shard's checksums as it reads, and removes a side's old shard when that side is now empty).
+# The stamp is touched only after split succeeded: a failed or killed split is redone.
 define input_rules
 $(OUT)/tokens/$(call id_of,$(1)).bin.meta: $(1) $(MODEL)
 	$(BIN)/tokenize/loom-tokenize --model $(MODEL) --output-dir $(OUT)/tokens/$(call ds_of,$(1)) --threads $(THREADS) $(1)
-$(OUT)/split/$(call ds_of,$(1))/train/$(call name_of,$(1)).bin.meta $(OUT)/split/$(call ds_of,$(1))/valid/$(call name_of,$(1)).bin.meta &: $(OUT)/tokens/$(call id_of,$(1)).bin.meta
+$(OUT)/split/$(call id_of,$(1)).split: $(OUT)/tokens/$(call id_of,$(1)).bin.meta
 	$(BIN)/packer/loom-pack split --valid-fraction $(VALID_FRACTION) --seed $(SEED) \
 	  --output-dir $(OUT)/split/$(call ds_of,$(1)) $(OUT)/tokens/$(call id_of,$(1)).bin
+	touch $$@
 endef
 $(foreach f,$(INPUTS),$(eval $(call input_rules,$(f))))
 
@@ -88,23 +100,32 @@ $(foreach f,$(INPUTS),$(eval $(call input_rules,$(f))))
 $(shell mkdir -p $(OUT) && [ "$$(cat $(OUT)/seq_len 2>/dev/null)" = "$(SEQ_LEN)" ] || echo $(SEQ_LEN) > $(OUT)/seq_len)
 $(shell [ "$$(cat $(OUT)/mixture 2>/dev/null)" = "$(WEIGHTS) $(MIXTURE)" ] || echo "$(WEIGHTS) $(MIXTURE)" > $(OUT)/mixture)
 
-# Each dataset packed apart, train and valid.
+# Each dataset packed apart, train and valid, from the sides its splits wrote. The valid stamp is
+# touched after its packs are written, or after the old ones are removed when there is nothing to pack.
 define dataset_rules
-$(OUT)/packed/train/$(1)/packed.bin.meta: $(call split_of,$(1),train) $(OUT)/seq_len
+$(OUT)/packed/train/$(1)/packed.bin.meta: $(call split_of,$(1)) $(OUT)/seq_len
+	ins=$$$$($$(call sides_sh,$(1),train)); [ -n "$$$$ins" ] || { echo "dataset $(1): no training document: every \
+	  document of $(OUT)/split/$(1) went to validation (VALID_FRACTION=$(VALID_FRACTION), SEED=$(SEED)); \
+	  lower VALID_FRACTION or give the dataset more documents" >&2; exit 1; }; \
 	$(BIN)/packer/loom-pack pack --seq-len $(SEQ_LEN) --strategy bestfit --seed $(SEED) \
-	  --output-dir $(OUT)/packed/train/$(1) $(patsubst %.meta,%,$(call split_of,$(1),train))
-$(OUT)/packed/valid/$(1)/packed.bin.meta: $(call split_of,$(1),valid) $(OUT)/seq_len
-	$(BIN)/packer/loom-pack pack --seq-len $(SEQ_LEN) --strategy concat \
-	  --output-dir $(OUT)/packed/valid/$(1) $(patsubst %.meta,%,$(call split_of,$(1),valid))
+	  --output-dir $(OUT)/packed/train/$(1) $$$$ins
+$(OUT)/packed/valid/$(1).packed: $(call split_of,$(1)) $(OUT)/seq_len
+	ins=$$$$($$(call sides_sh,$(1),valid)); if [ -n "$$$$ins" ]; then \
+	  $(BIN)/packer/loom-pack pack --seq-len $(SEQ_LEN) --strategy concat --output-dir $(OUT)/packed/valid/$(1) $$$$ins; \
+	else rm -f $(OUT)/packed/valid/$(1)/packed.bin.meta $(OUT)/packed/valid/$(1)/packed.bin && \
+	  echo "dataset $(1): no validation document (VALID_FRACTION=$(VALID_FRACTION)): not validated"; fi
+	mkdir -p $(OUT)/packed/valid && touch $$@
 endef
 $(foreach d,$(DATASETS),$(eval $(call dataset_rules,$(d))))
 
 # The final checkpoint. --resume auto continues the run from its newest checkpoint (fresh only when
 # there is none); when that checkpoint is already the final one nothing is trained, and the touch
 # marks the target as made from the current packs.
+# No dataset with valid packs: no validation (an empty data.valid_folder).
 $(FINAL): $(PACKED_TRAIN) $(PACKED_VALID) $(CONFIG) $(OUT)/mixture
 	$(BIN)/trainer/loom-train --config $(CONFIG) --resume auto --job.run_dir=$(OUT)/run \
-	  --data.train_folder=$(OUT)/packed/train --data.valid_folder=$(OUT)/packed/valid \
+	  --data.train_folder=$(OUT)/packed/train \
+	  --data.valid_folder=$$(ls $(OUT)/packed/valid/*/packed.bin.meta >/dev/null 2>&1 && echo $(OUT)/packed/valid) \
 	  --data.seq_len=$(SEQ_LEN) --data.total_steps=$(STEPS) $(if $(ON_RESUME),--lr_scheduler.on_resume=$(ON_RESUME)) \
 	  $(if $(WEIGHTS),--data.dataset_weights=$(WEIGHTS)) $(if $(MIXTURE),--data.mixture=$(MIXTURE)) $(TRAIN_ARGS)
 	touch $@
