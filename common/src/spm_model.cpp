@@ -163,11 +163,13 @@ std::string read_spm_model_bytes(const std::string& path) {
   }
   const std::string data = sys::read_file(path);
   LOOM_CHECK(!data.empty(), path, ": an empty file, not a tokenizer model; ", kSpmModelExpected);
-  // A model's first byte is 0x0A (field 1, the pieces): '\n' is never skipped as JSON's whitespace,
-  // and no byte a JSON text may begin with ('{', '[', ' ', '\t', '\r', a UTF-8 BOM) can start one.
+  // JSON: '{' or '[' after whitespace (a model's first byte, 0x0A, is '\n', and a piece's length
+  // byte may be '{'), and no NUL byte, which JSON text never holds and a model's fields always do.
   const size_t bom = data.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
-  const size_t first = data.find_first_not_of(" \t\r", bom);
-  LOOM_CHECK(first == std::string::npos || (data[first] != '{' && data[first] != '['), path,
+  const size_t first = data.find_first_not_of(" \t\r\n", bom);
+  const bool json = first != std::string::npos && (data[first] == '{' || data[first] == '[') &&
+                    data.find('\0') == std::string::npos;
+  LOOM_CHECK(!json, path,
              ": a JSON file (a Hugging Face tokenizer.json or tokenizer_config.json?), not a SentencePiece model; ",
              kSpmModelExpected);
   return data;

@@ -80,6 +80,24 @@ TEST_CASE("tokenizer model: a Hugging Face tokenizer.json is refused as JSON") {
                                                "tokenizer_config.json?), not a SentencePiece model; " + kExpected);
 }
 
+// A model's first byte is 0x0A ('\n'), the second its first piece's length: 123 is '{'. Such a
+// model (a first piece record padded with an unknown field to 123 bytes) is a model, not JSON.
+TEST_CASE("tokenizer model: a model whose first piece record is 123 bytes long is not taken for JSON") {
+  TempDir dir("spm_brace");
+  const std::string model = read_all(corpus("spm_test_unigram_1k.model"));
+  REQUIRE(model.compare(0, 11, std::string("\n\t\n\x05<unk>\x18\x02", 11)) == 0);
+  const std::string inner = model.substr(2, 9) + "\x9a\x06" + std::string(1, '\x6f') + std::string(111, 'x');
+  REQUIRE(inner.size() == 123);
+  write_all(dir / "brace.model", "\n{" + inner + model.substr(11));
+  CHECK_NOTHROW(spm::check_spm_model_file(dir / "brace.model"));
+  CHECK(spm::read_spm_model(dir / "brace.model").pieces == spm::read_spm_model(corpus("spm_test_unigram_1k.model")).pieces);
+  std::vector<uint32_t> a, b;
+  SentencePieceModel(dir / "brace.model", EncoderChoice::kSentencePiece).encode("I am a cat.", a);
+  SentencePieceModel(corpus("spm_test_unigram_1k.model"), EncoderChoice::kSentencePiece).encode("I am a cat.", b);
+  CHECK(a == b);
+  CHECK_FALSE(a.empty());
+}
+
 TEST_CASE("tokenizer model: an empty file is refused as empty") {
   TempDir dir("spm_empty");
   write_all(dir / "tokenizer.model", "");

@@ -55,9 +55,10 @@ inline constexpr char kSpmModelExpected[] =
     "loom reads a SentencePiece .model file (in a Hugging Face folder it is tokenizer.model)";
 
 // The one check of a tokenizer-model path, before loom's reader or libsentencepiece parses it: a
-// missing path, a folder (naming its tokenizer.model when it holds one), an empty file and a JSON file
-// (Hugging Face's tokenizer.json or tokenizer_config.json: a .model starts with byte 0x0A) are refused
-// with a loom::Error naming the path and kSpmModelExpected.
+// missing path, a folder (naming its tokenizer.model when it holds one), an empty file and a JSON
+// file (Hugging Face's tokenizer.json or tokenizer_config.json: text that opens with '{' or '[' and
+// holds no NUL byte, which a .model always holds) are refused with a loom::Error naming the path and
+// kSpmModelExpected.
 void check_spm_model_file(const std::string& path);
 // The file's bytes, after those checks.
 std::string read_spm_model_bytes(const std::string& path);
