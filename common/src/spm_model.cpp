@@ -175,8 +175,6 @@ std::string read_spm_model_bytes(const std::string& path) {
   return data;
 }
 
-void check_spm_model_file(const std::string& path) { read_spm_model_bytes(path); }
-
 SpmModel read_spm_model(const std::string& path) {
   const std::string data = read_spm_model_bytes(path);
   try {

@@ -50,7 +50,7 @@ TEST_CASE("SentencePieceModel: a missing file and a file that is not a model are
   CHECK_THROWS_WITH(SentencePieceModel(dir / "t.model"), Catch::StartsWith(dir / "t.model: not a SentencePiece model: "));
 }
 
-// The one tokenizer-model check (spm::check_spm_model_file) seen through both loaders: libsentencepiece's
+// The one tokenizer-model check (spm::read_spm_model_bytes) seen through both loaders: libsentencepiece's
 // (loom-tokenize, loom-pack) and loom's own reader (loom-train). Each mode's message names the path,
 // what it is, and what loom reads instead.
 namespace {
@@ -89,7 +89,7 @@ TEST_CASE("tokenizer model: a model whose first piece record is 123 bytes long i
   const std::string inner = model.substr(2, 9) + "\x9a\x06" + std::string(1, '\x6f') + std::string(111, 'x');
   REQUIRE(inner.size() == 123);
   write_all(dir / "brace.model", "\n{" + inner + model.substr(11));
-  CHECK_NOTHROW(spm::check_spm_model_file(dir / "brace.model"));
+  CHECK_NOTHROW(spm::read_spm_model_bytes(dir / "brace.model"));
   CHECK(spm::read_spm_model(dir / "brace.model").pieces == spm::read_spm_model(corpus("spm_test_unigram_1k.model")).pieces);
   std::vector<uint32_t> a, b;
   SentencePieceModel(dir / "brace.model", EncoderChoice::kSentencePiece).encode("I am a cat.", a);

@@ -79,8 +79,7 @@ void keep_freed_memory_in_heap() {
 std::string read_tokenizer_model(const DataOptions& data, const TrainData& train_data) {
   if (data.tokenizer.empty()) return "";
   // The model the data was tokenized with goes into every checkpoint: checked here, not trusted.
-  spm::check_spm_model_file(data.tokenizer);
-  std::string bytes = sys::read_file(data.tokenizer);
+  std::string bytes = spm::read_spm_model_bytes(data.tokenizer);
   const uint64_t have = xxh64(bytes.data(), bytes.size());
   const uint64_t want = train_data.tokenizer().model_fingerprint;
   LOOM_CHECK(want == 0 || have == want, "data.tokenizer ", data.tokenizer, " (XXH64 ", hex64(have),

@@ -54,17 +54,15 @@ struct SpmModel {
 inline constexpr char kSpmModelExpected[] =
     "loom reads a SentencePiece .model file (in a Hugging Face folder it is tokenizer.model)";
 
-// The one check of a tokenizer-model path, before loom's reader or libsentencepiece parses it: a
-// missing path, a folder (naming its tokenizer.model when it holds one), an empty file and a JSON
-// file (Hugging Face's tokenizer.json or tokenizer_config.json: text that opens with '{' or '[' and
-// holds no NUL byte, which a .model always holds) are refused with a loom::Error naming the path and
-// kSpmModelExpected.
-void check_spm_model_file(const std::string& path);
-// The file's bytes, after those checks.
+// The one check of a tokenizer-model path, before loom's reader or libsentencepiece parses it, and
+// the file's bytes: a missing path, a folder (naming its tokenizer.model when it holds one), an
+// empty file and a JSON file (Hugging Face's tokenizer.json or tokenizer_config.json: text that
+// opens with '{' or '[' and holds no NUL byte, which a .model always holds) are refused with a
+// loom::Error naming the path and kSpmModelExpected.
 std::string read_spm_model_bytes(const std::string& path);
 
 // Throws loom::Error naming the file, the byte offset and kSpmModelExpected when it is not a
-// SentencePiece model (check_spm_model_file first).
+// SentencePiece model (read_spm_model_bytes's checks first).
 SpmModel read_spm_model(const std::string& path);
 // The same for the file's bytes, read already (path names them in errors).
 SpmModel parse_spm_model(const std::string& data, const std::string& path);
