@@ -10,6 +10,15 @@ namespace loom::tokenize {
 
 namespace {
 
+// One document into out: its bytes as format(ids, n, bytes) writes them, its tokens and byte count.
+template <typename Format>
+void append_doc(SerializedDocs& out, const uint32_t* ids, size_t n, Format&& format) {
+  const size_t at = out.bytes.size();
+  format(ids, n, out.bytes);
+  out.tokens.push_back(n);
+  out.lengths.push_back(out.bytes.size() - at);
+}
+
 // A loom shard: ids as the dtype of the vocabulary (uint16 up to 65536 pieces, else uint32).
 class LoomSink : public ShardSink {
  public:
@@ -17,10 +26,7 @@ class LoomSink : public ShardSink {
       : w_(bin_path, info, encoder, settings_xxh64) {}
   void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
   void serialize(const uint32_t* ids, size_t n, SerializedDocs& out) const override {
-    const size_t at = out.bytes.size();
-    w_.format_doc(ids, n, out.bytes);
-    out.tokens.push_back(n);
-    out.lengths.push_back(out.bytes.size() - at);
+    append_doc(out, ids, n, [this](const uint32_t* i, size_t k, std::string& b) { w_.format_doc(i, k, b); });
   }
   void add_serialized(const SerializedDocs& d) override {
     w_.add_docs_raw(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.tokens.data(), d.tokens.size());
@@ -56,10 +62,7 @@ class InternlmSink : public ShardSink {
       : bin_path_(bin_path), settings_xxh64_(settings_xxh64), w_(bin_path) {}
   void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
   void serialize(const uint32_t* ids, size_t n, SerializedDocs& out) const override {
-    const size_t at = out.bytes.size();
-    InternlmWriter::format_doc(ids, n, out.bytes);
-    out.tokens.push_back(n);
-    out.lengths.push_back(out.bytes.size() - at);
+    append_doc(out, ids, n, &InternlmWriter::format_doc);
   }
   void add_serialized(const SerializedDocs& d) override {
     w_.add_formatted(d.bytes.data(), d.tokens.data(), d.lengths.data(), d.tokens.size());
@@ -85,10 +88,7 @@ class MegatronSink : public ShardSink {
         w_(bin_path, megatron_dtype_for_vocab(info.vocab_size), info.vocab_size) {}
   void add_doc(const uint32_t* ids, size_t n) override { w_.add_doc(ids, n); }
   void serialize(const uint32_t* ids, size_t n, SerializedDocs& out) const override {
-    const size_t at = out.bytes.size();
-    w_.format_doc(ids, n, out.bytes);
-    out.tokens.push_back(n);
-    out.lengths.push_back(out.bytes.size() - at);
+    append_doc(out, ids, n, [this](const uint32_t* i, size_t k, std::string& b) { w_.format_doc(i, k, b); });
   }
   void add_serialized(const SerializedDocs& d) override {
     w_.add_formatted(d.bytes.data(), d.tokens.data(), d.tokens.size());
