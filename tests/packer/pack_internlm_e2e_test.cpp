@@ -5,23 +5,12 @@
 
 #include "fixtures.h"
 #include "loom/error.h"
+#include "run_checks.h"
 
 using namespace loom;
 using namespace loom::test;
 
 namespace {
-
-void require_ok(const RunResult& r) {
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-}
-
-void require_same_file(const std::string& a, const std::string& b) {
-  INFO(a << " vs " << b);
-  const std::string x = read_all(a);
-  REQUIRE(!x.empty());
-  REQUIRE(x == read_all(b));
-}
 
 // loom/a.bin, loom/b.bin: botchan in two loom shards; internlm/a.bin, internlm/b.bin: the same
 // documents in InternLM's format (convert --to internlm, lossless).

@@ -7,21 +7,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "run_checks.h"
 #include "tok_test_util.h"
 
 using namespace loom::test;
 
 namespace {
-void require_ok(const RunResult& r) {
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-}
-void require_same_file(const std::string& a, const std::string& b) {
-  INFO(a << " vs " << b);
-  const std::string x = read_all(a), y = read_all(b);
-  REQUIRE(!x.empty());
-  REQUIRE(x == y);
-}
 std::string q(const std::string& s) { return quote(s); }
 std::string megatron_py() { return q(python()) + " " + q(source_dir() + "/tests/tokenize/megatron_reference.py"); }
 

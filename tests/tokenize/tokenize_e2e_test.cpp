@@ -9,6 +9,7 @@
 #include "loom/hash.h"
 #include "loom/shard_format.h"
 #include "loom/tokenize/tokenize_job.h"
+#include "run_checks.h"
 #include "tok_test_util.h"
 
 using namespace loom::test;
@@ -16,14 +17,6 @@ using namespace loom::test;
 namespace {
 const std::string kQuiet = " 2>&1";
 
-void require_ok(const RunResult& r) {
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-}
-void require_same_file(const std::string& a, const std::string& b) {
-  INFO(a << " vs " << b);
-  REQUIRE(read_all(a) == read_all(b));
-}
 std::string q(const std::string& s) { return quote(s); }
 }  // namespace
 
