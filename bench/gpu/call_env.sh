@@ -1,6 +1,7 @@
 # Sourced by the one-call scripts (bench/gpu/*_call.sh), from the repository root: the call's
 # output folders (OUT, L = OUT/logs), its clock (T0; left prints the seconds left of LOOM_CALL_S,
-# default 570), the device's library path and NCCL settings, and L/device.txt's first lines.
+# default 570), the device's library path and NCCL settings, L/device.txt's first lines, and
+# build_for_call (scripts/device/build.sh of the named targets, its errors and time in the summary).
 OUT=${OUT:-/tmp/loom-out}
 L=$OUT/logs
 mkdir -p "$L"
@@ -10,3 +11,9 @@ export LD_LIBRARY_PATH="/tmp/loom-prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_P
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 # The device's checkout prints its base commit, not the tree's: the caller records the tree's.
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } | tee "$L/device.txt"
+
+build_for_call() {  # TARGETS...
+  LOOM_TARGETS="$*" timeout 300 bash scripts/device/build.sh > "$L/build.log" 2>&1
+  echo "build rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
+  grep -E "error:|FAILED" "$L/build.log" | head -20
+}

@@ -8,9 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
-LOOM_TARGETS="loom-train loom-tokenize loom-pack test_gpu" timeout 300 bash scripts/device/build.sh > "$L/build.log" 2>&1
-echo "build rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
-grep -E "error:|FAILED" "$L/build.log" | head -20
+build_for_call loom-train loom-tokenize loom-pack test_gpu
 timeout 90 build-gpu/tests/gpu/test_gpu "*attention*" > "$L/gpu_attention_tests.log" 2>&1
 echo "attention tests rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_attention_tests.log" | tail -1)" | tee -a "$L/device.txt"
 grep -B2 -A6 FAILED "$L/gpu_attention_tests.log" | head -40

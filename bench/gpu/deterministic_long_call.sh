@@ -8,9 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
-LOOM_TARGETS="loom-train loom-tokenize loom-pack test_gpu" timeout 300 bash scripts/device/build.sh > "$L/build.log" 2>&1
-echo "build rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
-grep -E "error:|FAILED" "$L/build.log" | head -20
+build_for_call loom-train loom-tokenize loom-pack test_gpu
 timeout 120 build-gpu/tests/gpu/test_gpu "*deterministic*" -s > "$L/gpu_deterministic.log" 2>&1
 echo "deterministic test rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|without job.deterministic' "$L/gpu_deterministic.log" | tr '\n' ' ')" | tee -a "$L/device.txt"
 grep -B3 -A12 FAILED "$L/gpu_deterministic.log" | head -40
