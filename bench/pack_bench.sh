@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build-pack}
 GB=${2:-1.0}
 PACK="$BUILD/packer/loom-pack"
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}
 RUNS=${RUNS:-7}
 [ -x "$PACK" ] || { echo "build loom-pack first: ninja -C $BUILD loom-pack" >&2; exit 2; }
 

@@ -24,7 +24,7 @@ FILES=${FILES:-1000}
 MODEL=tests/data/internlm_v7.model
 TOK="$BUILD/tokenize/loom-tokenize"
 PACK="$BUILD/packer/loom-pack"
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}
 for b in "$TOK" "$PACK"; do [ -x "$b" ] || { echo "build it first: cmake --build $BUILD --target $(basename "$b")" >&2; exit 2; }; done
 command -v spm_encode >/dev/null || { echo "needs Debian's sentencepiece (spm_encode)" >&2; exit 2; }
 WORK=$(mktemp -d /dev/shm/loom_short_docs.XXXXXX 2>/dev/null || mktemp -d /tmp/loom_short_docs.XXXXXX)
