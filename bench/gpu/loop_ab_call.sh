@@ -5,6 +5,9 @@
 # through this tree's bench/gpu/loom_train.sh (LOOM_BENCH_BIN), so both read the same data the same way.
 # Here: mkdir -p build-base && git archive BASE > build-base/src.tar; device tool: carry
 # [".debs", "build-base"]; bash bench/gpu/loop_ab_call.sh   (LOOM_CALL_S, default 570; LOOM_AB_ROUNDS, 2)
+# LOOM_AB_SPECS (default "1b:4:0 7b:1:auto", PRESET:MICRO_BSZ:CHECKPOINT), LOOM_AB_DOCS (make_packed.py
+# --docs of the packs, default "one"), LOOM_AB_TESTS (a test_gpu filter run on this tree first, e.g.
+# "*attention*"), LOOM_AB_PLAN=0 skips plan == run.
 # Logs in $OUT/logs.tgz, one JSON line per run in $OUT/ab.jsonl, the summary on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,30 +17,43 @@ mkdir -p /tmp/loom-prefix
 for f in .debs/*.deb; do dpkg -x "$f" /tmp/loom-prefix; done && touch /tmp/loom-prefix/.unpacked
 rm -rf "$BASE" && mkdir -p "$BASE" && tar -xf build-base/src.tar -C "$BASE" && ln -s "$ROOT/.debs" "$BASE/.debs"
 cp scripts/device/build.sh "$BASE/scripts/device/build.sh"
-(LOOM_TARGETS="loom-train loom-tokenize loom-pack" timeout 360 bash scripts/device/build.sh > "$L/build_current.log" 2>&1
+(LOOM_TARGETS="loom-train loom-tokenize loom-pack${LOOM_AB_TESTS:+ test_gpu}" timeout 360 bash scripts/device/build.sh > "$L/build_current.log" 2>&1
  echo "build current rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
 (cd "$BASE" && LOOM_TARGETS=loom-train timeout 360 bash scripts/device/build.sh > "$L/build_base.log" 2>&1
  echo "build base rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
 wait
 grep -hE "error:|FAILED" "$L"/build_*.log | head -20
+if [ -n "${LOOM_AB_TESTS:-}" ]; then
+  timeout 120 build-gpu/tests/gpu/test_gpu "$LOOM_AB_TESTS" > "$L/gpu_tests.log" 2>&1
+  echo "test_gpu \"$LOOM_AB_TESTS\" rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_tests.log" | tail -1)" \
+    | tee -a "$L/device.txt"
+  grep -B2 -A8 FAILED "$L/gpu_tests.log" | head -40
+fi
+SPECS=${LOOM_AB_SPECS:-"1b:4:0 7b:1:auto"} DOCS=${LOOM_AB_DOCS:-one}
 D=$(mktemp -d /tmp/loom-ab-XXXX)
-for p in 1b:4 7b:1; do
-  python3 bench/gpu/make_packed.py "$D/${p%%:*}.bin" --seq-len 4096 --packs $(( ${p##*:} * 14 )) --docs one \
-    --tools build-gpu --stats-json "$L/packs_${p%%:*}.json" >> "$L/packs.log" 2>&1
+for spec in $SPECS; do
+  IFS=: read -r preset bsz ckpt <<< "$spec"
+  for docs in $DOCS; do
+    python3 bench/gpu/make_packed.py "$D/${preset}_$docs.bin" --seq-len 4096 --packs $(( bsz * 14 )) --docs "$docs" \
+      --tools build-gpu --stats-json "$L/packs_${preset}_$docs.json" >> "$L/packs.log" 2>&1
+  done
 done
 for round in $(seq "${LOOM_AB_ROUNDS:-2}"); do
-  for spec in 1b:4:0 7b:1:auto; do
+  for spec in $SPECS; do
     IFS=: read -r preset bsz ckpt <<< "$spec"
-    for tree in base current; do
-      bin=$ROOT/build-gpu/trainer/loom-train; [ "$tree" = base ] && bin=$BASE/build-gpu/trainer/loom-train
-      [ "$(left)" -gt 75 ] || { echo "no time left for $tree $spec round $round" | tee -a "$L/device.txt"; continue; }
-      line=$(LOOM_BENCH_BIN=$bin LOOM_BENCH_DATA=$D/$preset.bin LOOM_BENCH_STEPS=12 LOOM_BENCH_TAG="${preset}_${tree}_$round" \
-             timeout 150 bash bench/gpu/loom_train.sh "$preset" "$bsz" "$ckpt" "$L" 2>>"$L/ab_err.txt")
-      [ -n "$line" ] || line="{\"preset\": \"$preset\", \"error\": \"failed\"}"
-      echo "${line%\}}, \"tree\": \"$tree\", \"round\": $round}" | tee -a "$OUT/ab.jsonl"
+    for docs in $DOCS; do
+      for tree in base current; do
+        bin=$ROOT/build-gpu/trainer/loom-train; [ "$tree" = base ] && bin=$BASE/build-gpu/trainer/loom-train
+        [ "$(left)" -gt 75 ] || { echo "no time left for $tree $spec $docs round $round" | tee -a "$L/device.txt"; continue; }
+        line=$(LOOM_BENCH_BIN=$bin LOOM_BENCH_DATA=$D/${preset}_$docs.bin LOOM_BENCH_STEPS=12 \
+               LOOM_BENCH_TAG="${preset}_${docs}_${tree}_$round" \
+               timeout 150 bash bench/gpu/loom_train.sh "$preset" "$bsz" "$ckpt" "$L" 2>>"$L/ab_err.txt")
+        [ -n "$line" ] || line="{\"preset\": \"$preset\", \"error\": \"failed\"}"
+        echo "${line%\}}, \"docs\": \"$docs\", \"tree\": \"$tree\", \"round\": $round}" | tee -a "$OUT/ab.jsonl"
+      done
     done
   done
 done
-[ "$(left)" -gt 60 ] && timeout "$(left)" bash bench/gpu/plan_vs_run.sh "$L" 1b 7b | tee -a "$L/device.txt"
+[ "${LOOM_AB_PLAN:-1}" = 1 ] && [ "$(left)" -gt 60 ] && timeout "$(left)" bash bench/gpu/plan_vs_run.sh "$L" 1b 7b | tee -a "$L/device.txt"
 echo "done at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
 tar czf "$OUT/logs.tgz" -C "$OUT" logs
