@@ -192,6 +192,34 @@ TEST_CASE("cuDNN segment attention equals per-document attention forward and bac
   });
 }
 
+// Segments that fill their tiles run as batched calls: four whole packs of 512 (one call that covers
+// every token: its results are used as they come), one pack of 1024, two whole segments of 256
+// before a padded document and one cut at the end (a batched call whose rows are copied into place
+// beside single ones), and three 128-token documents between others.
+TEST_CASE("cuDNN segment attention batches whole segments and equals per-document attention") {
+  for (const std::vector<int32_t>& cu : {std::vector<int32_t>{0, 512, 1024, 1536, 2048}, std::vector<int32_t>{0, 1024},
+                                         std::vector<int32_t>{0, 256, 512, 700, 1024},
+                                         std::vector<int32_t>{0, 100, 228, 356, 484, 1024}}) {
+    INFO("cu_seqlens ending at " << cu.back() << " with " << cu.size() - 1 << " documents");
+    const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);
+    check_per_document(cu, 21, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
+      return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)));
+    });
+  }
+}
+
+TEST_CASE("one call over every token returns contiguous rows, as the output projection views them") {
+  const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+  torch::manual_seed(5);
+  const torch::Tensor q = torch::randn({1024, 4, 64}, bf).requires_grad_(true);
+  const torch::Tensor k = torch::randn({1024, 4, 64}, bf).requires_grad_(true);
+  const torch::Tensor out = loom::cudnn_segment_attention(q, k, k, torch::tensor({0, 512, 1024}, torch::kInt32), 0.125);
+  CHECK(out.is_contiguous());
+  out.sum().backward();
+  CHECK(q.grad().is_contiguous());
+  CHECK(k.grad().is_contiguous());
+}
+
 TEST_CASE("packed attention through cuDNN equals the masked path, with and without the batch's host copy") {
   loom::Batch b = loom::test::make_packed_batch({{100, 28, 3}, {64, 64, 100}}, 256, 1000, 11).to(cuda());
   REQUIRE(b.cu_seqlens_host.defined());  // Batch::to keeps the CPU copy

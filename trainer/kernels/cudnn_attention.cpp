@@ -29,8 +29,12 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// One cuDNN call: `batch` segments of exactly `padded` tokens each, back to back from `start` (batch
+// > 1 only for segments that fill their tiles, as whole one-document packs do), or one segment of
+// `len` tokens padded to `padded`.
 struct Segment {
-  int64_t start, len, padded;
+  int64_t start, len, padded, batch;
+  int64_t tokens() const { return batch * len; }
 };
 
 std::vector<Segment> plan_segments(const torch::Tensor& cu_host, int64_t tokens) {
@@ -47,14 +51,34 @@ std::vector<Segment> plan_segments(const torch::Tensor& cu_host, int64_t tokens)
   for (int64_t s = 0; s < S; ++s) {
     const int64_t n = c[s + 1] - c[s];
     LOOM_CHECK(n >= 0, "cu_seqlens decreases at entry ", s + 1, ": ", c[s], " then ", c[s + 1]);
-    if (n > 0) segs.push_back({c[s], n, (n + kSegmentGrain - 1) / kSegmentGrain * kSegmentGrain});
+    if (n <= 0) continue;
+    const int64_t padded = (n + kSegmentGrain - 1) / kSegmentGrain * kSegmentGrain;
+    // A segment that fills its tiles joins the previous one of the same length as one more batch
+    // row: one launch instead of several, and its rows need no padding.
+    if (n == padded && !segs.empty()) {
+      Segment& last = segs.back();
+      if (last.len == n && last.padded == n && last.start + last.tokens() == c[s]) {
+        ++last.batch;
+        continue;
+      }
+    }
+    segs.push_back({c[s], n, padded, 1});
   }
   return segs;
 }
 
+// Whether the one call covers every token without padding: its results are then the whole
+// outputs, used as they come, with no rows to copy into place.
+bool covers_all(const std::vector<Segment>& segs, int64_t tokens) {
+  return segs.size() == 1 && segs[0].start == 0 && segs[0].len == segs[0].padded && segs[0].tokens() == tokens;
+}
+
 // Rows [start, start + padded) of a contiguous [Tok, N, D] tensor as [1, N, padded, D]: a view where
 // the rows exist, else the segment's rows zero-padded into a copy (same strides, so the same graph).
+// A batch of whole segments: [batch, N, padded, D], a view.
 torch::Tensor padded_rows(const torch::Tensor& x, const Segment& s) {
+  if (s.batch > 1)
+    return x.narrow(0, s.start, s.tokens()).view({s.batch, s.padded, x.size(1), x.size(2)}).transpose(1, 2);
   const torch::Tensor rows =
       s.start + s.padded <= x.size(0)
           ? x.narrow(0, s.start, s.padded)
@@ -72,8 +96,12 @@ torch::Tensor padded_grad(const torch::Tensor& g, const Segment& s) {
   return p.unsqueeze(0).transpose(1, 2);
 }
 
-// The first n rows of a [1, N, P, D] result as [n, N, D].
-torch::Tensor first_rows(const torch::Tensor& x, int64_t n) { return x.select(0, 0).transpose(0, 1).narrow(0, 0, n); }
+// The segments' rows of a [batch, N, P, D] result as [tokens, N, D]: a view where cuDNN laid the
+// result out token-major, as it does for inputs that are (its output takes its query's layout).
+torch::Tensor first_rows(const torch::Tensor& x, const Segment& s) {
+  if (s.batch > 1) return x.transpose(1, 2).reshape({s.tokens(), x.size(1), x.size(3)});
+  return x.select(0, 0).transpose(0, 1).narrow(0, 0, s.len);
+}
 
 // The segments' kernels run on kStreams streams, longest first, round-robin: a short segment's grid
 // (heads x query tiles) fills few of the SMs, and another segment's kernel fills the rest. The
@@ -130,32 +158,49 @@ class Fanout {
 std::vector<size_t> longest_first(const std::vector<Segment>& segs) {
   std::vector<size_t> order(segs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return segs[a].len > segs[b].len; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return segs[a].batch * segs[a].len > segs[b].batch * segs[b].len; });
   return order;
 }
 
-// Dropout 0, causal within every segment. Saved per segment: the log-sum-exp [1, H, P, 1] and the
+// Runs fn(i) for every segment: one call on the caller's stream, several across the fan-out's.
+template <typename Fn>
+void run_segments(const std::vector<Segment>& segs, Fn&& fn) {
+  if (segs.size() == 1) {
+    fn(size_t{0});
+    return;
+  }
+  Fanout streams;
+  streams.run(longest_first(segs), fn);
+}
+
+// Dropout 0, causal within every segment. Saved per call: the log-sum-exp [batch, H, P, 1] and the
 // kernel's philox seed/offset (unused without dropout, but part of the backward's signature). The
-// output itself is saved whole and re-viewed per segment in the backward.
+// output itself is saved whole and re-viewed per segment in the backward. When one call covers
+// every token (packs of one document each), its results are the outputs and gradients as they are.
 class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& cu_host, double scale) {
     const std::vector<Segment> segs = plan_segments(cu_host, q.size(0));
+    const bool whole = covers_all(segs, q.size(0));
     std::vector<torch::Tensor> stats(3 * segs.size());
     // Each segment's rows are copied into place on its own stream by a kernel (a cat would stage its
     // list of pointers through a pageable copy that waits for the stream, and ATen's copy_ is a
     // cudaMemcpyAsync: both held the host up every layer).
-    torch::Tensor out = torch::empty_like(q);
-    Fanout streams;
-    streams.run(longest_first(segs), [&](size_t i) {
+    torch::Tensor out = whole ? torch::Tensor() : torch::empty_like(q);
+    run_segments(segs, [&](size_t i) {
       const Segment& s = segs[i];
       auto r = at::_cudnn_attention_forward(padded_rows(q, s), padded_rows(k, s), padded_rows(v, s),
                                             /*attn_bias=*/std::nullopt, /*cum_seq_q=*/std::nullopt,
                                             /*cum_seq_k=*/std::nullopt, s.padded, s.padded,
                                             /*compute_log_sumexp=*/true, /*dropout_p=*/0.0, /*is_causal=*/true,
                                             /*return_debug_mask=*/false, scale);
-      copy_token_rows(first_rows(std::get<0>(r), s.len), out.narrow(0, s.start, s.len));
+      if (whole) {
+        out = first_rows(std::get<0>(r), s).contiguous();
+      } else {
+        copy_token_rows(first_rows(std::get<0>(r), s), out.narrow(0, s.start, s.tokens()));
+      }
       stats[3 * i] = std::get<1>(r);
       stats[3 * i + 1] = std::get<6>(r);
       stats[3 * i + 2] = std::get<7>(r);
@@ -172,10 +217,15 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
     const torch::Tensor &q = s[0], &k = s[1], &v = s[2], &out = s[3];
     const double scale = ctx->saved_data["scale"].toDouble();
     const std::vector<Segment> segs = plan_segments(s[4], q.size(0));
+    const bool whole = covers_all(segs, q.size(0));
     const torch::Tensor g = grads[0].contiguous();
-    torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
-    Fanout streams;
-    streams.run(longest_first(segs), [&](size_t i) {
+    torch::Tensor dq, dk, dv;
+    if (!whole) {
+      dq = torch::empty_like(q);
+      dk = torch::empty_like(k);
+      dv = torch::empty_like(v);
+    }
+    run_segments(segs, [&](size_t i) {
       const Segment& seg = segs[i];
       // The rows past the segment get a zero output gradient: they then touch no key or value of it.
       // The forward's output is read through the same padded views: only the rows with a gradient
@@ -186,9 +236,15 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
                                              /*attn_bias=*/torch::Tensor(), /*cum_seq_q=*/torch::Tensor(),
                                              /*cum_seq_k=*/torch::Tensor(), seg.padded, seg.padded,
                                              /*dropout_p=*/0.0, /*is_causal=*/true, scale);
-      copy_token_rows(first_rows(std::get<0>(r), seg.len), dq.narrow(0, seg.start, seg.len));
-      copy_token_rows(first_rows(std::get<1>(r), seg.len), dk.narrow(0, seg.start, seg.len));
-      copy_token_rows(first_rows(std::get<2>(r), seg.len), dv.narrow(0, seg.start, seg.len));
+      if (whole) {
+        dq = first_rows(std::get<0>(r), seg).contiguous();
+        dk = first_rows(std::get<1>(r), seg).contiguous();
+        dv = first_rows(std::get<2>(r), seg).contiguous();
+        return;
+      }
+      copy_token_rows(first_rows(std::get<0>(r), seg), dq.narrow(0, seg.start, seg.tokens()));
+      copy_token_rows(first_rows(std::get<1>(r), seg), dk.narrow(0, seg.start, seg.tokens()));
+      copy_token_rows(first_rows(std::get<2>(r), seg), dv.narrow(0, seg.start, seg.tokens()));
     });
     return {dq, dk, dv, {}, {}};
   }
@@ -255,18 +311,27 @@ bool cudnn_attention_preferred(const torch::Device& device) {
 
 namespace {
 
-// One segment of every padded length, forward (on this thread) and, with grad, backward (on the
-// autograd engine's thread).
+// One segment of every padded length, and batches of 2..max_batch whole segments of the longest,
+// forward (on this thread) and, with grad, backward (on the autograd engine's thread).
 void run_every_length(const torch::TensorOptions& opt, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                      int64_t seq_len, bool backward) {
+                      int64_t seq_len, int64_t max_batch, bool backward) {
   const int64_t longest = (seq_len + kSegmentGrain - 1) / kSegmentGrain * kSegmentGrain;
-  const torch::Tensor q = torch::zeros({longest, heads, head_dim}, opt).requires_grad_(backward);
-  const torch::Tensor kv = torch::zeros({longest, kv_heads, head_dim}, opt).requires_grad_(backward);
-  for (int64_t p = kSegmentGrain; p <= longest; p += kSegmentGrain) {
-    const torch::Tensor cu = torch::tensor({0, static_cast<int32_t>(p)}, torch::dtype(torch::kInt32));
-    const torch::Tensor rows = kv.narrow(0, 0, p);
-    const torch::Tensor out = cudnn_segment_attention(q.narrow(0, 0, p), rows, rows, cu, 1.0);
+  // Only segments that fill their tiles are batched: whole packs when seq_len is a multiple of the grain.
+  const int64_t batches = longest == seq_len ? std::max<int64_t>(max_batch, 1) : 1;
+  const torch::Tensor q = torch::zeros({batches * longest, heads, head_dim}, opt).requires_grad_(backward);
+  const torch::Tensor kv = torch::zeros({batches * longest, kv_heads, head_dim}, opt).requires_grad_(backward);
+  auto run = [&](const std::vector<int32_t>& cu) {
+    const int64_t tokens = cu.back();
+    const torch::Tensor rows = kv.narrow(0, 0, tokens);
+    const torch::Tensor cu_t = torch::tensor(cu, torch::dtype(torch::kInt32));
+    const torch::Tensor out = cudnn_segment_attention(q.narrow(0, 0, tokens), rows, rows, cu_t, 1.0);
     if (backward) out.sum().backward();
+  };
+  for (int64_t p = kSegmentGrain; p <= longest; p += kSegmentGrain) run({0, static_cast<int32_t>(p)});
+  for (int64_t b = 2; b <= batches; ++b) {
+    std::vector<int32_t> cu(static_cast<size_t>(b) + 1);
+    for (int64_t i = 0; i <= b; ++i) cu[static_cast<size_t>(i)] = static_cast<int32_t>(i * longest);
+    run(cu);
   }
 }
 
@@ -275,28 +340,28 @@ void run_every_length(const torch::TensorOptions& opt, int64_t heads, int64_t kv
 class ForwardOnBackwardThread : public torch::autograd::Function<ForwardOnBackwardThread> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t heads,
-                               int64_t kv_heads, int64_t head_dim, int64_t seq_len) {
-    ctx->saved_data["shape"] = std::vector<int64_t>{heads, kv_heads, head_dim, seq_len};
+                               int64_t kv_heads, int64_t head_dim, int64_t seq_len, int64_t max_batch) {
+    ctx->saved_data["shape"] = std::vector<int64_t>{heads, kv_heads, head_dim, seq_len, max_batch};
     return x.clone();
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const std::vector<int64_t> s = ctx->saved_data["shape"].toIntVector();
     torch::NoGradGuard no_grad;
-    run_every_length(grads[0].options(), s[0], s[1], s[2], s[3], /*backward=*/false);
-    return {grads[0], {}, {}, {}, {}};
+    run_every_length(grads[0].options(), s[0], s[1], s[2], s[3], s[4], /*backward=*/false);
+    return {grads[0], {}, {}, {}, {}, {}};
   }
 };
 
 }  // namespace
 
 void warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
-                          int64_t head_dim, int64_t seq_len, bool recompute) {
+                          int64_t head_dim, int64_t seq_len, int64_t max_batch, bool recompute) {
   const auto opt = torch::TensorOptions().device(device).dtype(dtype);
-  run_every_length(opt, heads, kv_heads, head_dim, seq_len, /*backward=*/true);
+  run_every_length(opt, heads, kv_heads, head_dim, seq_len, max_batch, /*backward=*/true);
   if (!recompute) return;
   const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
-  ForwardOnBackwardThread::apply(x, heads, kv_heads, head_dim, seq_len).sum().backward();
+  ForwardOnBackwardThread::apply(x, heads, kv_heads, head_dim, seq_len, max_batch).sum().backward();
 }
 
 }  // namespace loom

@@ -16,6 +16,10 @@
 // ceil(T / kSegmentGrain) values, so a run builds a bounded set of graphs; warm_cudnn_attention()
 // builds them all before the first step. The segments run longest first on three streams, so short
 // segments' small grids (heads x query tiles) share the SMs; each copies its rows into place.
+// Back-to-back segments that fill their tiles exactly (packs of one document, seq_len a multiple of
+// kSegmentGrain) run as one call of batch B on [B, H, P, D] views; when that one call covers every
+// token, its output and gradients are used as they come, with no rows to copy (a 1b step's profile:
+// per-pack calls and their row copies cost ~8.5 ms of a 315 ms step against one batched call).
 //
 // Shapes: Tok = B*T flattened tokens, H query heads, K kv heads (H a multiple of K), D head dim.
 #pragma once
@@ -47,11 +51,12 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
 // FlashAttention-2 per document (bench/RESULTS.md): AttentionCaps::hopper, read by the one rule.
 bool cudnn_attention_preferred(const torch::Device& device);
 
-// Builds the graphs of every padded length up to seq_len for these heads, so no step pays for one.
+// Builds the graphs of every padded length up to seq_len for these heads, and of batches of 2 to
+// max_batch whole packs (seq_len a multiple of kSegmentGrain), so no step pays for one.
 // cuDNN's graph caches are per thread: the forwards are built on the calling thread and the
 // backwards on the autograd engine's thread of the device, which runs every backward; with
 // recompute, the forwards again there, where checkpointed layers are recomputed.
 void warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
-                          int64_t head_dim, int64_t seq_len, bool recompute);
+                          int64_t head_dim, int64_t seq_len, int64_t max_batch, bool recompute);
 
 }  // namespace loom

@@ -99,7 +99,7 @@ void Loop::build_model(const MemoryPlan& plan) {
 #endif
   }
   const AttentionShape shape{c_.model.num_attention_heads, c_.model.kv_heads(), c_.data.seq_len,
-                             plan.checkpointed_layers > 0};
+                             plan.checkpointed_layers > 0, c_.data.micro_bsz};
   model_->set_attention(
       make_attention_kernel(attention_, device_, c_.model.dtype, c_.model.head_dim(), shape, attention_use_));
   flops_per_token_ = model_flops_per_token(model_->options(), c_.data.seq_len);

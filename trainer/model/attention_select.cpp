@@ -119,7 +119,8 @@ torch::Tensor run_cudnn(const torch::Tensor& q, const torch::Tensor& k, const to
 void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape) {
   if (shape.seq_len <= 0) return;
   const auto start = std::chrono::steady_clock::now();
-  warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, shape.recompute);
+  warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, shape.micro_bsz,
+                       shape.recompute);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   log::info("attention: cuDNN's graphs for ", (shape.seq_len + kSegmentGrain - 1) / kSegmentGrain,
             " padded lengths built in ", format_number(took.count(), 3), " s (once per run)");

@@ -83,6 +83,7 @@ struct AttentionUse {
 struct AttentionShape {
   int64_t heads = 0, kv_heads = 0, seq_len = 0;
   bool recompute = false;
+  int64_t micro_bsz = 1;  // packs one call may hold
 };
 
 // The kernel function of a plan, ready to run: cuDNN's graphs are built for `shape` (logged), and
