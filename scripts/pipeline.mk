@@ -7,8 +7,13 @@
 #   make -f scripts/pipeline.mk INPUTS="data/a.jsonl.zst data/b.txt" ...     (a list instead of a folder)
 #   make -f scripts/pipeline.mk INPUT_DIR=corpus WEIGHTS=web:3,code:1 MIXTURE=proportional ...
 #
-# A split can leave a side without documents (a small input whose every document went to train, or
-# to valid): split writes no shard for that side (a shard has at least one document), the split's
+# Each input of two or more documents gives validation at least MIN_VALID_DOCS (1) of them, those
+# nearest VALID_FRACTION's cut (loom-pack split --min-valid-docs): a small input would otherwise
+# give it none, at one SEED for every input. An input that reaches the minimum by itself splits as
+# without it.
+# A split can still leave a side without documents (an input of one document, or MIN_VALID_DOCS=0
+# and a small input whose every document went to train, or every one to valid at VALID_FRACTION=1):
+# split writes no shard for that side (a shard has at least one document), the split's
 # stamp OUT/split/DATASET/NAME.split records that the input was split, and the packs take the sides
 # that exist. A dataset without any valid document is not validated (its stale valid packs removed;
 # loom-train gets no valid folder when no dataset has one); one without any train document is an error.
@@ -44,6 +49,7 @@ CONFIG       ?= configs/demo.ini
 SEQ_LEN      ?= 256
 SEED         ?= 1
 VALID_FRACTION ?= 0.05
+MIN_VALID_DOCS ?= 1
 THREADS      ?= 1
 STEPS        ?= $(shell sed -n 's/^[[:space:]]*total_steps[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' $(CONFIG))
 TRAIN_ARGS   ?=
@@ -89,7 +95,7 @@ define input_rules
 $(OUT)/tokens/$(call id_of,$(1)).bin.meta: $(1) $(MODEL)
 	$(BIN)/tokenize/loom-tokenize --model $(MODEL) --output-dir $(OUT)/tokens/$(call ds_of,$(1)) --threads $(THREADS) $(1)
 $(OUT)/split/$(call id_of,$(1)).split: $(OUT)/tokens/$(call id_of,$(1)).bin.meta
-	$(BIN)/packer/loom-pack split --valid-fraction $(VALID_FRACTION) --seed $(SEED) \
+	$(BIN)/packer/loom-pack split --valid-fraction $(VALID_FRACTION) --min-valid-docs $(MIN_VALID_DOCS) --seed $(SEED) \
 	  --output-dir $(OUT)/split/$(call ds_of,$(1)) $(OUT)/tokens/$(call id_of,$(1)).bin
 	touch $$@
 endef

@@ -26,7 +26,21 @@ std::vector<bool> choose_valid(uint64_t num_docs, const SplitOptions& o) {
     LOOM_CHECK(o.valid_fraction <= 1, "--valid-fraction ", o.valid_fraction, " must be in [0, 1]");
     // Compared in long double so F = 1 takes every document and tiny F stays exact enough.
     const long double cut = static_cast<long double>(o.valid_fraction) * 18446744073709551616.0L;
-    for (uint64_t d = 0; d < num_docs; ++d) valid[d] = static_cast<long double>(split_score(o.seed, d)) < cut;
+    uint64_t chosen = 0;
+    for (uint64_t d = 0; d < num_docs; ++d) {
+      valid[d] = static_cast<long double>(split_score(o.seed, d)) < cut;
+      chosen += valid[d];
+    }
+    // A small input would often give valid nothing: the documents of smallest (score, d), the ones
+    // nearest the cut, make up the minimum. An input that reached it is split as without it.
+    LOOM_CHECK(o.min_valid_docs >= 0, "--min-valid-docs ", o.min_valid_docs, " must be >= 0");
+    const uint64_t want = num_docs > 0 ? std::min<uint64_t>(static_cast<uint64_t>(o.min_valid_docs), num_docs - 1) : 0;
+    if (chosen < want) {
+      std::vector<std::pair<uint64_t, uint64_t>> scored(num_docs);
+      for (uint64_t d = 0; d < num_docs; ++d) scored[d] = {split_score(o.seed, d), d};
+      std::sort(scored.begin(), scored.end());
+      for (uint64_t i = 0; i < want; ++i) valid[scored[i].second] = true;
+    }
     return valid;
   }
   LOOM_CHECK(o.valid_docs >= 0, "give --valid-fraction or --valid-docs");

@@ -140,6 +140,53 @@ TEST_CASE("merge then split then merge round-trips, and split matches the docume
   CHECK(loom_pack("split --seed 9 --output-dir " + quote(dir / "k") + " " + quote(dir / "m/all.bin")).exit_code == 2);
 }
 
+// --min-valid-docs: a small input at a small fraction gets the documents nearest the cut (the k
+// smallest scores, as --valid-docs k); one that reached the minimum is split as without it; train
+// always keeps a document.
+TEST_CASE("split --min-valid-docs gives a small input a valid side and leaves a larger one as it was") {
+  TempDir dir("tools");
+  const TokenizerInfo info{500, 1, 2, 0, 0x77};
+  const Docs small = random_docs(4, 12, 500), large = random_docs(5, 400, 500);
+  write_shard(dir / "in/small.bin", small, info);
+  write_shard(dir / "in/large.bin", large, info);
+  const auto picked = [&](uint64_t seed, const Docs& docs, const std::string& rule) {
+    std::istringstream ps(py_valid_docs(seed, docs.size(), rule));
+    Docs out;
+    for (size_t d; ps >> d;) out.push_back(docs[d]);
+    return out;
+  };
+  // Seed 1 at 1% gives the 12 documents no valid one: the minimum of 3 takes the 3 smallest scores.
+  REQUIRE(picked(1, small, "f0.01").empty());
+  RunResult r = loom_pack("split --valid-fraction 0.01 --min-valid-docs 3 --seed 1 --output-dir " + quote(dir / "s") +
+                          " " + quote(dir / "in/small.bin"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(dir / "s/valid/small.bin") == picked(1, small, "k3"));
+  CHECK(read_shard(dir / "s/train/small.bin").size() == 9);
+  // A minimum above the input's documents leaves train one.
+  REQUIRE(loom_pack("split --valid-fraction 0 --min-valid-docs 100 --seed 1 --output-dir " + quote(dir / "all") + " " +
+                    quote(dir / "in/small.bin"))
+              .exit_code == 0);
+  CHECK(read_shard(dir / "all/valid/small.bin") == picked(1, small, "k11"));
+  CHECK(read_shard(dir / "all/train/small.bin").size() == 1);
+  // 400 documents at 5% reach the minimum by themselves: the same bytes as without the flag.
+  REQUIRE(picked(1, large, "f0.05").size() >= 3);
+  REQUIRE(loom_pack("split --valid-fraction 0.05 --seed 1 --output-dir " + quote(dir / "a") + " " +
+                    quote(dir / "in/large.bin"))
+              .exit_code == 0);
+  REQUIRE(loom_pack("split --valid-fraction 0.05 --min-valid-docs 3 --seed 1 --output-dir " + quote(dir / "b") + " " +
+                    quote(dir / "in/large.bin"))
+              .exit_code == 0);
+  CHECK(read_all(dir / "a/valid/large.bin") == read_all(dir / "b/valid/large.bin"));
+  CHECK(read_all(dir / "a/train/large.bin.meta") == read_all(dir / "b/train/large.bin.meta"));
+  CHECK(read_shard(dir / "b/valid/large.bin") == picked(1, large, "f0.05"));
+  // Only with a fraction.
+  const RunResult bad = loom_pack("split --valid-docs 2 --min-valid-docs 3 --output-dir " + quote(dir / "c") + " " +
+                                  quote(dir / "in/small.bin"));
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("--min-valid-docs goes with --valid-fraction") != std::string::npos);
+}
+
 TEST_CASE("merge refuses other tokenizers, dtypes and bos/eos, and corrupt inputs, writing nothing") {
   TempDir dir("tools");
   const TokenizerInfo info{500, 1, 2, 0, 0x77};

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# scripts/pipeline.mk over many tiny inputs at the default VALID_FRACTION (0.05): most splits leave
-# the valid side empty (no shard written for it). The run still goes through: the packs take the
+# scripts/pipeline.mk over many tiny inputs at the default VALID_FRACTION (0.05) and MIN_VALID_DOCS=0:
+# most splits leave the valid side empty (no shard written for it). The run still goes through: the packs take the
 # sides that exist, a dataset without a valid document is not validated, a second make has nothing
 # to do, and an input that loses its valid documents takes its old valid shard and packs with it.
 # A dataset left without a training document is refused, naming it.
+# Then at the default MIN_VALID_DOCS (1): every input of two or more documents gives validation one.
 # usage: pipeline_small_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 SRC=$1
@@ -39,7 +40,7 @@ vocab_size = 2000
 checkpoint_every = 2
 INI
 M=(make --no-print-directory -j 2 -f "$SRC/scripts/pipeline.mk" BIN="$BUILD" MODEL="$SRC/data_samples/spm_2k.model"
-   INPUT_DIR="$T/data" OUT="$T/out" CONFIG="$T/tiny.ini" SEQ_LEN=32)
+   INPUT_DIR="$T/data" OUT="$T/out" CONFIG="$T/tiny.ini" SEQ_LEN=32 MIN_VALID_DOCS=0)
 
 # 1. From nothing: every stage, though 41 of 42 splits have no valid side.
 "${M[@]}" > "$T/make1.log" 2>&1 || { tail -20 "$T/make1.log"; fail "first make"; }
@@ -74,4 +75,15 @@ head -n 10 "$T/lines.txt" > "$T/data/tiny/long.txt"
 # 4. Every document to valid: dataset few has no training document, and make says so.
 ! "${M[@]}" OUT="$T/out_all_valid" VALID_FRACTION=1 pack > "$T/make4.log" 2>&1 || fail "a dataset without training data packed"
 grep -q "dataset [a-z]*: no training document" "$T/make4.log" || fail "the refusal does not say why: $(tail -3 "$T/make4.log")"
+
+# 5. The default MIN_VALID_DOCS=1: inputs of 2 or 3 lines give one document to valid and keep the
+# rest for training; an input of one line stays all train.
+"${M[@]}" OUT="$T/out_min" MIN_VALID_DOCS=1 pack > "$T/make5.log" 2>&1 || { tail -20 "$T/make5.log"; fail "make at MIN_VALID_DOCS=1"; }
+for i in $(seq 1 40); do
+  v="$T/out_min/split/tiny/valid/f$i.bin"
+  if [ $((i % 3)) = 0 ]; then [ ! -e "$v" ] || fail "f$i (one line) has a valid shard"
+  else [ -e "$v" ] && [ -e "$T/out_min/split/tiny/train/f$i.bin" ] || fail "f$i ($((1 + i % 3)) lines) lacks a side"; fi
+done
+[ -e "$T/out_min/packed/valid/few/packed.bin.meta" ] || fail "dataset few has no valid packs at MIN_VALID_DOCS=1"
+! grep -q "^dataset [a-z]*: no validation document" "$T/make5.log" || fail "a dataset is still not validated: $(grep "^dataset" "$T/make5.log")"
 echo OK

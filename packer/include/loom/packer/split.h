@@ -17,6 +17,7 @@ namespace loom::packer {
 struct SplitOptions {
   double valid_fraction = -1;  // used when >= 0
   int64_t valid_docs = -1;     // used when >= 0
+  int64_t min_valid_docs = 0;  // with valid_fraction: at least this many, while train keeps one
   uint64_t seed = 0;
   std::string output_dir;
 };
