@@ -1,6 +1,7 @@
 #include "loom/packer/pack.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -98,6 +99,37 @@ class Worker {
  private:
   std::exception_ptr error_;
   std::thread thread_;
+};
+
+// A plan's segment lies inside its document, at that document's tokens.
+[[maybe_unused]] bool in_its_document(const ShardSet& inputs, const PlannedSegment& g) {
+  const auto [shard, local] = inputs.locate(g.doc);
+  const ShardReader& r = inputs.shard(shard);
+  return uint64_t{g.doc_pos} + g.length <= r.doc_len(local) &&
+         g.src == inputs.first_token(shard) + r.offsets()[local] + g.doc_pos;
+}
+
+// bestfit's check of the inputs (hash, ids, bos/eos): a sequential sweep on its own thread, which
+// needs no plan, so it starts before one is made. join() rethrows what it found; destroyed
+// unjoined (planning or packing threw), it stops at the next piece instead of reading on.
+class Sweep {
+ public:
+  explicit Sweep(const ShardSet& inputs)
+      : worker_([this, &inputs] {
+          constexpr uint64_t kPiece = uint64_t{4} << 20;  // tokens between looks at stop_
+          InputsCheck check(inputs, false);
+          for (uint64_t t = 0; t < inputs.num_tokens(); t += kPiece) {
+            if (stop_.load(std::memory_order_relaxed)) return;
+            check.advance(std::min(kPiece, inputs.num_tokens() - t));
+          }
+          check.finish();
+        }) {}
+  ~Sweep() { stop_ = true; }  // before worker_'s destructor joins
+  void join() { worker_.join(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  Worker worker_;
 };
 
 // Fills ids [from, n) of a raw pack with pad_id.
@@ -201,9 +233,10 @@ struct PlanShape {
 };
 
 // plan() gives the plan, at once or once another thread has made it: only the index and the
-// gathering of bestfit's packs wait for it.
+// gathering of bestfit's packs wait for it. bestfit's Sweep comes started (while the plan was
+// made), or starts here.
 PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const std::function<const PackPlan&()>& plan,
-                          const PackOptions& o) {
+                          const PackOptions& o, std::unique_ptr<Sweep> sweep = nullptr) {
   LOOM_CHECK(shape.num_packs > 0, "nothing to pack: the inputs hold no token");
   PackReport rep;
   rep.outputs = pack_output_paths(o, shape.num_packs);
@@ -218,7 +251,8 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   // Packs are assembled as raw bytes straight from the inputs (no widening to uint32); the ids are
   // checked against the vocab by `check`, on the inputs, before anything is published.
   const bool concat = o.strategy == PackStrategy::kConcat;
-  InputsCheck check(inputs, concat);
+  std::optional<InputsCheck> check;
+  if (concat) check.emplace(inputs, true);
   // concat's .bin is the inputs' token bytes back to back, cut every seq_len tokens, and the last
   // pack padded: copied file to file in the kernel, while a second thread hashes the same bytes
   // through the mappings (the output's checksum, then the inputs' check). bestfit gathers its packs
@@ -228,8 +262,7 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
     LOOM_ASSERT(shape.num_tokens == inputs.num_tokens(), "concat plans every token");
     for (size_t s = 0; s < inputs.size(); ++s) sources.push_back(sys::File::open_read(inputs.shard(s).bin_path()));
   }
-  std::unique_ptr<Worker> sweep;
-  if (!concat) sweep = std::make_unique<Worker>([&check] { check.finish(); });
+  if (!concat && !sweep) sweep = std::make_unique<Sweep>(inputs);
   constexpr uint64_t kPrefetchAhead = 8;
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
   const uint64_t pack_bytes = uint64_t{shape.seq_len} * dtype;
@@ -251,11 +284,11 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
     const uint64_t end = std::min(shape.num_packs, p + per_file);
     // The file's index, and for bestfit its packs (for concat this runs on the hashing thread).
     auto packs_of_file = [&] {
-      LOOM_ASSERT(plan().num_packs() == shape.num_packs && plan().num_tokens == shape.num_tokens &&
-                      plan().seq_len == shape.seq_len,
-                  "the plan has ", plan().num_packs(), " packs of ", plan().num_tokens, " tokens, not ", shape.num_packs,
+      const PackPlan& pl = plan();  // once: plan is a std::function
+      LOOM_ASSERT(pl.num_packs() == shape.num_packs && pl.num_tokens == shape.num_tokens && pl.seq_len == shape.seq_len,
+                  "the plan has ", pl.num_packs(), " packs of ", pl.num_tokens, " tokens, not ", shape.num_packs,
                   " of ", shape.num_tokens);
-      writer.reserve(end - p, plan().pack_offsets[end] - plan().pack_offsets[p]);
+      writer.reserve(end - p, pl.pack_offsets[end] - pl.pack_offsets[p]);
       for (; p < end;) {
         std::vector<uint8_t>& packs = packs_buf[cur];
         std::vector<PackedSegment>& segs = segs_buf[cur];
@@ -265,26 +298,24 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
         for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
           uint8_t* pack = concat ? nullptr : packs.data() + seg_ends.size() * pack_bytes;
           uint32_t used = 0;
-          for (uint64_t s = plan().pack_offsets[p]; s < plan().pack_offsets[p + 1]; ++s) {
-            const PlannedSegment& g = plan().segments[s];
-            // bestfit reads short segments at random places of the inputs: ask for one further on
-            // now, so its cache misses overlap this copy.
-            if (!concat && s + kPrefetchAhead < plan().segments.size()) {
-              const PlannedSegment& f = plan().segments[s + kPrefetchAhead];
-              const auto [fs, fl] = inputs.locate(f.doc);
-              const ShardReader& fr = inputs.shard(fs);
-              const uint8_t* src = fr.token_bytes() + (fr.offsets()[fl] + f.doc_pos) * dtype;
-              __builtin_prefetch(src);
-              __builtin_prefetch(src + 64);
-            }
-            const auto [shard, local] = inputs.locate(g.doc);
-            const ShardReader& r = inputs.shard(shard);
-            LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= shape.seq_len,
-                        "segment past its document or pack");
+          for (uint64_t s = pl.pack_offsets[p]; s < pl.pack_offsets[p + 1]; ++s) {
+            const PlannedSegment& g = pl.segments[s];
+            // The plan's own invariant (its tests check every segment against its document): off the
+            // hot loop in a release build, where reading a document's offsets here is a cache miss.
+            LOOM_DASSERT(in_its_document(inputs, g), "segment past its document, or not at its tokens");
+            LOOM_ASSERT(used + g.length <= shape.seq_len, "segment past its pack");
             segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-            if (!concat)
-              std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
-                          uint64_t{g.length} * dtype);
+            if (!concat) {
+              // bestfit reads short segments at random places of the inputs: ask for one further on
+              // now, so its cache misses overlap this copy. Its position is in the plan, read in order.
+              if (s + kPrefetchAhead < pl.segments.size()) {
+                const PlannedSegment& f = pl.segments[s + kPrefetchAhead];
+                const uint8_t* src = inputs.token_span(f.src, f.length);
+                __builtin_prefetch(src);
+                __builtin_prefetch(src + 64);
+              }
+              std::memcpy(pack + uint64_t{used} * dtype, inputs.token_span(g.src, g.length), uint64_t{g.length} * dtype);
+            }
             used += g.length;
           }
           if (!concat) fill_padding(pack, dtype, used, shape.seq_len, writer.pad_id());
@@ -303,14 +334,14 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
         }
       }
     };
-    if (concat) copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, check, progress, packs_of_file);
+    if (concat) copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, *check, progress, packs_of_file);
     else packs_of_file();
     if (writing) writing->join();
     writing.reset();
     writer.seal(inputs.num_docs());
   }
   if (sweep) sweep->join();
-  else check.finish();
+  else check->finish();
   for (size_t i = 0; i < writers.size(); ++i) {
     writers[i]->publish();
     log::info("pack: wrote ", rep.outputs[i], " (", writers[i]->num_packs(), " packs)");
@@ -350,10 +381,12 @@ PackReport pack_shards(const ShardSet& inputs, const PackOptions& o) {
       return *plan;
     }, o);
   }
+  auto sweep = std::make_unique<Sweep>(inputs);
   const PackPlan plan = plan_packs(inputs.doc_lengths(), o.seq_len, o.strategy, o.seed);
   log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", plan.num_packs(), " packs of ", o.seq_len,
             " tokens from ", inputs.num_docs(), " documents");
-  return write_packs(inputs, plan, o);
+  return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens},
+                        [&plan]() -> const PackPlan& { return plan; }, o, std::move(sweep));
 }
 
 }  // namespace loom::packer

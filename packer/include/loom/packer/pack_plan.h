@@ -27,6 +27,9 @@ struct PlannedSegment {
   uint32_t doc_pos;   // first token's position in its document
   uint32_t length;
   bool ends_doc;
+  // The first token's global position (all documents' tokens back to back): what bestfit's gather
+  // reads from, in plan order, without a random read of the document offsets for each segment.
+  uint64_t src;
 };
 
 struct PackPlan {
