@@ -116,7 +116,8 @@ class Sweep {
  public:
   explicit Sweep(const ShardSet& inputs)
       : worker_([this, &inputs] {
-          constexpr uint64_t kPiece = uint64_t{4} << 20;  // tokens between looks at stop_
+          // L2-sized pieces: each is read from memory once (ShardStreamCheck scans it twice).
+          const uint64_t kPiece = (uint64_t{128} << 10) / inputs.dtype_bytes();
           InputsCheck check(inputs, false);
           for (uint64_t t = 0; t < inputs.num_tokens(); t += kPiece) {
             if (stop_.load(std::memory_order_relaxed)) return;

@@ -109,8 +109,9 @@ inline uint32_t dtype_bytes_for_vocab(uint32_t vocab_size) { return vocab_size <
 inline std::string meta_path_for(const std::string& bin_path) { return bin_path + ".meta"; }
 
 namespace detail {
-// Hashes ids [begin, end) of a raw .bin into h and returns the largest. The max scan reads the
-// range from memory and the hash then from cache: keep ranges L2-sized.
+// Hashes ids [begin, end) of a raw .bin into h and returns the largest. The hash reads the range
+// from memory (its arithmetic hides the misses) and the max scan then from cache: keep ranges
+// L2-sized.
 uint32_t hash_ids(Xxh64& h, const uint8_t* bytes, uint32_t dtype_bytes, uint64_t begin, uint64_t end);
 
 // One sequential pass over a .bin of `total_tokens` ids in chunks of 128 KiB: each is hashed, its
