@@ -269,10 +269,10 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   const uint64_t pack_bytes = uint64_t{shape.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
   // bestfit: two batches, one gathered here while a third thread writes the other (the write into
-  // the page cache costs about what the gathering does).
+  // the page cache costs more than the gathering).
   std::vector<uint8_t> packs_buf[2];
-  std::vector<PackedSegment> segs_buf[2];
-  std::vector<size_t> seg_ends_buf[2];
+  std::vector<PackedSegment> segs;  // a batch's index
+  std::vector<size_t> seg_ends;
   if (!concat) packs_buf[0].resize(batch * pack_bytes), packs_buf[1].resize(batch * pack_bytes);
   int cur = 0;
   // Outputs are sealed as they fill and renamed into place only after every input passed its check.
@@ -292,8 +292,6 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
       writer.reserve(end - p, pl.pack_offsets[end] - pl.pack_offsets[p]);
       for (; p < end;) {
         std::vector<uint8_t>& packs = packs_buf[cur];
-        std::vector<PackedSegment>& segs = segs_buf[cur];
-        std::vector<size_t>& seg_ends = seg_ends_buf[cur];
         segs.clear();
         seg_ends.clear();
         for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
@@ -322,13 +320,15 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
           if (!concat) fill_padding(pack, dtype, used, shape.seq_len, writer.pad_id());
           seg_ends.push_back(segs.size());
         }
+        writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
         if (concat) {
-          writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
           if (p == end) writer.stream_index();  // the file's whole index: to its .meta while the copy goes on
         } else {
+          // The batch is hashed here (from cache) and written on the third thread.
+          writer.hash_raw(packs.data(), seg_ends.size() * shape.seq_len);
           if (writing) writing->join();
-          writing = std::make_unique<Worker>([&writer, &packs, &segs, &seg_ends] {
-            writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
+          writing = std::make_unique<Worker>([&writer, &packs, n = seg_ends.size() * shape.seq_len] {
+            writer.write_unhashed(packs.data(), n);
           });
           cur ^= 1;
           progress.add(seg_ends.size() * pack_bytes);

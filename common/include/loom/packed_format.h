@@ -129,6 +129,10 @@ class PackedWriter {
   void copy_raw(const sys::File& src, uint64_t src_offset, size_t n_ids) { bin_.copy_raw(src, src_offset, n_ids); }
   void hash_raw(const uint8_t* bytes, size_t n_ids) { bin_.hash_raw(bytes, n_ids); }
   void write_raw(const uint8_t* bytes, size_t n_ids) { bin_.write_raw(bytes, n_ids); }
+  // add_packs_raw in two halves for two threads, batch after batch in the same order: add_index and
+  // hash_raw(bytes, n * seq_len) on one, write_unhashed(bytes, n * seq_len) on another (the halves
+  // touch different members).
+  void write_unhashed(const uint8_t* bytes, size_t n_ids) { bin_.write_unhashed(bytes, n_ids); }
   void hash_as(const Xxh64& h) { bin_.hash_as(h); }
   // Room for this many more packs and segments in the index (no regrowth on large runs).
   void reserve(uint64_t packs, uint64_t segments) {

@@ -183,6 +183,9 @@ class TokenBinWriter {
     bin_.copy_from(src, src_offset, uint64_t{n_ids} * dtype_bytes_);
   }
   void hash_raw(const uint8_t* bytes, size_t n_ids) { hash_.update(bytes, n_ids * dtype_bytes_); }
+  // write_raw in two halves on two threads: write_unhashed on one, hash_raw of the same bytes, in
+  // the same order, on another (each half touches only its own members).
+  void write_unhashed(const uint8_t* bytes, size_t n_ids) { bin_.write_unbuffered(bytes, n_ids * dtype_bytes_); }
   // Instead of hash_raw: the bytes written so far are exactly those h hashed (an input's whole .bin,
   // hashed by its check), so the output's checksum continues from h.
   void hash_as(const Xxh64& h) { hash_ = h; }
