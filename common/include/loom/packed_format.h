@@ -153,6 +153,11 @@ class PackedWriter {
   // concat calls it on the thread that built the index while the .bin is still being copied.
   // Same bytes as seal() alone.
   void stream_index();
+  // The index written as the packs come, when every pack's segment count is known before its
+  // segments (bestfit's plan): before any pack, seg_offsets (num_packs + 1 of them, from 0) go to
+  // the .meta; each add_index then appends its segments there instead of keeping them, and seal()
+  // checks that the packs added had exactly those offsets. Same bytes as seal() alone.
+  void open_index(const std::vector<uint64_t>& seg_offsets);
 
  private:
   std::string bin_path_;
@@ -167,6 +172,10 @@ class PackedWriter {
   uint64_t num_tokens_ = 0;
   bool index_streamed_ = false;
   uint64_t index_xxh64_ = 0;  // set by stream_index()
+  bool index_open_ = false;    // open_index(): segments go to the .meta as they come
+  Xxh64 index_hash_;           // of what open_index() and add_index() wrote so far
+  uint64_t declared_offsets_xxh64_ = 0;
+  uint64_t declared_packs_ = 0;
   // Checks a pack's segments; returns the tokens they cover.
   uint32_t check_segments(size_t n, const PackedSegment* segs, size_t num_segs) const;
 };
