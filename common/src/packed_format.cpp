@@ -61,7 +61,7 @@ void PackedWriter::add_index(size_t n, const PackedSegment* segs, const size_t* 
 }
 
 void PackedWriter::open_index(const std::vector<uint64_t>& seg_offsets) {
-  LOOM_ASSERT(!index_streamed_ && !index_open_ && num_packs() == 0 && !seg_offsets.empty() && seg_offsets[0] == 0,
+  LOOM_ASSERT(!index_open_ && num_packs() == 0 && !seg_offsets.empty() && seg_offsets[0] == 0,
               bin_path_, ": index opened after packs were added, or twice");
   const size_t bytes = seg_offsets.size() * sizeof(uint64_t);
   bin_.open_meta(sizeof(PackedHeader));
@@ -119,11 +119,6 @@ void PackedWriter::seal(uint64_t num_source_docs) {
                 bin_path_, ": the packs added differ from the offsets open_index() wrote");
     h.index_xxh64 = index_hash_.digest();
     bin_.seal_streamed(&h, sizeof(h));
-  } else if (index_streamed_) {
-    LOOM_ASSERT(h.num_packs == num_packs() && h.num_segments == segments_.size(), bin_path_,
-                ": packs added after the index was written");
-    h.index_xxh64 = index_xxh64_;
-    bin_.seal_streamed(&h, sizeof(h));
   } else {
     const size_t offsets_bytes = seg_offsets_.size() * sizeof(uint64_t);
     const size_t segments_bytes = segments_.size() * sizeof(PackedSegment);
@@ -135,20 +130,6 @@ void PackedWriter::seal(uint64_t num_source_docs) {
   }
   // The segments are on disk now; a pack run holding many sealed files need not keep them.
   std::vector<PackedSegment>().swap(segments_);
-}
-
-void PackedWriter::stream_index() {
-  LOOM_ASSERT(!index_streamed_ && !index_open_, bin_path_, ": index written twice");
-  const size_t offsets_bytes = seg_offsets_.size() * sizeof(uint64_t);
-  const size_t segments_bytes = segments_.size() * sizeof(PackedSegment);
-  Xxh64 ih;
-  ih.update(seg_offsets_.data(), offsets_bytes);
-  ih.update(segments_.data(), segments_bytes);
-  index_xxh64_ = ih.digest();
-  bin_.open_meta(sizeof(PackedHeader));
-  bin_.append_meta(seg_offsets_.data(), offsets_bytes);
-  bin_.append_meta(segments_.data(), segments_bytes);
-  index_streamed_ = true;
 }
 
 // ---- PackedReader ----

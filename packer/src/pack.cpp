@@ -289,16 +289,12 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
       LOOM_ASSERT(pl.num_packs() == shape.num_packs && pl.num_tokens == shape.num_tokens && pl.seq_len == shape.seq_len,
                   "the plan has ", pl.num_packs(), " packs of ", pl.num_tokens, " tokens, not ", shape.num_packs,
                   " of ", shape.num_tokens);
-      if (concat) {
-        writer.reserve(end - p, pl.pack_offsets[end] - pl.pack_offsets[p]);
-      } else {
-        // The plan gives every pack's segment count: the index goes to the .meta batch by batch,
-        // and sealing writes only the header.
-        std::vector<uint64_t> offsets(end - p + 1);
-        for (uint64_t q = p; q <= end; ++q) offsets[q - p] = pl.pack_offsets[q] - pl.pack_offsets[p];
-        writer.open_index(offsets);
-        writer.reserve(end - p, 0);
-      }
+      // The plan gives every pack's segment count: the index goes to the .meta batch by batch (for
+      // concat while the .bin is still being copied), and sealing writes only the header.
+      std::vector<uint64_t> offsets(end - p + 1);
+      for (uint64_t q = p; q <= end; ++q) offsets[q - p] = pl.pack_offsets[q] - pl.pack_offsets[p];
+      writer.open_index(offsets);
+      writer.reserve(end - p, 0);
       for (; p < end;) {
         std::vector<uint8_t>& packs = packs_buf[cur];
         segs.clear();
@@ -330,9 +326,7 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
           seg_ends.push_back(segs.size());
         }
         writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
-        if (concat) {
-          if (p == end) writer.stream_index();  // the file's whole index: to its .meta while the copy goes on
-        } else {
+        if (!concat) {
           // The batch is hashed here (from cache) and written on the third thread.
           writer.hash_raw(packs.data(), seg_ends.size() * shape.seq_len);
           if (writing) writing->join();

@@ -148,15 +148,12 @@ class PackedWriter {
   // publish() renames them into place.
   void seal(uint64_t num_source_docs);
   void publish() { bin_.publish(); }
-  // Once every pack's index is added (the bytes may still be coming): writes the index to the
-  // .meta and hashes it now, so that seal() writes only the header (in its place) and closes.
-  // concat calls it on the thread that built the index while the .bin is still being copied.
-  // Same bytes as seal() alone.
-  void stream_index();
   // The index written as the packs come, when every pack's segment count is known before its
-  // segments (bestfit's plan): before any pack, seg_offsets (num_packs + 1 of them, from 0) go to
-  // the .meta; each add_index then appends its segments there instead of keeping them, and seal()
-  // checks that the packs added had exactly those offsets. Same bytes as seal() alone.
+  // segments (loom-pack's plan): before any pack, seg_offsets (num_packs + 1 of them, from 0) go to
+  // the .meta; each add_index then appends its segments there instead of keeping them (concat adds
+  // them on the thread that hashes while the .bin is still being copied), and seal() checks that
+  // the packs added had exactly those offsets and writes only the header. Same bytes as seal()
+  // alone.
   void open_index(const std::vector<uint64_t>& seg_offsets);
 
  private:
@@ -170,8 +167,6 @@ class PackedWriter {
   std::vector<PackedSegment> segments_;
   std::vector<uint32_t> pack_;
   uint64_t num_tokens_ = 0;
-  bool index_streamed_ = false;
-  uint64_t index_xxh64_ = 0;  // set by stream_index()
   bool index_open_ = false;    // open_index(): segments go to the .meta as they come
   Xxh64 index_hash_;           // of what open_index() and add_index() wrote so far
   uint64_t declared_offsets_xxh64_ = 0;
