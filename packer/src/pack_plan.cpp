@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "loom/error.h"
@@ -18,6 +19,13 @@ bool count_doc(PackPlan& plan, uint64_t d, uint64_t len) {
   ++plan.nonempty_docs;
   plan.num_tokens += len;
   return true;
+}
+
+// n elements that are all written before they are read: std::vector(n) would zero-fill tens of
+// megabytes first.
+template <typename T>
+std::unique_ptr<T[]> uninitialized(size_t n) {
+  return std::unique_ptr<T[]>(new T[n]);
 }
 
 uint64_t splitmix64(uint64_t& state) {
@@ -145,7 +153,8 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
     at[len] = num_items;
     num_items += by_len[len];
   }
-  std::vector<PlannedSegment> full, items(num_items);
+  std::vector<PlannedSegment> full;
+  const std::unique_ptr<PlannedSegment[]> items = uninitialized<PlannedSegment>(num_items);
   full.reserve(num_full);
   uint64_t start = 0;  // document d's first token, globally
   for (uint64_t d = 0; d < lens.size(); start += lens[d++]) {
@@ -158,7 +167,7 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
   // Best fit: each item's pack, and each pack's item count. Items are sorted, so their lengths are
   // runs of by_len[len] items each.
   const uint64_t first = full.size();
-  std::vector<uint64_t> item_pack(items.size());
+  std::unique_ptr<uint64_t[]> item_pack = uninitialized<uint64_t>(num_items);
   std::vector<uint32_t> left, count;  // by pack - first
   RoomIndex room(L);
   size_t i = 0;
@@ -179,29 +188,27 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
   // Each bin pack's items in placement order (ascending item), by pack: their indices.
   std::vector<uint64_t> begin(count.size() + 1, 0);
   for (size_t q = 0; q < count.size(); ++q) begin[q + 1] = begin[q] + count[q];
-  std::vector<uint64_t> placed(items.size());
+  const std::unique_ptr<uint64_t[]> placed = uninitialized<uint64_t>(num_items);
   {
     std::vector<uint64_t> next(begin.begin(), begin.end() - 1);
-    for (size_t k = 0; k < items.size(); ++k) placed[next[item_pack[k] - first]++] = k;
+    for (size_t k = 0; k < num_items; ++k) placed[next[item_pack[k] - first]++] = k;
   }
-  std::vector<uint64_t>().swap(item_pack);
+  item_pack.reset();
   // Packs are opened in a deterministic order; the seed shuffles them (Fisher-Yates).
   const size_t num_packs = full.size() + count.size();
   std::vector<size_t> order(num_packs);
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   uint64_t state = seed;
   for (size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[splitmix64(state) % k]);
-  plan.segments.resize(full.size() + items.size());
-  plan.pack_offsets.resize(num_packs + 1);
-  PlannedSegment* out = plan.segments.data();
-  for (size_t k = 0; k < order.size(); ++k) {
-    const size_t p = order[k];
+  plan.segments.reserve(full.size() + num_items);
+  plan.pack_offsets.reserve(num_packs + 1);
+  for (const size_t p : order) {
     if (p < first) {
-      *out++ = full[p];
+      plan.segments.push_back(full[p]);
     } else {
-      for (uint64_t j = begin[p - first]; j < begin[p - first + 1]; ++j) *out++ = items[placed[j]];
+      for (uint64_t j = begin[p - first]; j < begin[p - first + 1]; ++j) plan.segments.push_back(items[placed[j]]);
     }
-    plan.pack_offsets[k + 1] = static_cast<uint64_t>(out - plan.segments.data());
+    plan.pack_offsets.push_back(plan.segments.size());
   }
   return plan;
 }
