@@ -101,12 +101,20 @@ class Worker {
   std::thread thread_;
 };
 
-// A plan's segment lies inside its document, at that document's tokens.
-[[maybe_unused]] bool in_its_document(const ShardSet& inputs, const PlannedSegment& g) {
-  const auto [shard, local] = inputs.locate(g.doc);
-  const ShardReader& r = inputs.shard(shard);
-  return uint64_t{g.doc_pos} + g.length <= r.doc_len(local) &&
-         g.src == inputs.first_token(shard) + r.offsets()[local] + g.doc_pos;
+// The bytes of plan segment s: at its segment_src, or (a plan without them) through its
+// document's offsets. Checks that the segment lies inside its document, and at its tokens, when
+// that costs no random read of the offsets, or in a debug build: the plan's own invariant.
+const uint8_t* segment_bytes(const ShardSet& inputs, const PackPlan& plan, uint64_t s) {
+  const PlannedSegment& g = plan.segments[s];
+  const auto in_document = [&] {
+    const auto [shard, local] = inputs.locate(g.doc);
+    const ShardReader& r = inputs.shard(shard);
+    LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local), "segment past its document");
+    return inputs.first_token(shard) + r.offsets()[local] + g.doc_pos;
+  };
+  if (plan.segment_src.empty()) return inputs.token_span(in_document(), g.length);
+  LOOM_DASSERT(in_document() == plan.segment_src[s], "segment not at its document's tokens");
+  return inputs.token_span(plan.segment_src[s], g.length);
 }
 
 // bestfit's check of the inputs (hash, ids, bos/eos): a sequential sweep on its own thread, which
@@ -304,21 +312,17 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
           uint32_t used = 0;
           for (uint64_t s = pl.pack_offsets[p]; s < pl.pack_offsets[p + 1]; ++s) {
             const PlannedSegment& g = pl.segments[s];
-            // The plan's own invariant (its tests check every segment against its document): off the
-            // hot loop in a release build, where reading a document's offsets here is a cache miss.
-            LOOM_DASSERT(in_its_document(inputs, g), "segment past its document, or not at its tokens");
             LOOM_ASSERT(used + g.length <= shape.seq_len, "segment past its pack");
             segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
             if (!concat) {
               // bestfit reads short segments at random places of the inputs: ask for one further on
               // now, so its cache misses overlap this copy. Its position is in the plan, read in order.
               if (s + kPrefetchAhead < pl.segments.size()) {
-                const PlannedSegment& f = pl.segments[s + kPrefetchAhead];
-                const uint8_t* src = inputs.token_span(f.src, f.length);
+                const uint8_t* src = segment_bytes(inputs, pl, s + kPrefetchAhead);
                 __builtin_prefetch(src);
                 __builtin_prefetch(src + 64);
               }
-              std::memcpy(pack + uint64_t{used} * dtype, inputs.token_span(g.src, g.length), uint64_t{g.length} * dtype);
+              std::memcpy(pack + uint64_t{used} * dtype, segment_bytes(inputs, pl, s), uint64_t{g.length} * dtype);
             }
             used += g.length;
           }

@@ -54,13 +54,12 @@ PackPlan plan_concat(const std::vector<uint64_t>& lens, uint32_t L) {
   plan.segments.reserve(lens.size() + packs);
   plan.pack_offsets.reserve(packs + 1);
   uint32_t fill = 0;
-  uint64_t start = 0;  // document d's first token, globally
-  for (uint64_t d = 0; d < lens.size(); start += lens[d++]) {
+  for (uint64_t d = 0; d < lens.size(); ++d) {
     if (!count_doc(plan, d, lens[d])) continue;
     uint64_t pos = 0;
     while (pos < lens[d]) {
       const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(lens[d] - pos, L - fill));
-      plan.segments.push_back({d, static_cast<uint32_t>(pos), take, pos + take == lens[d], start + pos});
+      plan.segments.push_back({d, static_cast<uint32_t>(pos), take, pos + take == lens[d]});
       pos += take;
       fill += take;
       if (fill == L) {
@@ -154,15 +153,22 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
     num_items += by_len[len];
   }
   std::vector<PlannedSegment> full;
+  std::vector<uint64_t> full_src;  // each chunk's first token, globally (PackPlan::segment_src)
   const std::unique_ptr<PlannedSegment[]> items = uninitialized<PlannedSegment>(num_items);
+  const std::unique_ptr<uint64_t[]> item_src = uninitialized<uint64_t>(num_items);
   full.reserve(num_full);
+  full_src.reserve(num_full);
   uint64_t start = 0;  // document d's first token, globally
   for (uint64_t d = 0; d < lens.size(); start += lens[d++]) {
     const uint64_t len = lens[d], rem = len % L;
-    for (uint64_t pos = 0; pos + L <= len; pos += L)
-      full.push_back({d, static_cast<uint32_t>(pos), L, pos + L == len, start + pos});
-    if (rem > 0)
-      items[at[rem]++] = {d, static_cast<uint32_t>(len - rem), static_cast<uint32_t>(rem), true, start + len - rem};
+    for (uint64_t pos = 0; pos + L <= len; pos += L) {
+      full.push_back({d, static_cast<uint32_t>(pos), L, pos + L == len});
+      full_src.push_back(start + pos);
+    }
+    if (rem > 0) {
+      item_src[at[rem]] = start + len - rem;
+      items[at[rem]++] = {d, static_cast<uint32_t>(len - rem), static_cast<uint32_t>(rem), true};
+    }
   }
   // Best fit: each item's pack, and each pack's item count. Items are sorted, so their lengths are
   // runs of by_len[len] items each.
@@ -201,12 +207,17 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
   uint64_t state = seed;
   for (size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[splitmix64(state) % k]);
   plan.segments.reserve(full.size() + num_items);
+  plan.segment_src.reserve(full.size() + num_items);
   plan.pack_offsets.reserve(num_packs + 1);
   for (const size_t p : order) {
     if (p < first) {
       plan.segments.push_back(full[p]);
+      plan.segment_src.push_back(full_src[p]);
     } else {
-      for (uint64_t j = begin[p - first]; j < begin[p - first + 1]; ++j) plan.segments.push_back(items[placed[j]]);
+      for (uint64_t j = begin[p - first]; j < begin[p - first + 1]; ++j) {
+        plan.segments.push_back(items[placed[j]]);
+        plan.segment_src.push_back(item_src[placed[j]]);
+      }
     }
     plan.pack_offsets.push_back(plan.segments.size());
   }
