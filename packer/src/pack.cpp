@@ -101,19 +101,22 @@ class Worker {
   std::thread thread_;
 };
 
+// The global position of a plan segment's first token, through its document's offsets; asserts
+// that the segment lies inside its document (the plan's own invariant).
+uint64_t segment_start(const ShardSet& inputs, const PlannedSegment& g) {
+  const auto [shard, local] = inputs.locate(g.doc);
+  const ShardReader& r = inputs.shard(shard);
+  LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local), "segment past its document");
+  return inputs.first_token(shard) + r.offsets()[local] + g.doc_pos;
+}
+
 // The bytes of plan segment s: at its segment_src, or (a plan without them) through its
-// document's offsets. Checks that the segment lies inside its document, and at its tokens, when
-// that costs no random read of the offsets, or in a debug build: the plan's own invariant.
+// document's offsets. With segment_src, segment_start's check is a debug build's only: in plan
+// order the offsets are read at random, a cache miss per segment.
 const uint8_t* segment_bytes(const ShardSet& inputs, const PackPlan& plan, uint64_t s) {
   const PlannedSegment& g = plan.segments[s];
-  const auto in_document = [&] {
-    const auto [shard, local] = inputs.locate(g.doc);
-    const ShardReader& r = inputs.shard(shard);
-    LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local), "segment past its document");
-    return inputs.first_token(shard) + r.offsets()[local] + g.doc_pos;
-  };
-  if (plan.segment_src.empty()) return inputs.token_span(in_document(), g.length);
-  LOOM_DASSERT(in_document() == plan.segment_src[s], "segment not at its document's tokens");
+  if (plan.segment_src.empty()) return inputs.token_span(segment_start(inputs, g), g.length);
+  LOOM_DASSERT(segment_start(inputs, g) == plan.segment_src[s], "segment not at its document's tokens");
   return inputs.token_span(plan.segment_src[s], g.length);
 }
 
@@ -313,6 +316,7 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
           for (uint64_t s = pl.pack_offsets[p]; s < pl.pack_offsets[p + 1]; ++s) {
             const PlannedSegment& g = pl.segments[s];
             LOOM_ASSERT(used + g.length <= shape.seq_len, "segment past its pack");
+            if (concat) segment_start(inputs, g);  // the check alone: its offsets are read in order
             segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
             if (!concat) {
               // bestfit reads short segments at random places of the inputs: ask for one further on
