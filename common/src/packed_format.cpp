@@ -51,10 +51,29 @@ void PackedWriter::add_index(size_t n, const PackedSegment* segs, const size_t* 
     num_tokens_ += check_segments(seq_len_, segs + b, seg_ends[i] - b);
     seg_offsets_.push_back(seg_offsets_.back() + (seg_ends[i] - b));
   }
-  segments_.insert(segments_.end(), segs, segs + (n ? seg_ends[n - 1] : 0));
+  const size_t num_segs = n ? seg_ends[n - 1] : 0;
+  if (index_open_) {
+    bin_.append_meta(segs, num_segs * sizeof(PackedSegment));
+    index_hash_.update(segs, num_segs * sizeof(PackedSegment));
+  } else {
+    segments_.insert(segments_.end(), segs, segs + num_segs);
+  }
+}
+
+void PackedWriter::open_index(const std::vector<uint64_t>& seg_offsets) {
+  LOOM_ASSERT(!index_open_ && num_packs() == 0 && !seg_offsets.empty() && seg_offsets[0] == 0,
+              bin_path_, ": index opened after packs were added, or twice");
+  const size_t bytes = seg_offsets.size() * sizeof(uint64_t);
+  bin_.open_meta(sizeof(PackedHeader));
+  bin_.append_meta(seg_offsets.data(), bytes);
+  index_hash_.update(seg_offsets.data(), bytes);
+  declared_offsets_xxh64_ = xxh64(seg_offsets.data(), bytes);
+  declared_packs_ = seg_offsets.size() - 1;
+  index_open_ = true;
 }
 
 void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegment* segs, size_t num_segs) {
+  LOOM_ASSERT(!index_open_, bin_path_, ": add_pack with the index streamed (open_index)");
   const uint32_t covered = check_segments(n, segs, num_segs);
   for (size_t i = 0; i < n; ++i)
     LOOM_CHECK(tokens[i] < info_.vocab_size, bin_path_, ": pack ", num_packs(), ": token id ", tokens[i],
@@ -89,15 +108,16 @@ void PackedWriter::seal(uint64_t num_source_docs) {
   h.pad_id = pad_id_;
   h.strategy = static_cast<uint32_t>(strategy_);
   h.num_packs = num_packs();
-  h.num_segments = segments_.size();
+  h.num_segments = index_open_ ? seg_offsets_.back() : segments_.size();
   h.num_tokens = num_tokens_;
   h.num_source_docs = num_source_docs;
   h.bin_xxh64 = bin_.digest();
   h.seed = seed_;
-  if (index_streamed_) {
-    LOOM_ASSERT(h.num_packs == num_packs() && h.num_segments == segments_.size(), bin_path_,
-                ": packs added after the index was written");
-    h.index_xxh64 = index_xxh64_;
+  if (index_open_) {
+    LOOM_ASSERT(num_packs() == declared_packs_ &&
+                    xxh64(seg_offsets_.data(), seg_offsets_.size() * sizeof(uint64_t)) == declared_offsets_xxh64_,
+                bin_path_, ": the packs added differ from the offsets open_index() wrote");
+    h.index_xxh64 = index_hash_.digest();
     bin_.seal_streamed(&h, sizeof(h));
   } else {
     const size_t offsets_bytes = seg_offsets_.size() * sizeof(uint64_t);
@@ -110,20 +130,6 @@ void PackedWriter::seal(uint64_t num_source_docs) {
   }
   // The segments are on disk now; a pack run holding many sealed files need not keep them.
   std::vector<PackedSegment>().swap(segments_);
-}
-
-void PackedWriter::stream_index() {
-  LOOM_ASSERT(!index_streamed_, bin_path_, ": index written twice");
-  const size_t offsets_bytes = seg_offsets_.size() * sizeof(uint64_t);
-  const size_t segments_bytes = segments_.size() * sizeof(PackedSegment);
-  Xxh64 ih;
-  ih.update(seg_offsets_.data(), offsets_bytes);
-  ih.update(segments_.data(), segments_bytes);
-  index_xxh64_ = ih.digest();
-  bin_.open_meta(sizeof(PackedHeader));
-  bin_.append_meta(seg_offsets_.data(), offsets_bytes);
-  bin_.append_meta(segments_.data(), segments_bytes);
-  index_streamed_ = true;
 }
 
 // ---- PackedReader ----

@@ -40,10 +40,9 @@ const char* shard_kind_name(ShardKind kind) {
 
 namespace detail {
 uint32_t hash_ids(Xxh64& h, const uint8_t* bytes, uint32_t dtype_bytes, uint64_t begin, uint64_t end) {
-  const uint32_t mx = dtype_bytes == 2 ? max_id(reinterpret_cast<const uint16_t*>(bytes) + begin, end - begin)
-                                       : max_id(reinterpret_cast<const uint32_t*>(bytes) + begin, end - begin);
   h.update(bytes + begin * dtype_bytes, (end - begin) * dtype_bytes);
-  return mx;
+  return dtype_bytes == 2 ? max_id(reinterpret_cast<const uint16_t*>(bytes) + begin, end - begin)
+                          : max_id(reinterpret_cast<const uint32_t*>(bytes) + begin, end - begin);
 }
 
 void read_loom_header(const sys::MappedFile& meta, const char (&magic)[8], const char* what, uint32_t max_version,

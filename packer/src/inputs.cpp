@@ -54,6 +54,7 @@ ShardSet::ShardSet(const std::vector<std::string>& bin_paths) {
     check_same_tokenizer(*shards_.front(), *shards_.back());
     doc_starts_.push_back(doc_starts_.back() + shards_.back()->num_docs());
     num_tokens_ += shards_.back()->num_tokens();
+    token_starts_.push_back(num_tokens_);
   }
 }
 

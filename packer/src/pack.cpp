@@ -1,6 +1,7 @@
 #include "loom/packer/pack.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -98,6 +99,49 @@ class Worker {
  private:
   std::exception_ptr error_;
   std::thread thread_;
+};
+
+// The global position of a plan segment's first token, through its document's offsets; asserts
+// that the segment lies inside its document (the plan's own invariant).
+uint64_t segment_start(const ShardSet& inputs, const PlannedSegment& g) {
+  const auto [shard, local] = inputs.locate(g.doc);
+  const ShardReader& r = inputs.shard(shard);
+  LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local), "segment past its document");
+  return inputs.first_token(shard) + r.offsets()[local] + g.doc_pos;
+}
+
+// The bytes of plan segment s: at its segment_src, or (a plan without them) through its
+// document's offsets. With segment_src, segment_start's check is a debug build's only: in plan
+// order the offsets are read at random, a cache miss per segment.
+const uint8_t* segment_bytes(const ShardSet& inputs, const PackPlan& plan, uint64_t s) {
+  const PlannedSegment& g = plan.segments[s];
+  if (plan.segment_src.empty()) return inputs.token_span(segment_start(inputs, g), g.length);
+  LOOM_DASSERT(segment_start(inputs, g) == plan.segment_src[s], "segment not at its document's tokens");
+  return inputs.token_span(plan.segment_src[s], g.length);
+}
+
+// bestfit's check of the inputs (hash, ids, bos/eos): a sequential sweep on its own thread, which
+// needs no plan, so it starts before one is made. join() rethrows what it found; destroyed
+// unjoined (planning or packing threw), it stops at the next piece instead of reading on.
+class Sweep {
+ public:
+  explicit Sweep(const ShardSet& inputs)
+      : worker_([this, &inputs] {
+          // L2-sized pieces: each is read from memory once (ShardStreamCheck scans it twice).
+          const uint64_t kPiece = (uint64_t{128} << 10) / inputs.dtype_bytes();
+          InputsCheck check(inputs, false);
+          for (uint64_t t = 0; t < inputs.num_tokens(); t += kPiece) {
+            if (stop_.load(std::memory_order_relaxed)) return;
+            check.advance(std::min(kPiece, inputs.num_tokens() - t));
+          }
+          check.finish();
+        }) {}
+  ~Sweep() { stop_ = true; }  // before worker_'s destructor joins
+  void join() { worker_.join(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  Worker worker_;
 };
 
 // Fills ids [from, n) of a raw pack with pad_id.
@@ -201,9 +245,10 @@ struct PlanShape {
 };
 
 // plan() gives the plan, at once or once another thread has made it: only the index and the
-// gathering of bestfit's packs wait for it.
+// gathering of bestfit's packs wait for it. bestfit's Sweep comes started (while the plan was
+// made), or starts here.
 PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const std::function<const PackPlan&()>& plan,
-                          const PackOptions& o) {
+                          const PackOptions& o, std::unique_ptr<Sweep> sweep = nullptr) {
   LOOM_CHECK(shape.num_packs > 0, "nothing to pack: the inputs hold no token");
   PackReport rep;
   rep.outputs = pack_output_paths(o, shape.num_packs);
@@ -218,7 +263,8 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   // Packs are assembled as raw bytes straight from the inputs (no widening to uint32); the ids are
   // checked against the vocab by `check`, on the inputs, before anything is published.
   const bool concat = o.strategy == PackStrategy::kConcat;
-  InputsCheck check(inputs, concat);
+  std::optional<InputsCheck> check;
+  if (concat) check.emplace(inputs, true);
   // concat's .bin is the inputs' token bytes back to back, cut every seq_len tokens, and the last
   // pack padded: copied file to file in the kernel, while a second thread hashes the same bytes
   // through the mappings (the output's checksum, then the inputs' check). bestfit gathers its packs
@@ -228,17 +274,16 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
     LOOM_ASSERT(shape.num_tokens == inputs.num_tokens(), "concat plans every token");
     for (size_t s = 0; s < inputs.size(); ++s) sources.push_back(sys::File::open_read(inputs.shard(s).bin_path()));
   }
-  std::unique_ptr<Worker> sweep;
-  if (!concat) sweep = std::make_unique<Worker>([&check] { check.finish(); });
+  if (!concat && !sweep) sweep = std::make_unique<Sweep>(inputs);
   constexpr uint64_t kPrefetchAhead = 8;
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
   const uint64_t pack_bytes = uint64_t{shape.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
   // bestfit: two batches, one gathered here while a third thread writes the other (the write into
-  // the page cache costs about what the gathering does).
+  // the page cache costs more than the gathering).
   std::vector<uint8_t> packs_buf[2];
-  std::vector<PackedSegment> segs_buf[2];
-  std::vector<size_t> seg_ends_buf[2];
+  std::vector<PackedSegment> segs;  // a batch's index
+  std::vector<size_t> seg_ends;
   if (!concat) packs_buf[0].resize(batch * pack_bytes), packs_buf[1].resize(batch * pack_bytes);
   int cur = 0;
   // Outputs are sealed as they fill and renamed into place only after every input passed its check.
@@ -251,66 +296,64 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
     const uint64_t end = std::min(shape.num_packs, p + per_file);
     // The file's index, and for bestfit its packs (for concat this runs on the hashing thread).
     auto packs_of_file = [&] {
-      LOOM_ASSERT(plan().num_packs() == shape.num_packs && plan().num_tokens == shape.num_tokens &&
-                      plan().seq_len == shape.seq_len,
-                  "the plan has ", plan().num_packs(), " packs of ", plan().num_tokens, " tokens, not ", shape.num_packs,
+      const PackPlan& pl = plan();  // once: plan is a std::function
+      LOOM_ASSERT(pl.num_packs() == shape.num_packs && pl.num_tokens == shape.num_tokens && pl.seq_len == shape.seq_len,
+                  "the plan has ", pl.num_packs(), " packs of ", pl.num_tokens, " tokens, not ", shape.num_packs,
                   " of ", shape.num_tokens);
-      writer.reserve(end - p, plan().pack_offsets[end] - plan().pack_offsets[p]);
+      // The plan gives every pack's segment count: the index goes to the .meta batch by batch (for
+      // concat while the .bin is still being copied), and sealing writes only the header.
+      std::vector<uint64_t> offsets(end - p + 1);
+      for (uint64_t q = p; q <= end; ++q) offsets[q - p] = pl.pack_offsets[q] - pl.pack_offsets[p];
+      writer.open_index(offsets);
+      writer.reserve(end - p, 0);
       for (; p < end;) {
         std::vector<uint8_t>& packs = packs_buf[cur];
-        std::vector<PackedSegment>& segs = segs_buf[cur];
-        std::vector<size_t>& seg_ends = seg_ends_buf[cur];
         segs.clear();
         seg_ends.clear();
         for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
           uint8_t* pack = concat ? nullptr : packs.data() + seg_ends.size() * pack_bytes;
           uint32_t used = 0;
-          for (uint64_t s = plan().pack_offsets[p]; s < plan().pack_offsets[p + 1]; ++s) {
-            const PlannedSegment& g = plan().segments[s];
-            // bestfit reads short segments at random places of the inputs: ask for one further on
-            // now, so its cache misses overlap this copy.
-            if (!concat && s + kPrefetchAhead < plan().segments.size()) {
-              const PlannedSegment& f = plan().segments[s + kPrefetchAhead];
-              const auto [fs, fl] = inputs.locate(f.doc);
-              const ShardReader& fr = inputs.shard(fs);
-              const uint8_t* src = fr.token_bytes() + (fr.offsets()[fl] + f.doc_pos) * dtype;
-              __builtin_prefetch(src);
-              __builtin_prefetch(src + 64);
-            }
-            const auto [shard, local] = inputs.locate(g.doc);
-            const ShardReader& r = inputs.shard(shard);
-            LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local) && used + g.length <= shape.seq_len,
-                        "segment past its document or pack");
+          for (uint64_t s = pl.pack_offsets[p]; s < pl.pack_offsets[p + 1]; ++s) {
+            const PlannedSegment& g = pl.segments[s];
+            LOOM_ASSERT(used + g.length <= shape.seq_len, "segment past its pack");
+            if (concat) segment_start(inputs, g);  // the check alone: its offsets are read in order
             segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-            if (!concat)
-              std::memcpy(pack + uint64_t{used} * dtype, r.token_bytes() + (r.offsets()[local] + g.doc_pos) * dtype,
-                          uint64_t{g.length} * dtype);
+            if (!concat) {
+              // bestfit reads short segments at random places of the inputs: ask for one further on
+              // now, so its cache misses overlap this copy. Its position is in the plan, read in order.
+              if (s + kPrefetchAhead < pl.segments.size()) {
+                const uint8_t* src = segment_bytes(inputs, pl, s + kPrefetchAhead);
+                __builtin_prefetch(src);
+                __builtin_prefetch(src + 64);
+              }
+              std::memcpy(pack + uint64_t{used} * dtype, segment_bytes(inputs, pl, s), uint64_t{g.length} * dtype);
+            }
             used += g.length;
           }
           if (!concat) fill_padding(pack, dtype, used, shape.seq_len, writer.pad_id());
           seg_ends.push_back(segs.size());
         }
-        if (concat) {
-          writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
-          if (p == end) writer.stream_index();  // the file's whole index: to its .meta while the copy goes on
-        } else {
+        writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
+        if (!concat) {
+          // The batch is hashed here (from cache) and written on the third thread.
+          writer.hash_raw(packs.data(), seg_ends.size() * shape.seq_len);
           if (writing) writing->join();
-          writing = std::make_unique<Worker>([&writer, &packs, &segs, &seg_ends] {
-            writer.add_packs_raw(packs.data(), seg_ends.size(), segs.data(), seg_ends.data());
+          writing = std::make_unique<Worker>([&writer, &packs, n = seg_ends.size() * shape.seq_len] {
+            writer.write_unhashed(packs.data(), n);
           });
           cur ^= 1;
           progress.add(seg_ends.size() * pack_bytes);
         }
       }
     };
-    if (concat) copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, check, progress, packs_of_file);
+    if (concat) copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, *check, progress, packs_of_file);
     else packs_of_file();
     if (writing) writing->join();
     writing.reset();
     writer.seal(inputs.num_docs());
   }
   if (sweep) sweep->join();
-  else check.finish();
+  else check->finish();
   for (size_t i = 0; i < writers.size(); ++i) {
     writers[i]->publish();
     log::info("pack: wrote ", rep.outputs[i], " (", writers[i]->num_packs(), " packs)");
@@ -350,10 +393,12 @@ PackReport pack_shards(const ShardSet& inputs, const PackOptions& o) {
       return *plan;
     }, o);
   }
+  auto sweep = std::make_unique<Sweep>(inputs);
   const PackPlan plan = plan_packs(inputs.doc_lengths(), o.seq_len, o.strategy, o.seed);
   log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", plan.num_packs(), " packs of ", o.seq_len,
             " tokens from ", inputs.num_docs(), " documents");
-  return write_packs(inputs, plan, o);
+  return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens},
+                        [&plan]() -> const PackPlan& { return plan; }, o, std::move(sweep));
 }
 
 }  // namespace loom::packer

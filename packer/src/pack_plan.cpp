@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "loom/error.h"
@@ -18,6 +19,13 @@ bool count_doc(PackPlan& plan, uint64_t d, uint64_t len) {
   ++plan.nonempty_docs;
   plan.num_tokens += len;
   return true;
+}
+
+// n elements that are all written before they are read: std::vector(n) would zero-fill tens of
+// megabytes first.
+template <typename T>
+std::unique_ptr<T[]> uninitialized(size_t n) {
+  return std::unique_ptr<T[]>(new T[n]);
 }
 
 uint64_t splitmix64(uint64_t& state) {
@@ -125,67 +133,92 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
   LOOM_CHECK(L > 0, "--seq-len must be positive");
   PackPlan plan;
   plan.seq_len = L;
-  // Chunks: full L-chunks go straight into packs of their own (packs 0..full.size()-1, in document
-  // order); the remainders (1..L-1 tokens) are bin-packed into the packs after them.
-  std::vector<PlannedSegment> full, rems;
-  std::vector<uint64_t> by_len(L + 1, 0);
+  // Chunks: full L-chunks go straight into packs of their own (packs 0..F-1, in document order);
+  // the remainders (1..L-1 tokens, "items") are bin-packed into the packs after them. A first pass
+  // counts both, so that the second writes each chunk once, in its final place: the items longest
+  // first, ties by document (a counting sort by length), with no vector regrown on 10^6 documents.
+  std::vector<uint64_t> by_len(L, 0);
+  uint64_t num_full = 0;
   for (uint64_t d = 0; d < lens.size(); ++d) {
     if (!count_doc(plan, d, lens[d])) continue;
     if (lens[d] > L) ++plan.truncated_docs;
-    uint64_t pos = 0;
-    for (; lens[d] - pos >= L; pos += L) full.push_back({d, static_cast<uint32_t>(pos), L, pos + L == lens[d]});
-    if (pos < lens[d]) {
-      rems.push_back({d, static_cast<uint32_t>(pos), static_cast<uint32_t>(lens[d] - pos), true});
-      ++by_len[lens[d] - pos];
+    num_full += lens[d] / L;
+    ++by_len[lens[d] % L];
+  }
+  by_len[0] = 0;  // documents that end with a full chunk have no remainder
+  std::vector<uint64_t> at(L, 0);
+  uint64_t num_items = 0;
+  for (uint32_t len = L - 1; len > 0; --len) {
+    at[len] = num_items;
+    num_items += by_len[len];
+  }
+  std::vector<PlannedSegment> full;
+  std::vector<uint64_t> full_src;  // each chunk's first token, globally (PackPlan::segment_src)
+  const std::unique_ptr<PlannedSegment[]> items = uninitialized<PlannedSegment>(num_items);
+  const std::unique_ptr<uint64_t[]> item_src = uninitialized<uint64_t>(num_items);
+  full.reserve(num_full);
+  full_src.reserve(num_full);
+  uint64_t start = 0;  // document d's first token, globally
+  for (uint64_t d = 0; d < lens.size(); start += lens[d++]) {
+    const uint64_t len = lens[d], rem = len % L;
+    for (uint64_t pos = 0; pos + L <= len; pos += L) {
+      full.push_back({d, static_cast<uint32_t>(pos), L, pos + L == len});
+      full_src.push_back(start + pos);
+    }
+    if (rem > 0) {
+      item_src[at[rem]] = start + len - rem;
+      items[at[rem]++] = {d, static_cast<uint32_t>(len - rem), static_cast<uint32_t>(rem), true};
     }
   }
-  // Longest first; ties by document: a counting sort (stable, and rems are in document order).
-  std::vector<uint64_t> at(L + 1, 0);
-  uint64_t sum = 0;
-  for (uint32_t len = L; len > 0; --len) {
-    at[len] = sum;
-    sum += by_len[len];
-  }
-  std::vector<PlannedSegment> items(rems.size());
-  for (const PlannedSegment& r : rems) items[at[r.length]++] = r;
-  std::vector<PlannedSegment>().swap(rems);
-  // Best fit: each item's pack, and each pack's item count.
+  // Best fit: each item's pack, and each pack's item count. Items are sorted, so their lengths are
+  // runs of by_len[len] items each.
   const uint64_t first = full.size();
-  std::vector<uint64_t> item_pack(items.size());
+  std::unique_ptr<uint64_t[]> item_pack = uninitialized<uint64_t>(num_items);
   std::vector<uint32_t> left, count;  // by pack - first
   RoomIndex room(L);
-  for (size_t i = 0; i < items.size(); ++i) {
-    uint64_t p;
-    if (!room.pop_fitting(items[i].length, p)) {
-      p = first + left.size();
-      left.push_back(L);
-      count.push_back(0);
+  size_t i = 0;
+  for (uint32_t len = L - 1; len > 0; --len) {
+    for (const size_t run_end = i + by_len[len]; i < run_end; ++i) {
+      uint64_t p;
+      if (!room.pop_fitting(len, p)) {
+        p = first + left.size();
+        left.push_back(L);
+        count.push_back(0);
+      }
+      item_pack[i] = p;
+      ++count[p - first];
+      left[p - first] -= len;
+      if (left[p - first] > 0) room.push(left[p - first], p);
     }
-    item_pack[i] = p;
-    ++count[p - first];
-    left[p - first] -= items[i].length;
-    if (left[p - first] > 0) room.push(left[p - first], p);
   }
-  // Each bin pack's items in placement order, by pack.
+  // Each bin pack's items in placement order (ascending item), by pack: their indices.
   std::vector<uint64_t> begin(count.size() + 1, 0);
   for (size_t q = 0; q < count.size(); ++q) begin[q + 1] = begin[q] + count[q];
-  std::vector<PlannedSegment> placed(items.size());
+  const std::unique_ptr<uint64_t[]> placed = uninitialized<uint64_t>(num_items);
   {
     std::vector<uint64_t> next(begin.begin(), begin.end() - 1);
-    for (size_t i = 0; i < items.size(); ++i) placed[next[item_pack[i] - first]++] = items[i];
+    for (size_t k = 0; k < num_items; ++k) placed[next[item_pack[k] - first]++] = k;
   }
+  item_pack.reset();
   // Packs are opened in a deterministic order; the seed shuffles them (Fisher-Yates).
   const size_t num_packs = full.size() + count.size();
   std::vector<size_t> order(num_packs);
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   uint64_t state = seed;
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[splitmix64(state) % i]);
-  plan.segments.reserve(full.size() + placed.size());
+  for (size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[splitmix64(state) % k]);
+  plan.segments.reserve(full.size() + num_items);
+  plan.segment_src.reserve(full.size() + num_items);
   plan.pack_offsets.reserve(num_packs + 1);
-  for (size_t p : order) {
-    if (p < first) plan.segments.push_back(full[p]);
-    else plan.segments.insert(plan.segments.end(), placed.begin() + static_cast<std::ptrdiff_t>(begin[p - first]),
-                              placed.begin() + static_cast<std::ptrdiff_t>(begin[p - first + 1]));
+  for (const size_t p : order) {
+    if (p < first) {
+      plan.segments.push_back(full[p]);
+      plan.segment_src.push_back(full_src[p]);
+    } else {
+      for (uint64_t j = begin[p - first]; j < begin[p - first + 1]; ++j) {
+        plan.segments.push_back(items[placed[j]]);
+        plan.segment_src.push_back(item_src[placed[j]]);
+      }
+    }
     plan.pack_offsets.push_back(plan.segments.size());
   }
   return plan;

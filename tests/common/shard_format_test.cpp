@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <tuple>
 
 #include "loom/error.h"
 #include "loom/megatron_format.h"
@@ -75,6 +76,44 @@ TEST_CASE("packed shard round trip keeps tokens, padding and segments") {
   REQUIRE(r.num_segments(0) == 2);
   CHECK(r.segments_begin(0)[1].doc_pos == 3);
   r.verify_deep();
+}
+
+TEST_CASE("PackedWriter: the index written as the packs come gives the bytes of one written at seal") {
+  test::TempDir dir("packed_streams");
+  const TokenizerInfo info{50, 1, 2, kShardFlagBos | kShardFlagEos, 7};
+  // Three packs of 4 (uint16), in two batches; pack 1 has two segments.
+  const std::vector<uint16_t> ids = {10, 11, 2, 2, 12, 13, 14, 2, 15, 16, 17, 18};
+  const auto* bytes = reinterpret_cast<const uint8_t*>(ids.data());
+  const std::vector<PackedSegment> segs = {{0, 0, 2, 0, kSegEndsDoc}, {1, 0, 1, 0, kSegEndsDoc},
+                                           {2, 1, 2, 0, kSegEndsDoc}, {3, 0, 4, 0, kSegEndsDoc}};
+  const size_t ends_a[] = {1, 3}, ends_b[] = {1};  // batch a: packs 0-1, batch b: pack 2
+  auto write = [&](const std::string& name, bool open) {
+    PackedWriter w(dir / name, info, 4, PackStrategy::kBestfit, 9);
+    if (open) w.open_index({0, 1, 3, 4});
+    for (const auto& [at, n, ends, seg0] : {std::tuple<size_t, size_t, const size_t*, size_t>{0, 2, ends_a, 0},
+                                            {8, 1, ends_b, 3}}) {
+      if (!open) {
+        w.add_packs_raw(bytes + 2 * at, n, segs.data() + seg0, ends);
+      } else {
+        w.add_index(n, segs.data() + seg0, ends);
+        w.hash_raw(bytes + 2 * at, n * 4);
+        w.write_unhashed(bytes + 2 * at, n * 4);
+      }
+    }
+    w.commit(4);
+    return dir / name;
+  };
+  const std::string a = write("a.bin", false), b = write("b.bin", true);
+  CHECK(test::read_all(b) == test::read_all(a));
+  CHECK(test::read_all(meta_path_for(b)) == test::read_all(meta_path_for(a)));
+  PackedReader(b).verify_deep();
+  // open_index's offsets must be the packs' own.
+  PackedWriter w(dir / "d.bin", info, 4, PackStrategy::kBestfit, 9);
+  w.open_index({0, 2, 3, 4});
+  w.add_index(2, segs.data(), ends_a);
+  w.add_index(1, segs.data() + 3, ends_b);
+  w.write_raw(bytes, 12);
+  CHECK_THROWS_AS(w.commit(4), InternalError);
 }
 
 TEST_CASE("check_same_tokenizer names both sides and every differing field") {

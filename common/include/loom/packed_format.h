@@ -129,6 +129,10 @@ class PackedWriter {
   void copy_raw(const sys::File& src, uint64_t src_offset, size_t n_ids) { bin_.copy_raw(src, src_offset, n_ids); }
   void hash_raw(const uint8_t* bytes, size_t n_ids) { bin_.hash_raw(bytes, n_ids); }
   void write_raw(const uint8_t* bytes, size_t n_ids) { bin_.write_raw(bytes, n_ids); }
+  // add_packs_raw in two halves for two threads, batch after batch in the same order: add_index and
+  // hash_raw(bytes, n * seq_len) on one, write_unhashed(bytes, n * seq_len) on another (the halves
+  // touch different members).
+  void write_unhashed(const uint8_t* bytes, size_t n_ids) { bin_.write_unhashed(bytes, n_ids); }
   void hash_as(const Xxh64& h) { bin_.hash_as(h); }
   // Room for this many more packs and segments in the index (no regrowth on large runs).
   void reserve(uint64_t packs, uint64_t segments) {
@@ -144,11 +148,13 @@ class PackedWriter {
   // publish() renames them into place.
   void seal(uint64_t num_source_docs);
   void publish() { bin_.publish(); }
-  // Once every pack's index is added (the bytes may still be coming): writes the index to the
-  // .meta and hashes it now, so that seal() writes only the header (in its place) and closes.
-  // concat calls it on the thread that built the index while the .bin is still being copied.
-  // Same bytes as seal() alone.
-  void stream_index();
+  // The index written as the packs come, when every pack's segment count is known before its
+  // segments (loom-pack's plan): before any pack, seg_offsets (num_packs + 1 of them, from 0) go to
+  // the .meta; each add_index then appends its segments there instead of keeping them (concat adds
+  // them on the thread that hashes while the .bin is still being copied), and seal() checks that
+  // the packs added had exactly those offsets and writes only the header. Same bytes as seal()
+  // alone.
+  void open_index(const std::vector<uint64_t>& seg_offsets);
 
  private:
   std::string bin_path_;
@@ -161,8 +167,10 @@ class PackedWriter {
   std::vector<PackedSegment> segments_;
   std::vector<uint32_t> pack_;
   uint64_t num_tokens_ = 0;
-  bool index_streamed_ = false;
-  uint64_t index_xxh64_ = 0;  // set by stream_index()
+  bool index_open_ = false;    // open_index(): segments go to the .meta as they come
+  Xxh64 index_hash_;           // of what open_index() and add_index() wrote so far
+  uint64_t declared_offsets_xxh64_ = 0;
+  uint64_t declared_packs_ = 0;
   // Checks a pack's segments; returns the tokens they cover.
   uint32_t check_segments(size_t n, const PackedSegment* segs, size_t num_segs) const;
 };

@@ -109,8 +109,9 @@ inline uint32_t dtype_bytes_for_vocab(uint32_t vocab_size) { return vocab_size <
 inline std::string meta_path_for(const std::string& bin_path) { return bin_path + ".meta"; }
 
 namespace detail {
-// Hashes ids [begin, end) of a raw .bin into h and returns the largest. The max scan reads the
-// range from memory and the hash then from cache: keep ranges L2-sized.
+// Hashes ids [begin, end) of a raw .bin into h and returns the largest. The hash reads the range
+// from memory (its arithmetic hides the misses) and the max scan then from cache: keep ranges
+// L2-sized.
 uint32_t hash_ids(Xxh64& h, const uint8_t* bytes, uint32_t dtype_bytes, uint64_t begin, uint64_t end);
 
 // One sequential pass over a .bin of `total_tokens` ids in chunks of 128 KiB: each is hashed, its
@@ -182,6 +183,9 @@ class TokenBinWriter {
     bin_.copy_from(src, src_offset, uint64_t{n_ids} * dtype_bytes_);
   }
   void hash_raw(const uint8_t* bytes, size_t n_ids) { hash_.update(bytes, n_ids * dtype_bytes_); }
+  // write_raw in two halves on two threads: write_unhashed on one, hash_raw of the same bytes, in
+  // the same order, on another (each half touches only its own members).
+  void write_unhashed(const uint8_t* bytes, size_t n_ids) { bin_.write_unbuffered(bytes, n_ids * dtype_bytes_); }
   // Instead of hash_raw: the bytes written so far are exactly those h hashed (an input's whole .bin,
   // hashed by its check), so the output's checksum continues from h.
   void hash_as(const Xxh64& h) { hash_ = h; }

@@ -33,6 +33,10 @@ struct PackPlan {
   uint32_t seq_len = 0;
   std::vector<uint64_t> pack_offsets{0};  // pack p = segments[pack_offsets[p], pack_offsets[p+1])
   std::vector<PlannedSegment> segments;
+  // bestfit: each segment's first token, globally (all documents' tokens back to back), beside
+  // segments: its gather reads them in plan order instead of a document's offsets (a random miss)
+  // per segment. Empty (concat, which copies the inputs whole): found through the offsets.
+  std::vector<uint64_t> segment_src;
   uint64_t num_tokens = 0;       // tokens inside segments
   uint64_t nonempty_docs = 0;
   uint64_t truncated_docs = 0;   // documents split over more than one segment
