@@ -12,17 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
-ROOT=$PWD BASE=/tmp/loom-base
-mkdir -p /tmp/loom-prefix
-for f in .debs/*.deb; do dpkg -x "$f" /tmp/loom-prefix; done && touch /tmp/loom-prefix/.unpacked
-rm -rf "$BASE" && mkdir -p "$BASE" && tar -xf build-base/src.tar -C "$BASE" && ln -s "$ROOT/.debs" "$BASE/.debs"
-cp scripts/device/build.sh "$BASE/scripts/device/build.sh"
-(LOOM_TARGETS="loom-train loom-tokenize loom-pack${LOOM_AB_TESTS:+ test_gpu}" timeout 360 bash scripts/device/build.sh > "$L/build_current.log" 2>&1
- echo "build current rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
-(cd "$BASE" && LOOM_TARGETS=loom-train timeout 360 bash scripts/device/build.sh > "$L/build_base.log" 2>&1
- echo "build base rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
-wait
-grep -hE "error:|FAILED" "$L"/build_*.log | head -20
+build_with_base "loom-train loom-tokenize loom-pack${LOOM_AB_TESTS:+ test_gpu}" "loom-train"
 if [ -n "${LOOM_AB_TESTS:-}" ]; then
   timeout 120 build-gpu/tests/gpu/test_gpu "$LOOM_AB_TESTS" > "$L/gpu_tests.log" 2>&1
   echo "test_gpu \"$LOOM_AB_TESTS\" rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_tests.log" | tail -1)" \

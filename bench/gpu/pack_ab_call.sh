@@ -9,17 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
-ROOT=$PWD BASE=/tmp/loom-base
-mkdir -p /tmp/loom-prefix
-for f in .debs/*.deb; do dpkg -x "$f" /tmp/loom-prefix; done && touch /tmp/loom-prefix/.unpacked
-rm -rf "$BASE" && mkdir -p "$BASE" && tar -xf build-base/src.tar -C "$BASE" && ln -s "$ROOT/.debs" "$BASE/.debs"
-cp scripts/device/build.sh "$BASE/scripts/device/build.sh"
-(LOOM_TARGETS="loom-tokenize loom-pack" timeout 300 bash scripts/device/build.sh > "$L/build_current.log" 2>&1
- echo "build current rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
-(cd "$BASE" && LOOM_TARGETS="loom-tokenize loom-pack" timeout 300 bash scripts/device/build.sh > "$L/build_base.log" 2>&1
- echo "build base rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
-wait
-grep -hE "error:|FAILED" "$L"/build_*.log | head -20
+build_with_base "loom-tokenize loom-pack" "loom-tokenize loom-pack"
 lib=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')
 echo "exported cuDNN SDPA runners in $lib: $(nm -D --defined-only "$lib" 2>/dev/null | grep -c 'run_cudnn_SDP')" | tee -a "$L/device.txt"
 nm -D --defined-only "$lib" 2>/dev/null | grep 'run_cudnn_SDP' | c++filt | head -8 | tee -a "$L/device.txt"
