@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -149,6 +151,147 @@ void fill_padding(uint8_t* pack, uint32_t dtype_bytes, uint32_t from, uint32_t n
   if (dtype_bytes == 2) std::fill(reinterpret_cast<uint16_t*>(pack) + from, reinterpret_cast<uint16_t*>(pack) + n, static_cast<uint16_t>(pad_id));
   else std::fill(reinterpret_cast<uint32_t*>(pack) + from, reinterpret_cast<uint32_t*>(pack) + n, pad_id);
 }
+
+// One batch of packs [first, last) of the plan: its index (segs, and seg_ends per pack) and, with
+// `packs` (bestfit), the packs' bytes gathered from the inputs and padded. concat passes no bytes:
+// its .bin is copied file to file, and only the segments' place in their documents is checked.
+void gather_batch(const ShardSet& inputs, const PackPlan& pl, uint64_t first, uint64_t last, uint8_t* packs,
+                  uint32_t pad_id, std::vector<PackedSegment>& segs, std::vector<size_t>& seg_ends) {
+  constexpr uint64_t kPrefetchAhead = 8;
+  const uint32_t dtype = inputs.dtype_bytes();
+  const uint64_t pack_bytes = uint64_t{pl.seq_len} * dtype;
+  segs.clear();
+  seg_ends.clear();
+  for (uint64_t p = first; p < last; ++p) {
+    uint8_t* pack = packs ? packs + (p - first) * pack_bytes : nullptr;
+    uint32_t used = 0;
+    for (uint64_t s = pl.pack_offsets[p]; s < pl.pack_offsets[p + 1]; ++s) {
+      const PlannedSegment& g = pl.segments[s];
+      LOOM_ASSERT(used + g.length <= pl.seq_len, "segment past its pack");
+      if (!pack) segment_start(inputs, g);  // the check alone: its offsets are read in order
+      segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
+      if (pack) {
+        // bestfit reads short segments at random places of the inputs: ask for one further on
+        // now, so its cache misses overlap this copy. Its position is in the plan, read in order.
+        if (s + kPrefetchAhead < pl.segments.size()) {
+          const uint8_t* src = segment_bytes(inputs, pl, s + kPrefetchAhead);
+          __builtin_prefetch(src);
+          __builtin_prefetch(src + 64);
+        }
+        std::memcpy(pack + uint64_t{used} * dtype, segment_bytes(inputs, pl, s), uint64_t{g.length} * dtype);
+      }
+      used += g.length;
+    }
+    if (pack) fill_padding(pack, dtype, used, pl.seq_len, pad_id);
+    seg_ends.push_back(segs.size());
+  }
+}
+
+// bestfit's packs of one output file, batch by batch in file order: `threads` gatherers fill a ring
+// of batches ahead (every pack has seq_len ids, so a batch's bytes need nothing of the batches
+// before it), this thread adds each batch's index and hashes it in order, and a writer thread
+// writes it. A slot is gathered into again once its batch is written. A failure on any thread
+// stops the others; the first is rethrown.
+class GatherRing {
+ public:
+  GatherRing(const ShardSet& inputs, const PackPlan& pl, uint64_t first, uint64_t last, uint64_t batch,
+             size_t threads, PackedWriter& writer, Progress& progress)
+      : inputs_(inputs), pl_(pl), first_(first), last_(last), batch_(batch),
+        batches_((last - first + batch - 1) / batch), writer_(writer), progress_(progress),
+        slots_(threads + 2) {
+    const uint64_t bytes = batch * uint64_t{pl.seq_len} * inputs.dtype_bytes();
+    for (Slot& slot : slots_) slot.packs.resize(bytes);
+    for (size_t w = 0; w < threads; ++w)
+      gatherers_.push_back(std::make_unique<Worker>([this, w, threads] { gather_from(w, threads); }));
+  }
+  GatherRing(const GatherRing&) = delete;
+  GatherRing& operator=(const GatherRing&) = delete;
+  ~GatherRing() { stop(); }  // a throw on this thread: the gatherers leave, the Workers join
+
+  // Runs the ring to the end on this thread; rethrows what any thread threw.
+  void run() {
+    std::unique_ptr<Worker> writing;
+    try {
+      for (uint64_t b = 0; b < batches_; ++b) {
+        Slot& slot = slots_[b % slots_.size()];
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          changed_.wait(lock, [&] { return slot.batch == b || failed_; });
+          if (failed_) break;
+        }
+        const uint64_t n = slot.seg_ends.size();
+        writer_.add_index(n, slot.segs.data(), slot.seg_ends.data());
+        writer_.hash_raw(slot.packs.data(), n * pl_.seq_len);
+        if (writing) finish_write(*writing, b - 1);
+        writing = std::make_unique<Worker>([this, &slot, n] { writer_.write_unhashed(slot.packs.data(), n * pl_.seq_len); });
+        progress_.add(n * uint64_t{pl_.seq_len} * inputs_.dtype_bytes());
+      }
+      if (writing) finish_write(*writing, batches_ - 1);
+    } catch (...) {
+      stop();
+      throw;
+    }
+    stop();
+    for (auto& g : gatherers_) g->join();  // rethrows a gatherer's failure
+  }
+
+ private:
+  struct Slot {
+    std::vector<uint8_t> packs;
+    std::vector<PackedSegment> segs;
+    std::vector<size_t> seg_ends;
+    uint64_t batch = UINT64_MAX;  // the batch gathered into it, once complete
+  };
+
+  void finish_write(Worker& writing, uint64_t b) {
+    writing.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    written_ = b + 1;
+    changed_.notify_all();
+  }
+
+  void stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed_ = failed_ || written_ < batches_;
+    changed_.notify_all();
+  }
+
+  // Batches w, w + threads, ...: each into its slot once that slot's previous batch is written.
+  void gather_from(size_t w, size_t threads) {
+    try {
+      for (uint64_t b = w; b < batches_; b += threads) {
+        Slot& slot = slots_[b % slots_.size()];
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          changed_.wait(lock, [&] { return b < written_ + slots_.size() || failed_; });
+          if (failed_) return;
+        }
+        const uint64_t from = first_ + b * batch_, to = std::min(last_, from + batch_);
+        gather_batch(inputs_, pl_, from, to, slot.packs.data(), writer_.pad_id(), slot.segs, slot.seg_ends);
+        std::lock_guard<std::mutex> lock(mu_);
+        slot.batch = b;
+        changed_.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      failed_ = true;
+      changed_.notify_all();
+      throw;
+    }
+  }
+
+  const ShardSet& inputs_;
+  const PackPlan& pl_;
+  const uint64_t first_, last_, batch_, batches_;
+  PackedWriter& writer_;
+  Progress& progress_;
+  std::vector<Slot> slots_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  uint64_t written_ = 0;  // batches written, in order
+  bool failed_ = false;
+  std::vector<std::unique_ptr<Worker>> gatherers_;  // last: joined before the slots go
+};
 }  // namespace
 
 std::string pack_scratch_dir(const PackOptions& o) { return o.output_dir + "/.internlm-as-loom"; }
@@ -268,27 +411,21 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   // concat's .bin is the inputs' token bytes back to back, cut every seq_len tokens, and the last
   // pack padded: copied file to file in the kernel, while a second thread hashes the same bytes
   // through the mappings (the output's checksum, then the inputs' check). bestfit gathers its packs
-  // here from the mappings and checks the inputs on the second thread, a sequential sweep.
+  // from the mappings on several threads (GatherRing) and checks the inputs on another, a
+  // sequential sweep.
   std::vector<sys::File> sources;
   if (concat) {
     LOOM_ASSERT(shape.num_tokens == inputs.num_tokens(), "concat plans every token");
     for (size_t s = 0; s < inputs.size(); ++s) sources.push_back(sys::File::open_read(inputs.shard(s).bin_path()));
   }
   if (!concat && !sweep) sweep = std::make_unique<Sweep>(inputs);
-  constexpr uint64_t kPrefetchAhead = 8;
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
   const uint64_t pack_bytes = uint64_t{shape.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
-  // bestfit: two batches, one gathered here while a third thread writes the other (the write into
-  // the page cache costs more than the gathering).
-  std::vector<uint8_t> packs_buf[2];
-  std::vector<PackedSegment> segs;  // a batch's index
-  std::vector<size_t> seg_ends;
-  if (!concat) packs_buf[0].resize(batch * pack_bytes), packs_buf[1].resize(batch * pack_bytes);
-  int cur = 0;
+  // bestfit's gatherers: the cores left beside the inputs' sweep, this thread and the writer's.
+  const size_t gatherers = std::clamp<size_t>(std::thread::hardware_concurrency(), 4, 9) - 3;
   // Outputs are sealed as they fill and renamed into place only after every input passed its check.
   std::vector<std::unique_ptr<PackedWriter>> writers;
-  std::unique_ptr<Worker> writing;  // after writers and the batches: joined before they go
   uint64_t p = 0;
   for (const std::string& out : rep.outputs) {
     writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), shape.seq_len, o.strategy, o.seed));
@@ -306,50 +443,20 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
       for (uint64_t q = p; q <= end; ++q) offsets[q - p] = pl.pack_offsets[q] - pl.pack_offsets[p];
       writer.open_index(offsets);
       writer.reserve(end - p, 0);
-      for (; p < end;) {
-        std::vector<uint8_t>& packs = packs_buf[cur];
-        segs.clear();
-        seg_ends.clear();
-        for (const uint64_t stop = std::min(end, p + batch); p < stop; ++p) {
-          uint8_t* pack = concat ? nullptr : packs.data() + seg_ends.size() * pack_bytes;
-          uint32_t used = 0;
-          for (uint64_t s = pl.pack_offsets[p]; s < pl.pack_offsets[p + 1]; ++s) {
-            const PlannedSegment& g = pl.segments[s];
-            LOOM_ASSERT(used + g.length <= shape.seq_len, "segment past its pack");
-            if (concat) segment_start(inputs, g);  // the check alone: its offsets are read in order
-            segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-            if (!concat) {
-              // bestfit reads short segments at random places of the inputs: ask for one further on
-              // now, so its cache misses overlap this copy. Its position is in the plan, read in order.
-              if (s + kPrefetchAhead < pl.segments.size()) {
-                const uint8_t* src = segment_bytes(inputs, pl, s + kPrefetchAhead);
-                __builtin_prefetch(src);
-                __builtin_prefetch(src + 64);
-              }
-              std::memcpy(pack + uint64_t{used} * dtype, segment_bytes(inputs, pl, s), uint64_t{g.length} * dtype);
-            }
-            used += g.length;
-          }
-          if (!concat) fill_padding(pack, dtype, used, shape.seq_len, writer.pad_id());
-          seg_ends.push_back(segs.size());
-        }
+      if (!concat) {
+        GatherRing(inputs, pl, p, end, batch, gatherers, writer, progress).run();
+        p = end;
+        return;
+      }
+      std::vector<PackedSegment> segs;  // a batch's index
+      std::vector<size_t> seg_ends;
+      for (; p < end; p = std::min(end, p + batch)) {
+        gather_batch(inputs, pl, p, std::min(end, p + batch), nullptr, 0, segs, seg_ends);
         writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
-        if (!concat) {
-          // The batch is hashed here (from cache) and written on the third thread.
-          writer.hash_raw(packs.data(), seg_ends.size() * shape.seq_len);
-          if (writing) writing->join();
-          writing = std::make_unique<Worker>([&writer, &packs, n = seg_ends.size() * shape.seq_len] {
-            writer.write_unhashed(packs.data(), n);
-          });
-          cur ^= 1;
-          progress.add(seg_ends.size() * pack_bytes);
-        }
       }
     };
     if (concat) copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, *check, progress, packs_of_file);
     else packs_of_file();
-    if (writing) writing->join();
-    writing.reset();
     writer.seal(inputs.num_docs());
   }
   if (sweep) sweep->join();
