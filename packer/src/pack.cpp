@@ -223,7 +223,8 @@ class GatherRing {
         writer_.add_index(n, slot.segs.data(), slot.seg_ends.data());
         writer_.hash_raw(slot.packs.data(), n * pl_.seq_len);
         if (writing) finish_write(*writing, b - 1);
-        writing = std::make_unique<Worker>([this, &slot, n] { writer_.write_unhashed(slot.packs.data(), n * pl_.seq_len); });
+        writing = std::make_unique<Worker>(
+            [this, &slot, n] { writer_.write_unhashed(slot.packs.data(), n * pl_.seq_len); });
         progress_.add(n * uint64_t{pl_.seq_len} * inputs_.dtype_bytes());
       }
       if (writing) finish_write(*writing, batches_ - 1);
