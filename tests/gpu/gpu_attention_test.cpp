@@ -197,15 +197,22 @@ TEST_CASE("cuDNN segment attention equals per-document attention forward and bac
 // before a padded document and one cut at the end (a batched call whose rows are copied into place
 // beside single ones), and three 128-token documents between others.
 TEST_CASE("cuDNN segment attention batches whole segments and equals per-document attention") {
-  for (const std::vector<int32_t>& cu : {std::vector<int32_t>{0, 512, 1024, 1536, 2048}, std::vector<int32_t>{0, 1024},
-                                         std::vector<int32_t>{0, 256, 512, 700, 1024},
-                                         std::vector<int32_t>{0, 100, 228, 356, 484, 1024}}) {
-    INFO("cu_seqlens ending at " << cu.back() << " with " << cu.size() - 1 << " documents");
+  const std::vector<std::pair<std::vector<int32_t>, int64_t>> cases{{{0, 512, 1024, 1536, 2048}, 512},
+                                                                   {{0, 1024}, 1024},
+                                                                   {{0, 256, 512, 700, 1024}, 256},
+                                                                   {{0, 100, 228, 356, 484, 1024}, 128},
+                                                                   {{0, 256, 512, 768, 1024}, 0}};
+  for (const auto& [cu, batch_len] : cases) {
+    INFO("cu_seqlens ending at " << cu.back() << " with " << cu.size() - 1 << " documents, batch_len " << batch_len);
     const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);
     check_per_document(cu, 21, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
-      return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)));
+      return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)), batch_len);
     });
   }
+  CHECK_THROWS_WITH(loom::cudnn_segment_attention(torch::zeros({256, 2, 64}), torch::zeros({256, 2, 64}),
+                                                  torch::zeros({256, 2, 64}), torch::tensor({0, 256}, torch::kInt32),
+                                                  1.0, 100),
+                    Catch::Contains("batches segments of a multiple of 128 tokens, not 100"));
 }
 
 TEST_CASE("one call over every token returns contiguous rows, as the output projection views them") {
@@ -213,11 +220,13 @@ TEST_CASE("one call over every token returns contiguous rows, as the output proj
   torch::manual_seed(5);
   const torch::Tensor q = torch::randn({1024, 4, 64}, bf).requires_grad_(true);
   const torch::Tensor k = torch::randn({1024, 4, 64}, bf).requires_grad_(true);
-  const torch::Tensor out = loom::cudnn_segment_attention(q, k, k, torch::tensor({0, 512, 1024}, torch::kInt32), 0.125);
+  const torch::Tensor v = torch::randn({1024, 4, 64}, bf).requires_grad_(true);
+  const torch::Tensor out =
+      loom::cudnn_segment_attention(q, k, v, torch::tensor({0, 512, 1024}, torch::kInt32), 0.125, 512);
   CHECK(out.is_contiguous());
-  out.sum().backward();
-  CHECK(q.grad().is_contiguous());
-  CHECK(k.grad().is_contiguous());
+  // The gradients as the kernel's backward returns them (no accumulation into a leaf's layout).
+  const std::vector<torch::Tensor> grads = torch::autograd::grad({out}, {q, k, v}, {torch::ones_like(out)});
+  for (const torch::Tensor& g : grads) CHECK(g.is_contiguous());
 }
 
 TEST_CASE("packed attention through cuDNN equals the masked path, with and without the batch's host copy") {

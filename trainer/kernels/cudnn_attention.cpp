@@ -37,7 +37,7 @@ struct Segment {
   int64_t tokens() const { return batch * len; }
 };
 
-std::vector<Segment> plan_segments(const torch::Tensor& cu_host, int64_t tokens) {
+std::vector<Segment> plan_segments(const torch::Tensor& cu_host, int64_t tokens, int64_t batch_len) {
   LOOM_CHECK(cu_host.device().is_cpu() && cu_host.dim() == 1 && cu_host.scalar_type() == torch::kInt32 &&
                  cu_host.numel() >= 2,
              "cuDNN segment attention needs cu_seqlens [S+1] int32 on the CPU, got ", cu_host.sizes(), " ",
@@ -53,9 +53,9 @@ std::vector<Segment> plan_segments(const torch::Tensor& cu_host, int64_t tokens)
     LOOM_CHECK(n >= 0, "cu_seqlens decreases at entry ", s + 1, ": ", c[s], " then ", c[s + 1]);
     if (n <= 0) continue;
     const int64_t padded = (n + kSegmentGrain - 1) / kSegmentGrain * kSegmentGrain;
-    // A segment that fills its tiles joins the previous one of the same length as one more batch
+    // A segment of batch_len tokens (whole tiles) right after another joins it as one more batch
     // row: one launch instead of several, and its rows need no padding.
-    if (n == padded && !segs.empty()) {
+    if (n == batch_len && n == padded && !segs.empty()) {
       Segment& last = segs.back();
       if (last.len == n && last.padded == n && last.start + last.tokens() == c[s]) {
         ++last.batch;
@@ -181,8 +181,8 @@ void run_segments(const std::vector<Segment>& segs, Fn&& fn) {
 class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const torch::Tensor& cu_host, double scale) {
-    const std::vector<Segment> segs = plan_segments(cu_host, q.size(0));
+                               const torch::Tensor& v, const torch::Tensor& cu_host, double scale, int64_t batch_len) {
+    const std::vector<Segment> segs = plan_segments(cu_host, q.size(0), batch_len);
     const bool whole = covers_all(segs, q.size(0));
     std::vector<torch::Tensor> stats(3 * segs.size());
     // Each segment's rows are copied into place on its own stream by a kernel (a cat would stage its
@@ -209,6 +209,7 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
     saved.insert(saved.end(), stats.begin(), stats.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["batch_len"] = batch_len;
     return out;
   }
 
@@ -216,7 +217,7 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
     const variable_list s = ctx->get_saved_variables();
     const torch::Tensor &q = s[0], &k = s[1], &v = s[2], &out = s[3];
     const double scale = ctx->saved_data["scale"].toDouble();
-    const std::vector<Segment> segs = plan_segments(s[4], q.size(0));
+    const std::vector<Segment> segs = plan_segments(s[4], q.size(0), ctx->saved_data["batch_len"].toInt());
     const bool whole = covers_all(segs, q.size(0));
     const torch::Tensor g = grads[0].contiguous();
     torch::Tensor dq, dk, dv;
@@ -246,7 +247,7 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
       copy_token_rows(first_rows(std::get<1>(r), seg), dk.narrow(0, seg.start, seg.tokens()));
       copy_token_rows(first_rows(std::get<2>(r), seg), dv.narrow(0, seg.start, seg.tokens()));
     });
-    return {dq, dk, dv, {}, {}};
+    return {dq, dk, dv, {}, {}, {}};
   }
 };
 #endif
@@ -254,14 +255,16 @@ class CudnnSegments : public torch::autograd::Function<CudnnSegments> {
 }  // namespace
 
 torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      const torch::Tensor& cu_seqlens_host, double scale) {
+                                      const torch::Tensor& cu_seqlens_host, double scale, int64_t batch_len) {
   LOOM_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
                  q.size(2) == k.size(2) && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
              "cuDNN segment attention needs q [Tok, H, D] and k, v [Tok, K, D] with H a multiple of K, got ",
              q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  LOOM_CHECK(batch_len >= 0 && batch_len % kSegmentGrain == 0, "cuDNN segment attention batches segments of a ",
+             "multiple of ", kSegmentGrain, " tokens, not ", batch_len);
 #if LOOM_CUDNN_SDPA
   // The views assume rows of H*D (K*D) contiguous elements; views from a fused QKV may not have them.
-  return CudnnSegments::apply(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_host, scale);
+  return CudnnSegments::apply(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_host, scale, batch_len);
 #else
   (void)cu_seqlens_host;
   (void)scale;
@@ -324,7 +327,8 @@ void run_every_length(const torch::TensorOptions& opt, int64_t heads, int64_t kv
     const int64_t tokens = cu.back();
     const torch::Tensor rows = kv.narrow(0, 0, tokens);
     const torch::Tensor cu_t = torch::tensor(cu, torch::dtype(torch::kInt32));
-    const torch::Tensor out = cudnn_segment_attention(q.narrow(0, 0, tokens), rows, rows, cu_t, 1.0);
+    const torch::Tensor out =
+        cudnn_segment_attention(q.narrow(0, 0, tokens), rows, rows, cu_t, 1.0, batches > 1 ? longest : 0);
     if (backward) out.sum().backward();
   };
   for (int64_t p = kSegmentGrain; p <= longest; p += kSegmentGrain) run({0, static_cast<int32_t>(p)});

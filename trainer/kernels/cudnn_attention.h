@@ -16,10 +16,11 @@
 // ceil(T / kSegmentGrain) values, so a run builds a bounded set of graphs; warm_cudnn_attention()
 // builds them all before the first step. The segments run longest first on three streams, so short
 // segments' small grids (heads x query tiles) share the SMs; each copies its rows into place.
-// Back-to-back segments that fill their tiles exactly (packs of one document, seq_len a multiple of
-// kSegmentGrain) run as one call of batch B on [B, H, P, D] views; when that one call covers every
-// token, its output and gradients are used as they come, with no rows to copy (a 1b step's profile:
-// per-pack calls and their row copies cost ~8.5 ms of a 315 ms step against one batched call).
+// Back-to-back segments of exactly batch_len tokens (whole packs of one document each, batch_len =
+// seq_len a multiple of kSegmentGrain) run as one call of batch B on [B, H, P, D] views; when that
+// one call covers every token, its output and gradients are used as they come, with no rows to copy
+// (a 1b step's profile: per-pack calls and their row copies cost ~8.5 ms of a 315 ms step against one
+// batched call). Only that one length is batched, so the graphs stay the warmed set.
 //
 // Shapes: Tok = B*T flattened tokens, H query heads, K kv heads (H a multiple of K), D head dim.
 #pragma once
@@ -36,10 +37,11 @@ inline constexpr int64_t kSegmentGrain = 128;
 inline constexpr int64_t kCudnnMaxHeadDim = 128;
 
 // q [Tok, H, D], k/v [Tok, K, D] bf16/fp16 on CUDA; cu_seqlens_host [S+1] int32 on the CPU (segment
-// s = tokens [cu[s], cu[s+1]), cu[0] = 0, cu[S] = Tok); scale = softmax scale. Returns [Tok, H, D];
+// s = tokens [cu[s], cu[s+1]), cu[0] = 0, cu[S] = Tok); scale = softmax scale; batch_len: the
+// segment length batched (a multiple of kSegmentGrain; 0 batches none). Returns [Tok, H, D];
 // differentiable in q, k and v. Throws loom::Error where the kernel is absent.
 torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      const torch::Tensor& cu_seqlens_host, double scale);
+                                      const torch::Tensor& cu_seqlens_host, double scale, int64_t batch_len = 0);
 
 // Whether cudnn_segment_attention runs for activations of this device, dtype and head dim: the
 // LibTorch build, cuDNN and the GPU answer by running it once on a tiny input. When not, *why says
@@ -52,7 +54,7 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
 bool cudnn_attention_preferred(const torch::Device& device);
 
 // Builds the graphs of every padded length up to seq_len for these heads, and of batches of 2 to
-// max_batch whole packs (seq_len a multiple of kSegmentGrain), so no step pays for one.
+// max_batch whole packs (batch_len = seq_len, a multiple of kSegmentGrain), so no step pays for one.
 // cuDNN's graph caches are per thread: the forwards are built on the calling thread and the
 // backwards on the autograd engine's thread of the device, which runs every backward; with
 // recompute, the forwards again there, where checkpointed layers are recomputed.
