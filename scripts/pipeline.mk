@@ -10,7 +10,8 @@
 # Each input of two or more documents gives validation at least MIN_VALID_DOCS (1) of them, those
 # nearest VALID_FRACTION's cut (loom-pack split --min-valid-docs): a small input would otherwise
 # give it none, at one SEED for every input. An input that reaches the minimum by itself splits as
-# without it.
+# without it. Splits made before are kept (make tracks files, not variables): remove OUT/split to
+# redo them.
 # A split can still leave a side without documents (an input of one document, or MIN_VALID_DOCS=0
 # and a small input whose every document went to train, or every one to valid at VALID_FRACTION=1):
 # split writes no shard for that side (a shard has at least one document), the split's

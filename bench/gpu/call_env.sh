@@ -19,18 +19,18 @@ build_for_call() {  # TARGETS...
   grep -E "error:|FAILED" "$L/build.log" | head -20
 }
 
-# Builds this tree's CURRENT_TARGETS and, in $BASE (default /tmp/loom-base), the older tree of
+# Builds this tree's CURRENT_TARGETS and, in /tmp/loom-base, the older tree of
 # build-base/src.tar (here: `git archive BASE > build-base/src.tar`, carried) with BASE_TARGETS,
 # both at once; each build's exit code and time in the summary.
 build_with_base() {  # "CURRENT_TARGETS" "BASE_TARGETS"
-  ROOT=$PWD BASE=${BASE:-/tmp/loom-base}
+  ROOT=$PWD BASE_TREE=/tmp/loom-base
   mkdir -p /tmp/loom-prefix
   for f in .debs/*.deb; do dpkg -x "$f" /tmp/loom-prefix; done && touch /tmp/loom-prefix/.unpacked
-  rm -rf "$BASE" && mkdir -p "$BASE" && tar -xf build-base/src.tar -C "$BASE" && ln -s "$ROOT/.debs" "$BASE/.debs"
-  cp scripts/device/build.sh "$BASE/scripts/device/build.sh"
+  rm -rf "$BASE_TREE" && mkdir -p "$BASE_TREE" && tar -xf build-base/src.tar -C "$BASE_TREE" && ln -s "$ROOT/.debs" "$BASE_TREE/.debs"
+  cp scripts/device/build.sh "$BASE_TREE/scripts/device/build.sh"
   (LOOM_TARGETS="$1" timeout 360 bash scripts/device/build.sh > "$L/build_current.log" 2>&1
    echo "build current rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
-  (cd "$BASE" && LOOM_TARGETS="$2" timeout 360 bash scripts/device/build.sh > "$L/build_base.log" 2>&1
+  (cd "$BASE_TREE" && LOOM_TARGETS="$2" timeout 360 bash scripts/device/build.sh > "$L/build_base.log" 2>&1
    echo "build base rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt") &
   wait
   grep -hE "error:|FAILED" "$L"/build_*.log | head -20

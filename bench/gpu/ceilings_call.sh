@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
 build_for_call loom-train loom-tokenize loom-pack
 for preset in ${LOOM_CEIL_PRESETS:-1b 7b}; do
-  case "$preset" in 1b) bsz=4 ckpt=0 ;; 7b) bsz=1 ckpt=auto ;; esac
+  case "$preset" in 1b) bsz=4 ckpt=0 ;; 7b) bsz=1 ckpt=auto ;; *) echo "unknown preset $preset" | tee -a "$L/device.txt"; continue ;; esac
   LOOM_BENCH_DOCS=one LOOM_BENCH_STEPS=12 LOOM_BENCH_TAG=${preset}_one timeout 150 \
     bash bench/gpu/loom_train.sh "$preset" "$bsz" "$ckpt" "$L" > "$L/${preset}_one.json" 2> "$L/${preset}_one.err"
   echo "$preset one: $(tail -1 "$L/${preset}_one.json")" | tee -a "$L/device.txt"
@@ -24,10 +24,13 @@ for preset in ${LOOM_CEIL_PRESETS:-1b 7b}; do
       bash bench/gpu/loom_train.sh "$preset" "$bsz" "$ckpt" "$L" > "$L/${preset}_${d}_prof.json" 2> "$L/${preset}_${d}_prof.err"
     echo "$preset $d profiled at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
   done
-  step_s=$(python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['step_s'])" \
-    "$L/${preset}_one.json" 2>/dev/null)
+  # The step's wall time and the layers the plan recomputed (model.checkpoint=auto): the ceiling
+  # then counts their second forward too.
+  read -r step_s recompute < <(python3 -c "import json,sys; r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); \
+print(r['step_s'], round((r.get('plan_checkpoint') or 0) * int(sys.argv[2])))" "$L/${preset}_one.json" \
+    "$([ "$preset" = 7b ] && echo 32 || echo 24)" 2>/dev/null)
   timeout 120 python3 bench/gpu/step_ceilings.py --preset "$preset" --summary "$L/trace_${preset}_one_prof.txt" \
-    ${step_s:+--step-s "$step_s"} 2>&1 | tee -a "$L/device.txt"
+    ${step_s:+--step-s "$step_s"} --recompute-layers "${recompute:-0}" 2>&1 | tee -a "$L/device.txt"
   echo "$preset ceilings at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
 done
 export PATH="/tmp/loom-prefix/usr/bin:$PATH"

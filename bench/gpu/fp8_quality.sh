@@ -47,6 +47,7 @@ FROM=${FROM:-300}
 for seed in $SEEDS; do
   for precision in bf16 fp8; do
     run=${precision}_s$seed
+    rm -f "$OUT/quality_$run.jsonl" "$OUT/quality_$run.failed"  # never a curve of an earlier call
     rc=0
     timeout 280 $B/trainer/loom-train --job.run_dir="$W/run_$run" --job.device=cuda --model.dtype=bfloat16 \
       --model.precision=$precision --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false \
@@ -56,15 +57,19 @@ for seed in $SEEDS; do
       --model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16 \
       --adam.lr=3e-4 --lr_scheduler.warmup_ratio=0.05 > "$OUT/quality_$run.log" 2>&1 || rc=$?
     echo "$run: exit $rc at $(date -u +%T)"
+    [ "$rc" = 0 ] || echo "$rc" > "$OUT/quality_$run.failed"
     cp "$W/run_$run/metrics.jsonl" "$OUT/quality_$run.jsonl" || true
   done
 done
 # One JSON line per pair ([reference, other]), then the verdict: fp8's held-out loss within 1% of
 # bf16's (same seed) at every evaluation from step FROM on, for every seed.
-python3 - "$OUT" "$WARMUP" "$FROM" $SEEDS <<'PY'
+python3 - "$OUT" "$WARMUP" "$FROM" "$STEPS" $SEEDS <<'PY'
 import json, os, sys
-out, warmup, start, seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+out, warmup, start, steps, seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
 def load(run):
+    # A run that failed or stopped short has no verdict: its curve ends early.
+    if os.path.exists(os.path.join(out, f"quality_{run}.failed")):
+        raise ValueError(f"{run} failed (exit {open(os.path.join(out, f'quality_{run}.failed')).read().strip()})")
     train, valid = {}, {}
     for r in map(json.loads, open(os.path.join(out, f"quality_{run}.jsonl"))):
         if "loss" in r:
@@ -72,6 +77,8 @@ def load(run):
         v = [k for k in r if k.startswith("val/") and k.endswith("_loss")]
         if v:
             valid[r["step"]] = r[v[0]]
+    if max(train, default=0) < steps:
+        raise ValueError(f"{run} stopped at step {max(train, default=0)} of {steps}")
     return train, valid
 def compare(a, b, keys):
     diffs = [(abs(b[k] - a[k]) / a[k], k) for k in keys]

@@ -33,7 +33,7 @@ for round in $(seq "${LOOM_AB_ROUNDS:-2}"); do
     IFS=: read -r preset bsz ckpt <<< "$spec"
     for docs in $DOCS; do
       for tree in base current; do
-        bin=$ROOT/build-gpu/trainer/loom-train; [ "$tree" = base ] && bin=$BASE/build-gpu/trainer/loom-train
+        bin=$ROOT/build-gpu/trainer/loom-train; [ "$tree" = base ] && bin=$BASE_TREE/build-gpu/trainer/loom-train
         [ "$(left)" -gt 75 ] || { echo "no time left for $tree $spec $docs round $round" | tee -a "$L/device.txt"; continue; }
         line=$(LOOM_BENCH_BIN=$bin LOOM_BENCH_DATA=$D/${preset}_$docs.bin LOOM_BENCH_STEPS=12 \
                LOOM_BENCH_TAG="${preset}_${docs}_${tree}_$round" \

@@ -15,7 +15,7 @@ echo "exported cuDNN SDPA runners in $lib: $(nm -D --defined-only "$lib" 2>/dev/
 nm -D --defined-only "$lib" 2>/dev/null | grep 'run_cudnn_SDP' | c++filt | head -8 | tee -a "$L/device.txt"
 for round in 1 2; do
   for tree in base current; do
-    b=$ROOT/build-gpu; [ "$tree" = base ] && b=$BASE/build-gpu
+    b=$ROOT/build-gpu; [ "$tree" = base ] && b=$BASE_TREE/build-gpu
     [ "$(left)" -gt 60 ] || { echo "no time left for $tree round $round" | tee -a "$L/device.txt"; continue; }
     echo "### $tree, round $round" >> "$L/device.txt"
     PY=python3 RUNS=${RUNS:-5} timeout "$(( $(left) - 5 ))" bash bench/pack_bench.sh "$b" short 2>> "$L/pack_err.txt" \

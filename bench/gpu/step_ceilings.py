@@ -8,7 +8,8 @@ For a preset of bench/gpu/run.sh (bf16, one micro-batch of MICRO_BSZ packs of SE
   (Y = X W^T) and its two backward GEMMs (dX = dY W, dW = dY^T X), run alone through cuBLAS
   (torch.matmul, bf16, fp32 accumulation), median of ITERS timed by CUDA events.
 - attention ceiling: the fastest causal kernel LibTorch ships for [B, H, T, D] (cuDNN's fused SDPA,
-  and FlashAttention-2 beside it), forward + backward, per layer x L.
+  and FlashAttention-2 beside it), forward + backward, per layer x L; its TFLOP/s count causal
+  attention as loom's executed FLOPs do (forward x 3).
 - memory bandwidth: a device-to-device copy of 2 GiB (what the elementwise work, the norms and
   AdamW can reach at best).
 - loom's side (optional): the per-category GPU time of a profiled step (bench/gpu/trace_summary.py's
@@ -97,15 +98,17 @@ def attention_ceiling(b, h, t, d, layers, iters):
     g = torch.randn(b, h, t, d, device=dev, dtype=dt)
     out = {}
     for name, backend in (("cuDNN", SDPBackend.CUDNN_ATTENTION), ("FlashAttention-2", SDPBackend.FLASH_ATTENTION)):
-        def step():
+        def step():  # the gradients as returned, not accumulated into q.grad etc. (that would be timed too)
             with sdpa_kernel(backend):
                 y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            y.backward(g)
+            torch.autograd.grad(y, (q, k, v), g)
         try:
             out[name] = layers * timed(step, iters)
         except RuntimeError as e:
             print(f"- {name}: not run ({str(e).splitlines()[0]})")
-    # Causal: t (t + 1) / 2 query-key pairs, 2 matmuls x 2 FLOPs x d each, x 3 with the backward.
+    # Causal: t (t + 1) / 2 query-key pairs, 2 matmuls x 2 FLOPs x d each, x 3 with the backward:
+    # loom's executed_flops convention (trainer/model/flops.cpp); the backward's recomputation of
+    # the scores (FlashAttention-style kernels run ~3.5x the forward) is not counted.
     flops = 3 * 2 * 2 * b * h * d * t * (t + 1) // 2
     return out, flops
 

@@ -201,8 +201,13 @@ class GatherRing {
         slots_(threads + 2) {
     const uint64_t bytes = batch * uint64_t{pl.seq_len} * inputs.dtype_bytes();
     for (Slot& slot : slots_) slot.packs.resize(bytes);
-    for (size_t w = 0; w < threads; ++w)
-      gatherers_.push_back(std::make_unique<Worker>([this, w, threads] { gather_from(w, threads); }));
+    try {
+      for (size_t w = 0; w < threads; ++w)
+        gatherers_.push_back(std::make_unique<Worker>([this, w, threads] { gather_from(w, threads); }));
+    } catch (...) {
+      stop();  // the gatherers started leave, and gatherers_ joins them as the constructor unwinds
+      throw;
+    }
   }
   GatherRing(const GatherRing&) = delete;
   GatherRing& operator=(const GatherRing&) = delete;

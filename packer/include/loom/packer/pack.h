@@ -40,6 +40,9 @@ std::string pack_scratch_dir(const PackOptions& options);
 void check_pack_spares_inputs(const std::vector<std::string>& files, const PackOptions& options);
 // Output paths for a run of num_packs packs.
 std::vector<std::string> pack_output_paths(const PackOptions& options, uint64_t num_packs);
+// Writes plan's packs from inputs. The plan must be the one plan_packs() made from these inputs'
+// lengths: a bestfit plan's segment_src positions are trusted in release builds (only the shard
+// bounds are checked; a debug build also checks each segment against its document).
 PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& options);
 // plan_packs() from the inputs' length index, then write_packs().
 PackReport pack_shards(const ShardSet& inputs, const PackOptions& options);
