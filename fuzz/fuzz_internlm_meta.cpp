@@ -1,7 +1,5 @@
 // InternLM's token shard reader (loom-pack verify and convert) on an arbitrary .meta (.npy) and
 // .bin (fuzz_util.h's split2: .meta first): open, each document, then verify_deep.
-#include <vector>
-
 #include "fuzz_util.h"
 #include "loom/internlm_format.h"
 #include "loom/shard_format.h"
@@ -11,14 +9,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = loom::fuzz::scratch() / "i.bin";
   loom::fuzz::put_file(path, in.second);
   loom::fuzz::put_file(loom::meta_path_for(path), in.first);
-  loom::fuzz::expect_only_loom_errors([&] {
-    loom::InternlmReader r(path);
-    std::vector<uint32_t> ids;
-    for (uint64_t i = 0; i < r.num_docs() && i < 4096; ++i) {
-      ids.clear();
-      r.read_doc(i, ids);
-    }
-    r.verify_deep(1000);
-  });
+  loom::fuzz::read_every_doc<loom::InternlmReader>(path, 1000);
   return 0;
 }

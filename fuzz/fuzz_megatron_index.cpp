@@ -1,7 +1,5 @@
 // Megatron-LM's indexed dataset reader (loom-pack verify, stats, head and convert) on an arbitrary
 // .idx and .bin (fuzz_util.h's split2: .idx first): open, each document, then verify_deep.
-#include <vector>
-
 #include "fuzz_util.h"
 #include "loom/megatron_format.h"
 
@@ -10,14 +8,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = loom::fuzz::scratch() / "m.bin";
   loom::fuzz::put_file(path, in.second);
   loom::fuzz::put_file(loom::megatron_idx_path(path), in.first);
-  loom::fuzz::expect_only_loom_errors([&] {
-    loom::MegatronReader r(path);
-    std::vector<uint32_t> ids;
-    for (uint64_t i = 0; i < r.num_docs() && i < 4096; ++i) {
-      ids.clear();
-      r.read_doc(i, ids);
-    }
-    r.verify_deep(1000);
-  });
+  loom::fuzz::read_every_doc<loom::MegatronReader>(path, 1000);
   return 0;
 }

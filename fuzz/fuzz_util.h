@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "loom/error.h"
 #include "loom/hash.h"
@@ -101,6 +102,21 @@ void expect_only_loom_errors(F&& body) {
     body();
   } catch (const loom::Error&) {  // not InternalError: a broken invariant is a bug whatever the input
   }
+}
+
+// The walk of a token reader's fuzzer: open path with Reader, read its first documents (up to 4096)
+// and run its deep check (with verify_args), swallowing loom::Error.
+template <typename Reader, typename... VerifyArgs>
+void read_every_doc(const std::string& path, VerifyArgs... verify_args) {
+  expect_only_loom_errors([&] {
+    Reader r(path);
+    std::vector<uint32_t> ids;
+    for (uint64_t i = 0; i < r.num_docs() && i < 4096; ++i) {
+      ids.clear();
+      r.read_doc(i, ids);
+    }
+    r.verify_deep(verify_args...);
+  });
 }
 
 }  // namespace loom::fuzz
