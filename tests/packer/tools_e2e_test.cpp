@@ -90,6 +90,17 @@ std::string py_decoded(const std::string& body, const std::string& path) {
   return r.output;
 }
 
+// `convert --to loom --model internlm_v7` of dir/converted into dir/l gives back dir/a.bin's bytes,
+// .bin and .meta.
+void check_converts_back(const TempDir& dir, const std::string& converted) {
+  RunResult back = loom_pack("convert --to loom --model " + quote(internlm_model()) + " --output-dir " + quote(dir / "l") +
+                             " " + quote(dir / converted));
+  INFO(back.output);
+  REQUIRE(back.exit_code == 0);
+  CHECK(read_all(dir / "l/a.bin") == read_all(dir / "a.bin"));
+  CHECK(read_all(dir / "l/a.bin.meta") == read_all(dir / "a.bin.meta"));
+}
+
 }  // namespace
 
 TEST_CASE("merge then split then merge round-trips, and split matches the documented hash rule") {
@@ -235,12 +246,7 @@ TEST_CASE("convert loom to internlm to loom is lossless on botchan with internlm
                            "print(len(docs), ok)") +
                      " " + quote(dir / "docs.txt") + " " + quote(dir / "i/a.bin"));
   CHECK(py.output == str(docs.size(), " True\n"));
-  RunResult back = loom_pack("convert --to loom --model " + quote(internlm_model()) + " --output-dir " + quote(dir / "l") +
-                             " " + quote(dir / "i/a.bin"));
-  INFO(back.output);
-  REQUIRE(back.exit_code == 0);
-  CHECK(read_all(dir / "l/a.bin") == read_all(dir / "a.bin"));
-  CHECK(read_all(dir / "l/a.bin.meta") == read_all(dir / "a.bin.meta"));
+  check_converts_back(dir, "i/a.bin");
   CHECK(loom_pack("convert --to loom --output-dir " + quote(dir / "x") + " " + quote(dir / "a.bin")).exit_code == 1);
   CHECK(loom_pack("convert --to parquet --output-dir " + quote(dir / "x") + " " + quote(dir / "a.bin")).exit_code == 2);
 }
@@ -269,12 +275,7 @@ TEST_CASE("convert loom to Megatron to loom is lossless on botchan with internlm
                            "print(len(docs), open(sys.argv[2] + '.idx', 'rb').read() == idx, open(sys.argv[2] + '.bin', 'rb').read() == bin)") +
                      " " + quote(dir / "docs.txt") + " " + quote(dir / "m/a"));
   CHECK(py.output == str(docs.size(), " True True\n"));
-  RunResult back = loom_pack("convert --to loom --model " + quote(internlm_model()) + " --output-dir " + quote(dir / "l") +
-                             " " + quote(dir / "m/a.bin"));
-  INFO(back.output);
-  REQUIRE(back.exit_code == 0);
-  CHECK(read_all(dir / "l/a.bin") == read_all(dir / "a.bin"));
-  CHECK(read_all(dir / "l/a.bin.meta") == read_all(dir / "a.bin.meta"));
+  check_converts_back(dir, "m/a.bin");
   // stats and head read the dataset as they read the shard.
   RunResult stats = loom_pack("stats " + quote(dir / "m/a"));  // Megatron's name of it, the prefix
   CHECK_THAT(stats.output, Catch::Contains(dir / "m/a.bin: megatron, int32, " + str(docs.size()) + " documents"));
