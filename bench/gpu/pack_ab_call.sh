@@ -3,13 +3,20 @@
 # tree (build-base/src.tar, as bench/gpu/loop_ab_call.sh takes it) beside this one: both build
 # loom-tokenize and loom-pack at once, then bench/pack_bench.sh BUILD short runs for base, current,
 # base, current (RUNS each). Also says whether libtorch_cuda.so exports cuDNN's SDPA runners
-# (run_cudnn_SDP_fprop / _bprop, which take their output tensors).
+# (run_cudnn_SDP_fprop / _bprop, which take their output tensors). LOOM_AB_TESTS (a test_gpu filter, as
+# bench/gpu/loop_ab_call.sh takes it) also builds loom-train and test_gpu here and runs those tests first.
 # Here: mkdir -p build-base && git archive BASE > build-base/src.tar; device tool: carry
 # [".debs", "build-base"]; bash bench/gpu/pack_ab_call.sh   (LOOM_CALL_S, default 570; RUNS, 5)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
-build_with_base "loom-tokenize loom-pack" "loom-tokenize loom-pack"
+build_with_base "loom-tokenize loom-pack${LOOM_AB_TESTS:+ loom-train test_gpu}" "loom-tokenize loom-pack"
+if [ -n "${LOOM_AB_TESTS:-}" ]; then
+  timeout 120 build-gpu/tests/gpu/test_gpu "$LOOM_AB_TESTS" > "$L/gpu_tests.log" 2>&1
+  echo "test_gpu \"$LOOM_AB_TESTS\" rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_tests.log" | tail -1)" \
+    | tee -a "$L/device.txt"
+  grep -B2 -A8 FAILED "$L/gpu_tests.log" | head -40
+fi
 lib=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')
 echo "exported cuDNN SDPA runners in $lib: $(nm -D --defined-only "$lib" 2>/dev/null | grep -c 'run_cudnn_SDP')" | tee -a "$L/device.txt"
 nm -D --defined-only "$lib" 2>/dev/null | grep 'run_cudnn_SDP' | c++filt | head -8 | tee -a "$L/device.txt"
