@@ -190,8 +190,8 @@ void gather_batch(const ShardSet& inputs, const PackPlan& pl, uint64_t first, ui
 // bestfit's packs of one output file, batch by batch in file order: `threads` gatherers fill a ring
 // of batches ahead (every pack has seq_len ids, so a batch's bytes need nothing of the batches
 // before it), this thread adds each batch's index and hashes it in order, and a writer thread
-// writes it. A slot is gathered into again once its batch is written. A failure on any thread
-// stops the others; the first is rethrown.
+// writes the batches hashed, in order. A slot is gathered into again once its batch is written. A
+// failure on any thread stops the others; the first is rethrown.
 class GatherRing {
  public:
   GatherRing(const ShardSet& inputs, const PackPlan& pl, uint64_t first, uint64_t last, uint64_t batch,
@@ -203,19 +203,19 @@ class GatherRing {
     for (Slot& slot : slots_) slot.packs.resize(bytes);
     try {
       for (size_t w = 0; w < threads; ++w)
-        gatherers_.push_back(std::make_unique<Worker>([this, w, threads] { gather_from(w, threads); }));
+        workers_.push_back(std::make_unique<Worker>([this, w, threads] { gather_from(w, threads); }));
+      workers_.push_back(std::make_unique<Worker>([this] { write_all(); }));
     } catch (...) {
-      stop();  // the gatherers started leave, and gatherers_ joins them as the constructor unwinds
+      stop();  // the threads started leave, and workers_ joins them as the constructor unwinds
       throw;
     }
   }
   GatherRing(const GatherRing&) = delete;
   GatherRing& operator=(const GatherRing&) = delete;
-  ~GatherRing() { stop(); }  // a throw on this thread: the gatherers leave, the Workers join
+  ~GatherRing() { stop(); }  // a throw on this thread: the others leave, the Workers join
 
   // Runs the ring to the end on this thread; rethrows what any thread threw.
   void run() {
-    std::unique_ptr<Worker> writing;
     try {
       for (uint64_t b = 0; b < batches_; ++b) {
         Slot& slot = slots_[b % slots_.size()];
@@ -227,18 +227,19 @@ class GatherRing {
         const uint64_t n = slot.seg_ends.size();
         writer_.add_index(n, slot.segs.data(), slot.seg_ends.data());
         writer_.hash_raw(slot.packs.data(), n * pl_.seq_len);
-        if (writing) finish_write(*writing, b - 1);
-        writing = std::make_unique<Worker>(
-            [this, &slot, n] { writer_.write_unhashed(slot.packs.data(), n * pl_.seq_len); });
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          hashed_ = b + 1;
+          changed_.notify_all();
+        }
         progress_.add(n * uint64_t{pl_.seq_len} * inputs_.dtype_bytes());
       }
-      if (writing) finish_write(*writing, batches_ - 1);
     } catch (...) {
       stop();
       throw;
     }
-    stop();
-    for (auto& g : gatherers_) g->join();  // rethrows a gatherer's failure
+    for (auto& w : workers_) w->join();  // rethrows a gatherer's or the writer's failure
+    LOOM_ASSERT(written_ == batches_, "the ring stopped at batch ", written_, " of ", batches_, " with no failure");
   }
 
  private:
@@ -249,16 +250,14 @@ class GatherRing {
     uint64_t batch = UINT64_MAX;  // the batch gathered into it, once complete
   };
 
-  void finish_write(Worker& writing, uint64_t b) {
-    writing.join();
-    std::lock_guard<std::mutex> lock(mu_);
-    written_ = b + 1;
-    changed_.notify_all();
-  }
-
   void stop() {
     std::lock_guard<std::mutex> lock(mu_);
     failed_ = failed_ || written_ < batches_;
+    changed_.notify_all();
+  }
+  void fail() {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed_ = true;
     changed_.notify_all();
   }
 
@@ -279,9 +278,28 @@ class GatherRing {
         changed_.notify_all();
       }
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      failed_ = true;
-      changed_.notify_all();
+      fail();
+      throw;
+    }
+  }
+
+  // Every batch, in order, once hashed.
+  void write_all() {
+    try {
+      for (uint64_t b = 0; b < batches_; ++b) {
+        const Slot& slot = slots_[b % slots_.size()];
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          changed_.wait(lock, [&] { return b < hashed_ || failed_; });
+          if (failed_) return;
+        }
+        writer_.write_unhashed(slot.packs.data(), slot.seg_ends.size() * pl_.seq_len);
+        std::lock_guard<std::mutex> lock(mu_);
+        written_ = b + 1;
+        changed_.notify_all();
+      }
+    } catch (...) {
+      fail();
       throw;
     }
   }
@@ -294,9 +312,9 @@ class GatherRing {
   std::vector<Slot> slots_;
   std::mutex mu_;
   std::condition_variable changed_;
-  uint64_t written_ = 0;  // batches written, in order
+  uint64_t hashed_ = 0, written_ = 0;  // batches indexed and hashed, and written, in order
   bool failed_ = false;
-  std::vector<std::unique_ptr<Worker>> gatherers_;  // last: joined before the slots go
+  std::vector<std::unique_ptr<Worker>> workers_;  // the gatherers, then the writer; last: joined before the slots go
 };
 }  // namespace
 

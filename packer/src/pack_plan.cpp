@@ -134,9 +134,11 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
   PackPlan plan;
   plan.seq_len = L;
   // Chunks: full L-chunks go straight into packs of their own (packs 0..F-1, in document order);
-  // the remainders (1..L-1 tokens, "items") are bin-packed into the packs after them. A first pass
-  // counts both, so that the second writes each chunk once, in its final place: the items longest
-  // first, ties by document (a counting sort by length), with no vector regrown on 10^6 documents.
+  // the remainders (1..L-1 tokens, "items") are bin-packed into the packs after them, longest
+  // first, ties by document. Best fit needs only the items' lengths, so a first pass counts them by
+  // length (a counting sort); the placement gives each item its pack and its rank there, the
+  // shuffle each pack's place, and a second pass over the documents writes every chunk once, in
+  // its final place: no list of items is built, and no vector is regrown on 10^6 documents.
   std::vector<uint64_t> by_len(L, 0);
   uint64_t num_full = 0;
   for (uint64_t d = 0; d < lens.size(); ++d) {
@@ -146,39 +148,18 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
     ++by_len[lens[d] % L];
   }
   by_len[0] = 0;  // documents that end with a full chunk have no remainder
-  std::vector<uint64_t> at(L, 0);
   uint64_t num_items = 0;
-  for (uint32_t len = L - 1; len > 0; --len) {
-    at[len] = num_items;
-    num_items += by_len[len];
-  }
-  std::vector<PlannedSegment> full;
-  std::vector<uint64_t> full_src;  // each chunk's first token, globally (PackPlan::segment_src)
-  const std::unique_ptr<PlannedSegment[]> items = uninitialized<PlannedSegment>(num_items);
-  const std::unique_ptr<uint64_t[]> item_src = uninitialized<uint64_t>(num_items);
-  full.reserve(num_full);
-  full_src.reserve(num_full);
-  uint64_t start = 0;  // document d's first token, globally
-  for (uint64_t d = 0; d < lens.size(); start += lens[d++]) {
-    const uint64_t len = lens[d], rem = len % L;
-    for (uint64_t pos = 0; pos + L <= len; pos += L) {
-      full.push_back({d, static_cast<uint32_t>(pos), L, pos + L == len});
-      full_src.push_back(start + pos);
-    }
-    if (rem > 0) {
-      item_src[at[rem]] = start + len - rem;
-      items[at[rem]++] = {d, static_cast<uint32_t>(len - rem), static_cast<uint32_t>(rem), true};
-    }
-  }
-  // Best fit: each item's pack, and each pack's item count. Items are sorted, so their lengths are
-  // runs of by_len[len] items each.
-  const uint64_t first = full.size();
-  std::unique_ptr<uint64_t[]> item_pack = uninitialized<uint64_t>(num_items);
+  for (uint32_t len = L - 1; len > 0; --len) num_items += by_len[len];
+  // Best fit: each item's pack and its rank among that pack's items (placement order, which is
+  // ascending item order). Items are sorted, so their lengths are runs of by_len[len] items each.
+  const uint64_t first = num_full;
+  const std::unique_ptr<uint64_t[]> item_pack = uninitialized<uint64_t>(num_items);
+  const std::unique_ptr<uint32_t[]> item_rank = uninitialized<uint32_t>(num_items);
   std::vector<uint32_t> left, count;  // by pack - first
   RoomIndex room(L);
-  size_t i = 0;
+  uint64_t i = 0;
   for (uint32_t len = L - 1; len > 0; --len) {
-    for (const size_t run_end = i + by_len[len]; i < run_end; ++i) {
+    for (const uint64_t run_end = i + by_len[len]; i < run_end; ++i) {
       uint64_t p;
       if (!room.pop_fitting(len, p)) {
         p = first + left.size();
@@ -186,40 +167,49 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
         count.push_back(0);
       }
       item_pack[i] = p;
-      ++count[p - first];
+      item_rank[i] = count[p - first]++;
       left[p - first] -= len;
       if (left[p - first] > 0) room.push(left[p - first], p);
     }
   }
-  // Each bin pack's items in placement order (ascending item), by pack: their indices.
-  std::vector<uint64_t> begin(count.size() + 1, 0);
-  for (size_t q = 0; q < count.size(); ++q) begin[q + 1] = begin[q] + count[q];
-  const std::unique_ptr<uint64_t[]> placed = uninitialized<uint64_t>(num_items);
-  {
-    std::vector<uint64_t> next(begin.begin(), begin.end() - 1);
-    for (size_t k = 0; k < num_items; ++k) placed[next[item_pack[k] - first]++] = k;
-  }
-  item_pack.reset();
-  // Packs are opened in a deterministic order; the seed shuffles them (Fisher-Yates).
-  const size_t num_packs = full.size() + count.size();
-  std::vector<size_t> order(num_packs);
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  // Packs are opened in a deterministic order; the seed shuffles them (Fisher-Yates). Each pack's
+  // first segment lands at pack_start in the plan.
+  const uint64_t num_packs = first + count.size();
+  std::vector<uint64_t> order(num_packs);
+  for (uint64_t k = 0; k < order.size(); ++k) order[k] = k;
   uint64_t state = seed;
-  for (size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[splitmix64(state) % k]);
-  plan.segments.reserve(full.size() + num_items);
-  plan.segment_src.reserve(full.size() + num_items);
+  for (uint64_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[splitmix64(state) % k]);
+  std::vector<uint64_t> pack_start(num_packs);
   plan.pack_offsets.reserve(num_packs + 1);
-  for (const size_t p : order) {
-    if (p < first) {
-      plan.segments.push_back(full[p]);
-      plan.segment_src.push_back(full_src[p]);
-    } else {
-      for (uint64_t j = begin[p - first]; j < begin[p - first + 1]; ++j) {
-        plan.segments.push_back(items[placed[j]]);
-        plan.segment_src.push_back(item_src[placed[j]]);
-      }
+  uint64_t segments = 0;
+  for (const uint64_t p : order) {
+    pack_start[p] = segments;
+    segments += p < first ? 1 : count[p - first];
+    plan.pack_offsets.push_back(segments);
+  }
+  plan.segments.resize(segments);
+  plan.segment_src.resize(segments);
+  // The documents again, in order: each full chunk to its pack, each item to its pack and rank.
+  std::vector<uint64_t> at(L, 0);  // the next item of each length
+  uint64_t next_run = 0;
+  for (uint32_t len = L - 1; len > 0; --len) {
+    at[len] = next_run;
+    next_run += by_len[len];
+  }
+  uint64_t full = 0, start = 0;  // start: document d's first token, globally
+  for (uint64_t d = 0; d < lens.size(); start += lens[d++]) {
+    const uint64_t len = lens[d], rem = len % L;
+    for (uint64_t pos = 0; pos + L <= len; pos += L) {
+      const uint64_t s = pack_start[full++];
+      plan.segments[s] = {d, static_cast<uint32_t>(pos), L, pos + L == len};
+      plan.segment_src[s] = start + pos;
     }
-    plan.pack_offsets.push_back(plan.segments.size());
+    if (rem > 0) {
+      const uint64_t k = at[rem]++;
+      const uint64_t s = pack_start[item_pack[k]] + item_rank[k];
+      plan.segments[s] = {d, static_cast<uint32_t>(len - rem), static_cast<uint32_t>(rem), true};
+      plan.segment_src[s] = start + len - rem;
+    }
   }
   return plan;
 }
