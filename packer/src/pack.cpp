@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -105,19 +103,17 @@ class Worker {
 
 // The global position of a plan segment's first token, through its document's offsets; asserts
 // that the segment lies inside its document (the plan's own invariant).
-uint64_t segment_start(const ShardSet& inputs, const PlannedSegment& g) {
+[[maybe_unused]] uint64_t segment_start(const ShardSet& inputs, const PlannedSegment& g) {
   const auto [shard, local] = inputs.locate(g.doc);
   const ShardReader& r = inputs.shard(shard);
   LOOM_ASSERT(uint64_t{g.doc_pos} + g.length <= r.doc_len(local), "segment past its document");
   return inputs.first_token(shard) + r.offsets()[local] + g.doc_pos;
 }
 
-// The bytes of plan segment s: at its segment_src, or (a plan without them) through its
-// document's offsets. With segment_src, segment_start's check is a debug build's only: in plan
-// order the offsets are read at random, a cache miss per segment.
+// The bytes of bestfit plan segment s, at its segment_src. segment_start's check is a debug
+// build's only: in plan order the offsets are read at random, a cache miss per segment.
 const uint8_t* segment_bytes(const ShardSet& inputs, const PackPlan& plan, uint64_t s) {
   const PlannedSegment& g = plan.segments[s];
-  if (plan.segment_src.empty()) return inputs.token_span(segment_start(inputs, g), g.length);
   LOOM_DASSERT(segment_start(inputs, g) == plan.segment_src[s], "segment not at its document's tokens");
   return inputs.token_span(plan.segment_src[s], g.length);
 }
@@ -152,9 +148,8 @@ void fill_padding(uint8_t* pack, uint32_t dtype_bytes, uint32_t from, uint32_t n
   else std::fill(reinterpret_cast<uint32_t*>(pack) + from, reinterpret_cast<uint32_t*>(pack) + n, pad_id);
 }
 
-// One batch of packs [first, last) of the plan: its index (segs, and seg_ends per pack) and, with
-// `packs` (bestfit), the packs' bytes gathered from the inputs and padded. concat passes no bytes:
-// its .bin is copied file to file, and only the segments' place in their documents is checked.
+// One batch of bestfit's packs [first, last) of the plan: its index (segs, and seg_ends per pack)
+// and the packs' bytes gathered from the inputs and padded.
 void gather_batch(const ShardSet& inputs, const PackPlan& pl, uint64_t first, uint64_t last, uint8_t* packs,
                   uint32_t pad_id, std::vector<PackedSegment>& segs, std::vector<size_t>& seg_ends) {
   constexpr uint64_t kPrefetchAhead = 8;
@@ -163,26 +158,23 @@ void gather_batch(const ShardSet& inputs, const PackPlan& pl, uint64_t first, ui
   segs.clear();
   seg_ends.clear();
   for (uint64_t p = first; p < last; ++p) {
-    uint8_t* pack = packs ? packs + (p - first) * pack_bytes : nullptr;
+    uint8_t* pack = packs + (p - first) * pack_bytes;
     uint32_t used = 0;
     for (uint64_t s = pl.pack_offsets[p]; s < pl.pack_offsets[p + 1]; ++s) {
       const PlannedSegment& g = pl.segments[s];
       LOOM_ASSERT(used + g.length <= pl.seq_len, "segment past its pack");
-      if (!pack) segment_start(inputs, g);  // the check alone: its offsets are read in order
       segs.push_back({g.doc, used, g.length, g.doc_pos, g.ends_doc ? kSegEndsDoc : 0});
-      if (pack) {
-        // bestfit reads short segments at random places of the inputs: ask for one further on
-        // now, so its cache misses overlap this copy. Its position is in the plan, read in order.
-        if (s + kPrefetchAhead < pl.segments.size()) {
-          const uint8_t* src = segment_bytes(inputs, pl, s + kPrefetchAhead);
-          __builtin_prefetch(src);
-          __builtin_prefetch(src + 64);
-        }
-        std::memcpy(pack + uint64_t{used} * dtype, segment_bytes(inputs, pl, s), uint64_t{g.length} * dtype);
+      // Short segments are read at random places of the inputs: ask for one further on now, so
+      // its cache misses overlap this copy. Its position is in the plan, read in order.
+      if (s + kPrefetchAhead < pl.segments.size()) {
+        const uint8_t* src = segment_bytes(inputs, pl, s + kPrefetchAhead);
+        __builtin_prefetch(src);
+        __builtin_prefetch(src + 64);
       }
+      std::memcpy(pack + uint64_t{used} * dtype, segment_bytes(inputs, pl, s), uint64_t{g.length} * dtype);
       used += g.length;
     }
-    if (pack) fill_padding(pack, dtype, used, pl.seq_len, pad_id);
+    fill_padding(pack, dtype, used, pl.seq_len, pad_id);
     seg_ends.push_back(segs.size());
   }
 }
@@ -431,11 +423,23 @@ struct PlanShape {
   uint64_t num_packs, num_tokens;
 };
 
-// plan() gives the plan, at once or once another thread has made it: only the index and the
-// gathering of bestfit's packs wait for it. bestfit's Sweep comes started (while the plan was
-// made), or starts here.
-PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const std::function<const PackPlan&()>& plan,
-                          const PackOptions& o, std::unique_ptr<Sweep> sweep = nullptr) {
+// The report's totals (as PackPlan's; num_packs > 0).
+void fill_totals(PackReport& rep, const PlanShape& shape, uint64_t documents, uint64_t truncated_docs) {
+  rep.packs = shape.num_packs;
+  rep.tokens = shape.num_tokens;
+  rep.padding_tokens = shape.num_packs * shape.seq_len - shape.num_tokens;
+  rep.documents = documents;
+  rep.truncated_docs = truncated_docs;
+  rep.padding_fraction = fraction(rep.padding_tokens, shape.num_packs * shape.seq_len);
+  rep.truncated_fraction = fraction(truncated_docs, documents);
+}
+
+// bestfit writes plan's packs; concat (plan unused, may be null) needs no plan: its index is
+// concat's cut walked from the inputs' lengths (ConcatCut) a batch of packs at a time, so no
+// segment per document is kept. bestfit's Sweep comes started (while the plan was made), or
+// starts here.
+PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const PackPlan* plan, const PackOptions& o,
+                          std::unique_ptr<Sweep> sweep = nullptr) {
   LOOM_CHECK(shape.num_packs > 0, "nothing to pack: the inputs hold no token");
   PackReport rep;
   rep.outputs = pack_output_paths(o, shape.num_packs);
@@ -454,13 +458,17 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   if (concat) check.emplace(inputs, true);
   // concat's .bin is the inputs' token bytes back to back, cut every seq_len tokens, and the last
   // pack padded: copied file to file in the kernel, while a second thread hashes the same bytes
-  // through the mappings (the output's checksum, then the inputs' check). bestfit gathers its packs
-  // from the mappings on several threads (GatherRing) and checks the inputs on another, a
-  // sequential sweep.
+  // through the mappings (the output's checksum, then the inputs' check), then writes the index.
+  // bestfit gathers its packs from the mappings on several threads (GatherRing) and checks the
+  // inputs on another, a sequential sweep.
   std::vector<sys::File> sources;
   if (concat) {
     LOOM_ASSERT(shape.num_tokens == inputs.num_tokens(), "concat plans every token");
     for (size_t s = 0; s < inputs.size(); ++s) sources.push_back(sys::File::open_read(inputs.shard(s).bin_path()));
+  } else {
+    LOOM_ASSERT(plan && plan->num_packs() == shape.num_packs && plan->num_tokens == shape.num_tokens &&
+                    plan->seq_len == shape.seq_len,
+                "the plan does not have the packs it was written for");
   }
   if (!concat && !sweep) sweep = std::make_unique<Sweep>(inputs);
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
@@ -471,6 +479,11 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   const size_t cores = std::thread::hardware_concurrency();
   const size_t gatherers = std::clamp<size_t>(cores, 4, 9) - 3;
   const bool reserve_ahead = cores >= 4;
+  // concat's cut, walked twice over the packs, file after file (on the hashing thread, which makes
+  // them on its first file): `counts` gives each file's segment counts before its index (and the
+  // report's totals), `segments` the index itself.
+  std::vector<uint64_t> lens;
+  std::optional<ConcatCut> counts, segments;
   // Outputs are sealed as they fill and renamed into place only after every input passed its check.
   std::vector<std::unique_ptr<PackedWriter>> writers;
   uint64_t p = 0;
@@ -478,32 +491,50 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
     writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), shape.seq_len, o.strategy, o.seed));
     PackedWriter& writer = *writers.back();
     const uint64_t end = std::min(shape.num_packs, p + per_file);
-    // The file's index, and for bestfit its packs (for concat this runs on the hashing thread).
-    auto packs_of_file = [&] {
-      const PackPlan& pl = plan();  // once: plan is a std::function
-      LOOM_ASSERT(pl.num_packs() == shape.num_packs && pl.num_tokens == shape.num_tokens && pl.seq_len == shape.seq_len,
-                  "the plan has ", pl.num_packs(), " packs of ", pl.num_tokens, " tokens, not ", shape.num_packs,
-                  " of ", shape.num_tokens);
-      // The plan gives every pack's segment count: the index goes to the .meta batch by batch (for
-      // concat while the .bin is still being copied), and sealing writes only the header.
-      std::vector<uint64_t> offsets(end - p + 1);
-      for (uint64_t q = p; q <= end; ++q) offsets[q - p] = pl.pack_offsets[q] - pl.pack_offsets[p];
+    // Every pack's segment count is known before its segments: the index goes to the .meta batch
+    // by batch (for concat while the .bin is still being copied), and sealing writes only the
+    // header.
+    std::vector<uint64_t> offsets(end - p + 1);
+    if (!concat) {
+      for (uint64_t q = p; q <= end; ++q) offsets[q - p] = plan->pack_offsets[q] - plan->pack_offsets[p];
       writer.open_index(offsets);
       writer.reserve(end - p, 0);
-      if (!concat) {
-        GatherRing(inputs, pl, p, end, batch, gatherers, reserve_ahead, writer, progress).run();
-        p = end;
-        return;
+      GatherRing(inputs, *plan, p, end, batch, gatherers, reserve_ahead, writer, progress).run();
+      p = end;
+      writer.seal(inputs.num_docs());
+      continue;
+    }
+    // concat's index, on the hashing thread once the file's bytes are hashed.
+    auto index_of_file = [&] {
+      if (!counts) {
+        lens = inputs.doc_lengths();
+        counts.emplace(lens, shape.seq_len);
+        segments.emplace(lens, shape.seq_len);
       }
+      for (uint64_t q = p; q < end; ++q) {
+        const uint64_t n = counts->next_pack([](auto...) {});
+        LOOM_ASSERT(n > 0, "concat's cut ends at pack ", q, " of ", shape.num_packs);
+        offsets[q - p + 1] = offsets[q - p] + n;
+      }
+      writer.open_index(offsets);
+      writer.reserve(end - p, 0);
       std::vector<PackedSegment> segs;  // a batch's index
       std::vector<size_t> seg_ends;
       for (; p < end; p = std::min(end, p + batch)) {
-        gather_batch(inputs, pl, p, std::min(end, p + batch), nullptr, 0, segs, seg_ends);
+        segs.clear();
+        seg_ends.clear();
+        for (uint64_t q = p; q < std::min(end, p + batch); ++q) {
+          uint32_t used = 0;
+          segments->next_pack([&](uint64_t d, uint32_t pos, uint32_t len, bool ends) {
+            segs.push_back({d, used, len, pos, ends ? kSegEndsDoc : 0});
+            used += len;
+          });
+          seg_ends.push_back(segs.size());
+        }
         writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
       }
     };
-    if (concat) copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, *check, progress, packs_of_file);
-    else packs_of_file();
+    copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, *check, progress, index_of_file);
     writer.seal(inputs.num_docs());
   }
   if (sweep) sweep->join();
@@ -513,46 +544,41 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
     log::info("pack: wrote ", rep.outputs[i], " (", writers[i]->num_packs(), " packs)");
   }
   progress.finish();
-  rep.packs = plan().num_packs();
-  rep.tokens = plan().num_tokens;
-  rep.padding_tokens = plan().padding_tokens();
-  rep.documents = plan().nonempty_docs;
-  rep.truncated_docs = plan().truncated_docs;
-  rep.padding_fraction = plan().padding_fraction();
-  rep.truncated_fraction = plan().truncated_fraction();
+  if (concat) {
+    LOOM_ASSERT(counts->next_pack([](auto...) {}) == 0 && counts->num_tokens() == shape.num_tokens, "concat's cut has more than ",
+                shape.num_packs, " packs or other than ", shape.num_tokens, " tokens");
+    fill_totals(rep, shape, counts->nonempty_docs(), counts->truncated_docs());
+  } else {
+    fill_totals(rep, shape, plan->nonempty_docs, plan->truncated_docs);
+  }
   return rep;
 }
 }  // namespace
 
 PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& o) {
-  return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens},
-                        [&plan]() -> const PackPlan& { return plan; }, o);
+  // A concat plan is plan_concat's of these inputs (pack.h): its index is walked again from their
+  // lengths, the same cut.
+  if (o.strategy == PackStrategy::kConcat)
+    LOOM_CHECK(plan.num_tokens == inputs.num_tokens() && plan.segment_src.empty(),
+               "write_packs: a concat plan of other inputs");
+  return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens}, &plan, o);
 }
 
 PackReport pack_shards(const ShardSet& inputs, const PackOptions& o) {
   if (o.strategy == PackStrategy::kConcat) {
     // concat's .bin is the inputs' tokens back to back, cut every seq_len: its copy needs only the
-    // number of packs, so it starts while the plan (a segment per document, for the index; ~20 ms
-    // for 10^6 short documents) is made on another thread.
+    // number of packs, and its index is walked from the lengths while the copy runs; no plan.
     LOOM_CHECK(o.seq_len > 0, "--seq-len must be positive");
     const uint64_t tokens = inputs.num_tokens(), packs = (tokens + o.seq_len - 1) / o.seq_len;
     log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", packs, " packs of ", o.seq_len, " tokens from ",
               inputs.num_docs(), " documents");
-    // get() is first called on the hashing thread, then on this one after joining it.
-    std::future<PackPlan> making =
-        std::async(std::launch::async, [&inputs, &o] { return plan_concat(inputs.doc_lengths(), o.seq_len); });
-    std::optional<PackPlan> plan;
-    return write_packs_of(inputs, {o.seq_len, packs, tokens}, [&]() -> const PackPlan& {
-      if (!plan) plan = making.get();
-      return *plan;
-    }, o);
+    return write_packs_of(inputs, {o.seq_len, packs, tokens}, nullptr, o);
   }
   auto sweep = std::make_unique<Sweep>(inputs);
   const PackPlan plan = plan_packs(inputs.doc_lengths(), o.seq_len, o.strategy, o.seed);
   log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", plan.num_packs(), " packs of ", o.seq_len,
             " tokens from ", inputs.num_docs(), " documents");
-  return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens},
-                        [&plan]() -> const PackPlan& { return plan; }, o, std::move(sweep));
+  return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens}, &plan, o, std::move(sweep));
 }
 
 }  // namespace loom::packer

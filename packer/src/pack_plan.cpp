@@ -12,9 +12,7 @@ namespace loom::packer {
 namespace {
 // Checks document d and counts it into the plan's totals; false for an empty one (nothing to pack).
 bool count_doc(PackPlan& plan, uint64_t d, uint64_t len) {
-  // doc_pos is a u32 in the packed format.
-  LOOM_CHECK(len <= 0xffffffffull, "document ", d, " has ", len,
-             " tokens; packed shards address at most 2^32-1 tokens of one document");
+  check_doc_length(d, len);
   if (len == 0) return false;
   ++plan.nonempty_docs;
   plan.num_tokens += len;
@@ -37,15 +35,19 @@ uint64_t splitmix64(uint64_t& state) {
 }  // namespace
 
 double PackPlan::padding_fraction() const {
-  return num_packs() ? static_cast<double>(padding_tokens()) / static_cast<double>(num_packs() * seq_len) : 0.0;
+  return fraction(padding_tokens(), num_packs() * seq_len);
 }
 
 double PackPlan::truncated_fraction() const {
-  return nonempty_docs ? static_cast<double>(truncated_docs) / static_cast<double>(nonempty_docs) : 0.0;
+  return fraction(truncated_docs, nonempty_docs);
+}
+
+ConcatCut::ConcatCut(const std::vector<uint64_t>& lens, uint32_t L) : lens_(lens.data()), num_docs_(lens.size()), L_(L) {
+  LOOM_CHECK(L > 0, "--seq-len must be positive");
 }
 
 PackPlan plan_concat(const std::vector<uint64_t>& lens, uint32_t L) {
-  LOOM_CHECK(L > 0, "--seq-len must be positive");
+  ConcatCut cut(lens, L);
   PackPlan plan;
   plan.seq_len = L;
   uint64_t tokens = 0;
@@ -53,23 +55,11 @@ PackPlan plan_concat(const std::vector<uint64_t>& lens, uint32_t L) {
   const uint64_t packs = (tokens + L - 1) / L;  // reserved: no regrowth on millions of short documents
   plan.segments.reserve(lens.size() + packs);
   plan.pack_offsets.reserve(packs + 1);
-  uint32_t fill = 0;
-  for (uint64_t d = 0; d < lens.size(); ++d) {
-    if (!count_doc(plan, d, lens[d])) continue;
-    uint64_t pos = 0;
-    while (pos < lens[d]) {
-      const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(lens[d] - pos, L - fill));
-      plan.segments.push_back({d, static_cast<uint32_t>(pos), take, pos + take == lens[d]});
-      pos += take;
-      fill += take;
-      if (fill == L) {
-        plan.pack_offsets.push_back(plan.segments.size());
-        fill = 0;
-      }
-    }
-    if (plan.segments.back().doc_pos > 0) ++plan.truncated_docs;
-  }
-  if (fill > 0) plan.pack_offsets.push_back(plan.segments.size());
+  auto add = [&plan](uint64_t d, uint32_t pos, uint32_t len, bool ends) { plan.segments.push_back({d, pos, len, ends}); };
+  while (cut.next_pack(add) > 0) plan.pack_offsets.push_back(plan.segments.size());
+  plan.num_tokens = cut.num_tokens();
+  plan.nonempty_docs = cut.nonempty_docs();
+  plan.truncated_docs = cut.truncated_docs();
   return plan;
 }
 

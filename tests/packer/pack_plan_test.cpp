@@ -100,6 +100,75 @@ TEST_CASE("concat cuts every L and continues the remainder, as pack_sample_into_
   CHECK(plan.truncated_fraction() == 2.0 / 3);
 }
 
+namespace {
+
+// concat written token by token: the reference for ConcatCut and plan_concat.
+std::vector<Pack> concat_reference(const std::vector<uint64_t>& lens, uint32_t L) {
+  std::vector<Pack> packs;
+  uint64_t fill = L;
+  for (uint64_t d = 0; d < lens.size(); ++d) {
+    for (uint64_t pos = 0; pos < lens[d]; ++pos) {
+      if (fill == L) {
+        packs.emplace_back();
+        fill = 0;
+      }
+      Pack& p = packs.back();
+      if (p.empty() || std::get<0>(p.back()) != d) p.emplace_back(d, static_cast<uint32_t>(pos), 0, false);
+      ++std::get<2>(p.back());
+      std::get<3>(p.back()) = pos + 1 == lens[d];
+      ++fill;
+    }
+  }
+  return packs;
+}
+
+}  // namespace
+
+TEST_CASE("concat's cut, streamed pack by pack, is plan_concat's and a token-by-token reference") {
+  for (uint32_t L : {1u, 2u, 7u, 128u, 2048u}) {
+    for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+      std::vector<uint64_t> lens = random_lengths(seed * 1000 + L, seed == 4 ? 300 : 2000, L);
+      if (seed == 3) lens.insert(lens.begin(), {0, 0, 5 * uint64_t{L}, L, 0});  // empty first, whole packs
+      if (seed == 4) lens.insert(lens.end(), {0, 3 * uint64_t{L} + 1, 0, 0});   // a long last, empty after
+      const std::vector<Pack> ref = concat_reference(lens, L);
+      const PackPlan plan = plan_concat(lens, L);
+      CHECK(packs_of(plan) == ref);
+      // The stream: every pack's segments, and a second cut that only counts them.
+      ConcatCut cut(lens, L), counts(lens, L);
+      std::vector<Pack> streamed;
+      std::vector<uint64_t> offsets{0};
+      for (;;) {
+        Pack p;
+        const uint64_t n = cut.next_pack([&](uint64_t d, uint32_t pos, uint32_t len, bool ends) { p.emplace_back(d, pos, len, ends); });
+        REQUIRE(n == p.size());
+        REQUIRE(counts.next_pack([](auto...) {}) == n);
+        if (n == 0) break;
+        streamed.push_back(p);
+        offsets.push_back(offsets.back() + n);
+      }
+      CHECK(cut.next_pack([](auto...) {}) == 0);
+      CHECK(streamed == ref);
+      CHECK(offsets == plan.pack_offsets);
+      for (const ConcatCut* c : {&cut, &counts}) {
+        CHECK(c->num_tokens() == plan.num_tokens);
+        CHECK(c->nonempty_docs() == plan.nonempty_docs);
+        CHECK(c->truncated_docs() == plan.truncated_docs);
+      }
+      uint64_t truncated = 0;
+      std::map<uint64_t, int> segs_per_doc;
+      for (const Pack& p : ref)
+        for (const Seg& g : p) ++segs_per_doc[std::get<0>(g)];
+      for (const auto& [doc, n] : segs_per_doc) truncated += n > 1;
+      CHECK(plan.truncated_docs == truncated);
+    }
+  }
+  const std::vector<uint64_t> none{0, 0}, one{1};
+  ConcatCut empty(none, 4);
+  CHECK(empty.next_pack([](auto...) {}) == 0);
+  CHECK(empty.num_tokens() == 0);
+  CHECK_THROWS_WITH(ConcatCut(one, 0), Catch::Contains("--seq-len must be positive"));
+}
+
 TEST_CASE("bestfit packs longest first into the tightest pack, cuts only documents longer than L") {
   const std::vector<uint64_t> lens{10, 3, 5, 6, 2, 8, 0};
   const PackPlan plan = plan_bestfit(lens, 8, 0);
