@@ -1,4 +1,5 @@
 // loom-pack pack --seq-len L --strategy concat|bestfit [--seed S] --output-dir DIR INPUT... (loom or InternLM shards)
+#include <chrono>
 #include <cstdio>
 
 #include "cmd_common.h"
@@ -54,12 +55,14 @@ int cmd_pack(const Args& args) {
   check_pack_spares_inputs(reads, o);
   const InternlmAsLoom loom_inputs(paths, pack_scratch_dir(o), internlm);
   const ShardSet inputs(loom_inputs.paths());
+  const auto t0 = std::chrono::steady_clock::now();
   const PackReport r = pack_shards(inputs, o);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
   log::info("pack: ", strategy, ", seq_len ", o.seq_len, ": ", format_count(r.packs), " packs in ", r.outputs.size(),
             r.outputs.size() == 1 ? " file, " : " files, ", format_count(r.tokens), " tokens, ", format_count(r.padding_tokens),
             " padding tokens; padding ", format_percent(r.padding_fraction, 1.0), ", truncated documents ",
             format_percent(r.truncated_fraction, 1.0), " (", format_count(r.truncated_docs), " of ",
-            format_count(r.documents), " non-empty documents)");
+            format_count(r.documents), " non-empty documents) in ", format_number(took.count(), 2), " s");
   return kExitOk;
 }
 

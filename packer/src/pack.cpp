@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -575,9 +576,11 @@ PackReport pack_shards(const ShardSet& inputs, const PackOptions& o) {
     return write_packs_of(inputs, {o.seq_len, packs, tokens}, nullptr, o);
   }
   auto sweep = std::make_unique<Sweep>(inputs);
+  const auto t0 = std::chrono::steady_clock::now();
   const PackPlan plan = plan_packs(inputs.doc_lengths(), o.seq_len, o.strategy, o.seed);
+  const std::chrono::duration<double> planned = std::chrono::steady_clock::now() - t0;
   log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", plan.num_packs(), " packs of ", o.seq_len,
-            " tokens from ", inputs.num_docs(), " documents");
+            " tokens from ", inputs.num_docs(), " documents in ", format_number(planned.count(), 2), " s");
   return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens}, &plan, o, std::move(sweep));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <future>
 #include <memory>
 #include <utility>
 
@@ -140,6 +141,12 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
   by_len[0] = 0;  // documents that end with a full chunk have no remainder
   uint64_t num_items = 0;
   for (uint32_t len = L - 1; len > 0; --len) num_items += by_len[len];
+  // The plan's arrays are sized now, on another thread while best fit runs: their first touch
+  // (tens of MB of page faults and zeroing) costs about as much as best fit itself.
+  std::future<void> sized = std::async(std::launch::async, [&plan, n = num_full + num_items] {
+    plan.segments.resize(n);
+    plan.segment_src.resize(n);
+  });
   // Best fit: each item's pack and its rank among that pack's items (placement order, which is
   // ascending item order). Items are sorted, so their lengths are runs of by_len[len] items each.
   const uint64_t first = num_full;
@@ -177,8 +184,8 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
     segments += p < first ? 1 : count[p - first];
     plan.pack_offsets.push_back(segments);
   }
-  plan.segments.resize(segments);
-  plan.segment_src.resize(segments);
+  sized.get();
+  LOOM_ASSERT(segments == plan.segments.size(), "best fit placed ", segments, " chunks of ", plan.segments.size());
   // The documents again, in order: each full chunk to its pack, each item to its pack and rank.
   std::vector<uint64_t> at(L, 0);  // the next item of each length
   uint64_t next_run = 0;
