@@ -18,7 +18,7 @@ constexpr uint64_t kMaxSeqLen = uint64_t{1} << 24;
 int cmd_pack(const Args& args) {
   OptionParser parser("loom-pack pack",
                       "loom-pack pack --seq-len L [--strategy concat|bestfit] [--seed S] --output-dir DIR [--name NAME]\n"
-                      "                      [--max-packs-per-shard K] [--model M.model | --vocab-size V] INPUT...");
+                      "                      [--max-packs-per-shard K] [--threads N] [--model M.model | --vocab-size V] INPUT...");
   parser.options().add_options()("seq-len", po::value<std::string>(), "tokens per pack (L), 1 to 2^24")(
       "strategy", po::value<std::string>()->default_value("concat"), "concat or bestfit")(
       "seed", po::value<std::string>()->default_value("0"), "bestfit: shuffles the order of the packs")(
@@ -26,6 +26,8 @@ int cmd_pack(const Args& args) {
       "name", po::value<std::string>()->default_value("packed"), "output name")(
       "max-packs-per-shard", po::value<std::string>()->default_value("0"),
       "roll the output into NAME-00000.bin, ... of at most this many packs each; 0: one file")(
+      "threads", po::value<std::string>()->default_value("0"),
+      "bestfit: cores to use, 1 to 1024 (gatherers: N - 3, at least 1; from 4, storage allocated ahead); 0: all")(
       "model", po::value<std::string>()->default_value(""),
       "InternLM inputs: the SentencePiece model they were made with (vocab, bos/eos, fingerprint; as convert)")(
       "vocab-size", po::value<std::string>()->default_value("0"), "InternLM inputs without --model: the vocab size")(
@@ -44,6 +46,7 @@ int cmd_pack(const Args& args) {
   o.name = parser.get<std::string>("name");
   if (o.name.empty() || o.name.find('/') != std::string::npos) throw UsageError("--name must be a plain file name");
   o.max_packs_per_shard = parser.get_uint("max-packs-per-shard", 0, static_cast<uint64_t>(INT64_MAX));
+  o.threads = static_cast<unsigned>(parser.get_uint("threads", 0, 1024));
   // InternLM shards are read through their loom conversion (convert --to loom), in a scratch folder
   // inside the output folder that is removed afterwards.
   ConvertOptions internlm;

@@ -185,7 +185,7 @@ void gather_batch(const ShardSet& inputs, const PackPlan& pl, uint64_t first, ui
 // before it), this thread adds each batch's index and hashes it in order, and a writer thread
 // writes the batches hashed, in order (with `reserve`, into storage another thread allocates
 // ahead of it). A slot is gathered into again once its batch is written. A
-// failure on any thread stops the others; the first is rethrown.
+// failure on any thread stops the others; the first to happen is rethrown.
 class GatherRing {
  public:
   GatherRing(const ShardSet& inputs, const PackPlan& pl, uint64_t first, uint64_t last, uint64_t batch,
@@ -233,7 +233,14 @@ class GatherRing {
       stop();
       throw;
     }
-    for (auto& w : workers_) w->join();  // rethrows a gatherer's or the writer's failure
+    for (auto& w : workers_) {
+      try {
+        w->join();
+      } catch (...) {  // recorded by fail() as it happened
+        if (!first_error_) first_error_ = std::current_exception();
+      }
+    }
+    if (first_error_) std::rethrow_exception(first_error_);
     LOOM_ASSERT(written_ == batches_, "the ring stopped at batch ", written_, " of ", batches_, " with no failure");
   }
 
@@ -250,8 +257,10 @@ class GatherRing {
     failed_ = failed_ || written_ < batches_;
     changed_.notify_all();
   }
+  // A thread's failure, from its catch block: the first one is what run() rethrows.
   void fail() {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!first_error_) first_error_ = std::current_exception();
     failed_ = true;
     changed_.notify_all();
   }
@@ -300,20 +309,16 @@ class GatherRing {
   }
 
   // The file's storage allocated ahead of the writer, a few MiB a call (each holds the file's
-  // lock): the writes then only copy. Ends where the file system cannot.
+  // lock): the writes then only copy. Best effort: it ends where allocating fails, and the writer
+  // meets any real failure itself.
   void reserve_ahead() {
-    try {
-      const uint64_t ids = (last_ - first_) * pl_.seq_len, step = (uint64_t{4} << 20) / inputs_.dtype_bytes();
-      for (uint64_t at = 0; at < ids; at += step) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (failed_) return;
-        }
-        if (!writer_.reserve_bin(at, std::min(step, ids - at))) return;
+    const uint64_t ids = (last_ - first_) * pl_.seq_len, step = (uint64_t{4} << 20) / inputs_.dtype_bytes();
+    for (uint64_t at = 0; at < ids; at += step) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (failed_) return;
       }
-    } catch (...) {
-      fail();
-      throw;
+      if (!writer_.reserve_bin(at, std::min(step, ids - at))) return;
     }
   }
 
@@ -327,6 +332,7 @@ class GatherRing {
   std::condition_variable changed_;
   uint64_t hashed_ = 0, written_ = 0;  // batches indexed and hashed, and written, in order
   bool failed_ = false;
+  std::exception_ptr first_error_;
   std::vector<std::unique_ptr<Worker>> workers_;  // gatherers, writer, reserver; last: joined before the slots go
 };
 }  // namespace
@@ -477,7 +483,7 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
   // bestfit's gatherers: the cores left beside the inputs' sweep, this thread and the writer's;
   // with four cores or more, one more thread allocates the file's storage ahead of the writer.
-  const size_t cores = std::thread::hardware_concurrency();
+  const size_t cores = o.threads ? o.threads : std::thread::hardware_concurrency();
   const size_t gatherers = std::clamp<size_t>(cores, 4, 9) - 3;
   const bool reserve_ahead = cores >= 4;
   // concat's cut, walked twice over the packs, file after file (on the hashing thread, which makes
@@ -560,8 +566,13 @@ PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackO
   // A concat plan is plan_concat's of these inputs (pack.h): its index is walked again from their
   // lengths, the same cut.
   if (o.strategy == PackStrategy::kConcat)
-    LOOM_CHECK(plan.num_tokens == inputs.num_tokens() && plan.segment_src.empty(),
-               "write_packs: a concat plan of other inputs");
+    LOOM_CHECK(plan.num_tokens == inputs.num_tokens() && plan.seq_len > 0 &&
+                   plan.num_packs() == (plan.num_tokens + plan.seq_len - 1) / plan.seq_len &&
+                   plan.pack_offsets.back() == plan.segments.size() && plan.segment_src.empty(),
+               "write_packs: not plan_concat's plan of these inputs");
+  else
+    LOOM_CHECK(plan.segment_src.size() == plan.segments.size() && plan.pack_offsets.back() == plan.segments.size(),
+               "write_packs: a bestfit plan needs every segment's source position (plan_bestfit's)");
   return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens}, &plan, o);
 }
 

@@ -99,6 +99,35 @@ TEST_CASE("pack bestfit keeps every token once, splits no document shorter than 
   CHECK(read_all(dir / "other/packed-00000.bin") != read_all(dir / "out/packed-00000.bin"));
 }
 
+TEST_CASE("pack bestfit writes the same bytes on any number of threads, in one file and in many") {
+  // ~4.5M tokens of 1-60 token documents: at L = 64 about 70k packs, 9 batches of ~1 MiB, so the
+  // gatherers (threads - 3 of them), the writer and, from 4 threads, the thread that allocates
+  // storage ahead all run on several batches, whatever the machine's cores.
+  TempDir dir("pack_threads");
+  Docs docs(150000);
+  uint64_t x = 12345;
+  for (auto& d : docs) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    d.resize(1 + (x >> 33) % 60);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint32_t>((x >> 20) + i * 7) % 1000;
+  }
+  write_shard(dir / "in.bin", docs, TokenizerInfo{1000, -1, -1, 0, 0});
+  for (const std::string roll : {"0", "20000"}) {
+    const std::string args = "pack --seq-len 64 --strategy bestfit --seed 5 --max-packs-per-shard " + roll + " " + quote(dir / "in.bin");
+    REQUIRE(loom_pack(args + " --threads 1 --output-dir " + quote(dir / ("t1-" + roll))).exit_code == 0);
+    CHECK(loom_pack("verify --deep " + quote(dir / ("t1-" + roll))).exit_code == 0);
+    for (const std::string threads : {"2", "4", "9"}) {
+      const std::string out = dir / ("t" + threads + "-" + roll);
+      RunResult r = loom_pack(args + " --threads " + threads + " --output-dir " + quote(out));
+      INFO(r.output);
+      REQUIRE(r.exit_code == 0);
+      CHECK(run("diff -r " + quote(dir / ("t1-" + roll)) + " " + quote(out)).exit_code == 0);
+    }
+  }
+  CHECK(run("ls " + quote(dir / "t9-20000")).output == "packed-00000.bin\npacked-00000.bin.meta\npacked-00001.bin\n"
+        "packed-00001.bin.meta\npacked-00002.bin\npacked-00002.bin.meta\npacked-00003.bin\npacked-00003.bin.meta\n");
+}
+
 TEST_CASE("pack refuses bad usage and packed inputs") {
   TempDir dir("pack");
   write_shard(dir / "a.bin", {{1, 2, 3}}, TokenizerInfo{10, -1, -1, 0, 0});

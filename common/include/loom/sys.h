@@ -77,8 +77,9 @@ class File {
   void copy_from(const File& src, uint64_t src_offset, uint64_t n);
   // Allocates bytes [offset, offset + n) of the file's storage now, its size unchanged
   // (fallocate, FALLOC_FL_KEEP_SIZE), so that writing them later finds the pages or blocks there;
-  // safe beside a write() of the same file on another thread. False where the file system cannot;
-  // a full disk throws.
+  // safe beside a write() of the same file on another thread. Best effort: false where it could
+  // not (a file system without fallocate, a full disk, or one that compresses and could still
+  // hold the writes), which then report real failures themselves.
   bool reserve(uint64_t offset, uint64_t n);
   void fsync();
   void close();

@@ -24,6 +24,7 @@ struct PackOptions {
   std::string output_dir;
   std::string name = "packed";
   uint64_t max_packs_per_shard = 0;  // 0: one file
+  unsigned threads = 0;              // bestfit's threads (gather, write, check); 0: all cores
 };
 
 struct PackReport {
@@ -42,7 +43,8 @@ void check_pack_spares_inputs(const std::vector<std::string>& files, const PackO
 std::vector<std::string> pack_output_paths(const PackOptions& options, uint64_t num_packs);
 // Writes plan's packs from inputs. The plan must be the one plan_packs() made from these inputs'
 // lengths: a bestfit plan's segment_src positions are trusted in release builds (only the shard
-// bounds are checked; a debug build also checks each segment against its document).
+// bounds are checked; a debug build also checks each segment against its document); a concat
+// plan's shape is checked, and its index is concat's cut walked again from the inputs' lengths.
 PackReport write_packs(const ShardSet& inputs, const PackPlan& plan, const PackOptions& options);
 // plan_packs() from the inputs' length index, then write_packs().
 PackReport pack_shards(const ShardSet& inputs, const PackOptions& options);

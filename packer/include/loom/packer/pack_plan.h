@@ -37,7 +37,7 @@ struct PackPlan {
   std::vector<PlannedSegment> segments;
   // bestfit: each segment's first token, globally (all documents' tokens back to back), beside
   // segments: its gather reads them in plan order instead of a document's offsets (a random miss)
-  // per segment. Empty (concat, which copies the inputs whole): found through the offsets.
+  // per segment. Empty for concat, which copies the inputs whole.
   std::vector<uint64_t> segment_src;
   uint64_t num_tokens = 0;       // tokens inside segments
   uint64_t nonempty_docs = 0;
