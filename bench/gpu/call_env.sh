@@ -1,8 +1,9 @@
 # Sourced by the one-call scripts (bench/gpu/*_call.sh), from the repository root: the call's
 # output folders (OUT, L = OUT/logs), its clock (T0; left prints the seconds left of LOOM_CALL_S,
-# default 570), the device's library path and NCCL settings, L/device.txt's first lines, and
-# build_for_call (scripts/device/build.sh of the named targets, its errors and time in the summary)
-# and build_with_base (the same for this tree and for an older one from build-base/src.tar, at once).
+# default 570), the device's library path and NCCL settings, L/device.txt's first lines,
+# build_for_call (scripts/device/build.sh of the named targets, its errors and time in the summary),
+# run_gpu_tests (test_gpu on a filter) and build_with_base (the same build for this tree and for an
+# older one from build-base/src.tar, at once).
 OUT=${OUT:-/tmp/loom-out}
 L=$OUT/logs
 mkdir -p "$L"
@@ -17,6 +18,15 @@ build_for_call() {  # TARGETS...
   LOOM_TARGETS="$*" timeout 300 bash scripts/device/build.sh > "$L/build.log" 2>&1
   echo "build rc=$? at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
   grep -E "error:|FAILED" "$L/build.log" | head -20
+}
+
+# Runs build-gpu's test_gpu on a Catch2 filter (within 120 s): its verdict in the summary, the
+# failures on stdout, the log in L/gpu_tests.log.
+run_gpu_tests() {  # FILTER
+  timeout 120 build-gpu/tests/gpu/test_gpu "$1" > "$L/gpu_tests.log" 2>&1
+  echo "test_gpu \"$1\" rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_tests.log" | tail -1)" \
+    | tee -a "$L/device.txt"
+  grep -B2 -A8 FAILED "$L/gpu_tests.log" | head -40
 }
 
 # Builds this tree's CURRENT_TARGETS and, in /tmp/loom-base, the older tree of

@@ -9,9 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
 build_for_call loom-train loom-tokenize loom-pack test_gpu
-timeout 90 build-gpu/tests/gpu/test_gpu "*attention*" > "$L/gpu_attention_tests.log" 2>&1
-echo "attention tests rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_attention_tests.log" | tail -1)" | tee -a "$L/device.txt"
-grep -B2 -A6 FAILED "$L/gpu_attention_tests.log" | head -40
+run_gpu_tests "*attention*"
 timeout 80 bash bench/gpu/plan_vs_run.sh "$L" 1b | tee -a "$L/device.txt"
 echo "plan_vs_run at $(( $(date +%s) - T0 )) s" | tee -a "$L/device.txt"
 # The flex peer's timeout is computed when its turn comes: the loom runs go first.

@@ -13,12 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
 build_with_base "loom-train loom-tokenize loom-pack${LOOM_AB_TESTS:+ test_gpu}" "loom-train"
-if [ -n "${LOOM_AB_TESTS:-}" ]; then
-  timeout 120 build-gpu/tests/gpu/test_gpu "$LOOM_AB_TESTS" > "$L/gpu_tests.log" 2>&1
-  echo "test_gpu \"$LOOM_AB_TESTS\" rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_tests.log" | tail -1)" \
-    | tee -a "$L/device.txt"
-  grep -B2 -A8 FAILED "$L/gpu_tests.log" | head -40
-fi
+[ -n "${LOOM_AB_TESTS:-}" ] && run_gpu_tests "$LOOM_AB_TESTS"
 SPECS=${LOOM_AB_SPECS:-"1b:4:0 7b:1:auto"} DOCS=${LOOM_AB_DOCS:-one}
 D=$(mktemp -d /tmp/loom-ab-XXXX)
 for spec in $SPECS; do

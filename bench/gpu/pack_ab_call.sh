@@ -11,12 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/gpu/call_env.sh
 build_with_base "loom-tokenize loom-pack${LOOM_AB_TESTS:+ loom-train test_gpu}" "loom-tokenize loom-pack"
-if [ -n "${LOOM_AB_TESTS:-}" ]; then
-  timeout 120 build-gpu/tests/gpu/test_gpu "$LOOM_AB_TESTS" > "$L/gpu_tests.log" 2>&1
-  echo "test_gpu \"$LOOM_AB_TESTS\" rc=$? at $(( $(date +%s) - T0 )) s: $(grep -E 'test cases|All tests' "$L/gpu_tests.log" | tail -1)" \
-    | tee -a "$L/device.txt"
-  grep -B2 -A8 FAILED "$L/gpu_tests.log" | head -40
-fi
+[ -n "${LOOM_AB_TESTS:-}" ] && run_gpu_tests "$LOOM_AB_TESTS"
 lib=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')
 echo "exported cuDNN SDPA runners in $lib: $(nm -D --defined-only "$lib" 2>/dev/null | grep -c 'run_cudnn_SDP')" | tee -a "$L/device.txt"
 nm -D --defined-only "$lib" 2>/dev/null | grep 'run_cudnn_SDP' | c++filt | head -8 | tee -a "$L/device.txt"
