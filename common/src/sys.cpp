@@ -348,13 +348,6 @@ void File::copy_from(const File& src, uint64_t src_offset, uint64_t n) {
   }
 }
 
-bool File::reserve(uint64_t offset, uint64_t n) {
-  for (;;) {
-    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(n)) == 0) return true;
-    if (errno != EINTR) return false;
-  }
-}
-
 void File::fsync() {
   if (::fsync(fd_) != 0) throw_errno("fsync", path_, errno);
 }

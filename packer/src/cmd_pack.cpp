@@ -27,7 +27,7 @@ int cmd_pack(const Args& args) {
       "max-packs-per-shard", po::value<std::string>()->default_value("0"),
       "roll the output into NAME-00000.bin, ... of at most this many packs each; 0: one file")(
       "threads", po::value<std::string>()->default_value("0"),
-      "bestfit: cores to use, 1 to 1024 (gatherers: N - 3, at least 1; from 4, storage allocated ahead); 0: all")(
+      "bestfit: cores to use, 1 to 1024 (packs gathered on N - 3 threads, at least 1); 0: all")(
       "model", po::value<std::string>()->default_value(""),
       "InternLM inputs: the SentencePiece model they were made with (vocab, bos/eos, fingerprint; as convert)")(
       "vocab-size", po::value<std::string>()->default_value("0"), "InternLM inputs without --model: the vocab size")(

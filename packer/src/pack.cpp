@@ -183,13 +183,12 @@ void gather_batch(const ShardSet& inputs, const PackPlan& pl, uint64_t first, ui
 // bestfit's packs of one output file, batch by batch in file order: `threads` gatherers fill a ring
 // of batches ahead (every pack has seq_len ids, so a batch's bytes need nothing of the batches
 // before it), this thread adds each batch's index and hashes it in order, and a writer thread
-// writes the batches hashed, in order (with `reserve`, into storage another thread allocates
-// ahead of it). A slot is gathered into again once its batch is written. A
+// writes the batches hashed, in order. A slot is gathered into again once its batch is written. A
 // failure on any thread stops the others; the first to happen is rethrown.
 class GatherRing {
  public:
   GatherRing(const ShardSet& inputs, const PackPlan& pl, uint64_t first, uint64_t last, uint64_t batch,
-             size_t threads, bool reserve, PackedWriter& writer, Progress& progress)
+             size_t threads, PackedWriter& writer, Progress& progress)
       : inputs_(inputs), pl_(pl), first_(first), last_(last), batch_(batch),
         batches_((last - first + batch - 1) / batch), writer_(writer), progress_(progress),
         slots_(threads + 2) {
@@ -199,7 +198,6 @@ class GatherRing {
       for (size_t w = 0; w < threads; ++w)
         workers_.push_back(std::make_unique<Worker>([this, w, threads] { gather_from(w, threads); }));
       workers_.push_back(std::make_unique<Worker>([this] { write_all(); }));
-      if (reserve) workers_.push_back(std::make_unique<Worker>([this] { reserve_ahead(); }));
     } catch (...) {
       stop();  // the threads started leave, and workers_ joins them as the constructor unwinds
       throw;
@@ -308,20 +306,6 @@ class GatherRing {
     }
   }
 
-  // The file's storage allocated ahead of the writer, a few MiB a call (each holds the file's
-  // lock): the writes then only copy. Best effort: it ends where allocating fails, and the writer
-  // meets any real failure itself.
-  void reserve_ahead() {
-    const uint64_t ids = (last_ - first_) * pl_.seq_len, step = (uint64_t{4} << 20) / inputs_.dtype_bytes();
-    for (uint64_t at = 0; at < ids; at += step) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (failed_) return;
-      }
-      if (!writer_.reserve_bin(at, std::min(step, ids - at))) return;
-    }
-  }
-
   const ShardSet& inputs_;
   const PackPlan& pl_;
   const uint64_t first_, last_, batch_, batches_;
@@ -333,7 +317,7 @@ class GatherRing {
   uint64_t hashed_ = 0, written_ = 0;  // batches indexed and hashed, and written, in order
   bool failed_ = false;
   std::exception_ptr first_error_;
-  std::vector<std::unique_ptr<Worker>> workers_;  // gatherers, writer, reserver; last: joined before the slots go
+  std::vector<std::unique_ptr<Worker>> workers_;  // the gatherers, then the writer; last: joined before the slots go
 };
 }  // namespace
 
@@ -481,11 +465,9 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
   const uint64_t pack_bytes = uint64_t{shape.seq_len} * dtype;
   const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
-  // bestfit's gatherers: the cores left beside the inputs' sweep, this thread and the writer's;
-  // with four cores or more, one more thread allocates the file's storage ahead of the writer.
+  // bestfit's gatherers: the cores left beside the inputs' sweep, this thread and the writer's.
   const size_t cores = o.threads ? o.threads : std::thread::hardware_concurrency();
   const size_t gatherers = std::clamp<size_t>(cores, 4, 9) - 3;
-  const bool reserve_ahead = cores >= 4;
   // concat's cut, walked twice over the packs, file after file (on the hashing thread, which makes
   // them on its first file): `counts` gives each file's segment counts before its index (and the
   // report's totals), `segments` the index itself.
@@ -506,7 +488,7 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
       for (uint64_t q = p; q <= end; ++q) offsets[q - p] = plan->pack_offsets[q] - plan->pack_offsets[p];
       writer.open_index(offsets);
       writer.reserve(end - p, 0);
-      GatherRing(inputs, *plan, p, end, batch, gatherers, reserve_ahead, writer, progress).run();
+      GatherRing(inputs, *plan, p, end, batch, gatherers, writer, progress).run();
       p = end;
       writer.seal(inputs.num_docs());
       continue;

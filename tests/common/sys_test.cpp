@@ -32,21 +32,6 @@ TEST_CASE("AtomicFile is invisible until commit and leaves nothing when abandone
   CHECK(g.bytes_written() == big.size() + 2);
 }
 
-TEST_CASE("AtomicFile::reserve allocates storage ahead of the writes, keeping the file's size and bytes") {
-  test::TempDir dir("reserve");
-  const std::string path = dir / "out.bin";
-  sys::AtomicFile f(path);
-  const std::string head(1000, 'a'), tail(5000, 'b');
-  f.write_unbuffered(head.data(), head.size());
-  // Beyond what is written, and over it: neither changes the size nor the bytes.
-  const bool supported = f.reserve(0, 1 << 20);
-  CHECK(sys::File::open_read(f.temp_path()).size() == head.size());
-  f.write_unbuffered(tail.data(), tail.size());
-  if (supported) CHECK(f.reserve(6000, 1 << 16));
-  f.commit();
-  CHECK(test::read_all(path) == head + tail);
-}
-
 TEST_CASE("system-call errors name the call, the path and errno's text") {
   try {
     sys::File::open_read("/nonexistent/loom-file");

@@ -101,8 +101,8 @@ TEST_CASE("pack bestfit keeps every token once, splits no document shorter than 
 
 TEST_CASE("pack bestfit writes the same bytes on any number of threads, in one file and in many") {
   // ~4.5M tokens of 1-60 token documents: at L = 64 about 70k packs, 9 batches of ~1 MiB, so the
-  // gatherers (threads - 3 of them), the writer and, from 4 threads, the thread that allocates
-  // storage ahead all run on several batches, whatever the machine's cores.
+  // gatherers (threads - 3 of them, at least 1) and the writer all run on several batches,
+  // whatever the machine's cores.
   TempDir dir("pack_threads");
   Docs docs(150000);
   uint64_t x = 12345;

@@ -134,9 +134,6 @@ class PackedWriter {
   // touch different members).
   void write_unhashed(const uint8_t* bytes, size_t n_ids) { bin_.write_unhashed(bytes, n_ids); }
   void hash_as(const Xxh64& h) { bin_.hash_as(h); }
-  // The .bin's storage for ids [first, first + n_ids), allocated now from any thread beside the
-  // writes (TokenBinWriter::reserve): best effort, false where it could not.
-  bool reserve_bin(uint64_t first, uint64_t n_ids) { return bin_.reserve(first, n_ids); }
   // Room for this many more packs and segments in the index (no regrowth on large runs).
   void reserve(uint64_t packs, uint64_t segments) {
     seg_offsets_.reserve(seg_offsets_.size() + packs);

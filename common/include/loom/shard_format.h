@@ -189,9 +189,6 @@ class TokenBinWriter {
   // Instead of hash_raw: the bytes written so far are exactly those h hashed (an input's whole .bin,
   // hashed by its check), so the output's checksum continues from h.
   void hash_as(const Xxh64& h) { hash_ = h; }
-  // Storage for ids [first, first + n_ids) of the .bin, allocated now (sys::File::reserve), from
-  // any thread beside the writes.
-  bool reserve(uint64_t first, uint64_t n_ids) { return bin_.reserve(first * dtype_bytes_, n_ids * dtype_bytes_); }
   using Parts = std::vector<std::pair<const void*, size_t>>;
   void commit(const Parts& meta_parts);
   // commit() in two steps: seal() writes the .meta and closes both files under their temporary

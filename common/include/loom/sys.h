@@ -75,12 +75,6 @@ class File {
   // Appends n bytes of src from src_offset, in the kernel (copy_file_range; read and write where
   // the file systems do not support it). src must hold them all.
   void copy_from(const File& src, uint64_t src_offset, uint64_t n);
-  // Allocates bytes [offset, offset + n) of the file's storage now, its size unchanged
-  // (fallocate, FALLOC_FL_KEEP_SIZE), so that writing them later finds the pages or blocks there;
-  // safe beside a write() of the same file on another thread. Best effort: false where it could
-  // not (a file system without fallocate, a full disk, or one that compresses and could still
-  // hold the writes), which then report real failures themselves.
-  bool reserve(uint64_t offset, uint64_t n);
   void fsync();
   void close();
 
@@ -139,8 +133,6 @@ class AtomicFile {
   void write_unbuffered(const void* buf, size_t n);
   // Appends n bytes of src from src_offset without passing them through this process (File::copy_from).
   void copy_from(const File& src, uint64_t src_offset, uint64_t n);
-  // File::reserve of the temporary file (from any thread, beside the writes).
-  bool reserve(uint64_t offset, uint64_t n) { return file_.reserve(offset, n); }
   // Writes over bytes written before (the buffer is flushed first): a header filled in last.
   void write_at(uint64_t offset, const void* buf, size_t n);
   uint64_t bytes_written() const { return written_; }
