@@ -130,6 +130,7 @@ void PackedWriter::seal(uint64_t num_source_docs) {
   }
   // The segments are on disk now; a pack run holding many sealed files need not keep them.
   std::vector<PackedSegment>().swap(segments_);
+  std::vector<uint32_t>().swap(pack_);
 }
 
 // ---- PackedReader ----

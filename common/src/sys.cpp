@@ -497,6 +497,7 @@ void AtomicFile::seal() {
   file_.fsync();
   file_.close();
   sealed_ = true;
+  std::vector<uint8_t>().swap(buf_);  // a run may hold thousands of sealed files
 }
 
 void AtomicFile::abandon() {

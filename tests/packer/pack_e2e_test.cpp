@@ -128,6 +128,22 @@ TEST_CASE("pack bestfit writes the same bytes on any number of threads, in one f
         "packed-00001.bin.meta\npacked-00002.bin\npacked-00002.bin.meta\npacked-00003.bin\npacked-00003.bin.meta\n");
 }
 
+TEST_CASE("pack into hundreds of files keeps no buffer per sealed file") {
+  // Outputs are sealed as they fill and published at the end: each sealed file used to keep its
+  // two 1 MiB write buffers: 626 MB of address space for these 313 files, over the limit here.
+  TempDir dir("pack_many");
+  Docs docs(4000);
+  for (size_t i = 0; i < docs.size(); ++i) docs[i].assign(1 + i % 19, static_cast<uint32_t>(i % 1000));
+  write_shard(dir / "in.bin", docs, TokenizerInfo{1000, -1, -1, 0, 0});  // 39,955 tokens
+  for (const std::string strategy : {"bestfit", "concat"}) {
+    RunResult r = run("ulimit -v 400000 && " + std::string(LOOM_PACK_BIN) + " pack --seq-len 1 --max-packs-per-shard 128 --strategy " +
+                      strategy + " --output-dir " + quote(dir / strategy) + " " + quote(dir / "in.bin"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("39,955 packs in 313 files"));
+  }
+}
+
 TEST_CASE("pack refuses bad usage and packed inputs") {
   TempDir dir("pack");
   write_shard(dir / "a.bin", {{1, 2, 3}}, TokenizerInfo{10, -1, -1, 0, 0});
