@@ -231,13 +231,7 @@ class GatherRing {
       stop();
       throw;
     }
-    for (auto& w : workers_) {
-      try {
-        w->join();
-      } catch (...) {  // recorded by fail() as it happened
-        if (!first_error_) first_error_ = std::current_exception();
-      }
-    }
+    for (auto& w : workers_) w->join();  // their failures are in first_error_, by fail()
     if (first_error_) std::rethrow_exception(first_error_);
     LOOM_ASSERT(written_ == batches_, "the ring stopped at batch ", written_, " of ", batches_, " with no failure");
   }
@@ -255,7 +249,7 @@ class GatherRing {
     failed_ = failed_ || written_ < batches_;
     changed_.notify_all();
   }
-  // A thread's failure, from its catch block: the first one is what run() rethrows.
+  // A thread's failure, from its catch block (it then ends): the first one is what run() rethrows.
   void fail() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!first_error_) first_error_ = std::current_exception();
@@ -281,7 +275,6 @@ class GatherRing {
       }
     } catch (...) {
       fail();
-      throw;
     }
   }
 
@@ -302,7 +295,6 @@ class GatherRing {
       }
     } catch (...) {
       fail();
-      throw;
     }
   }
 

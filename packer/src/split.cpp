@@ -20,6 +20,15 @@ uint64_t split_score(uint64_t seed, uint64_t doc) {
 }
 
 namespace {
+// Marks the k documents of smallest (score, d) valid: --valid-docs' choice, and the minimum that
+// --min-valid-docs adds (the documents nearest the fraction's cut).
+void mark_lowest_scored(std::vector<bool>& valid, uint64_t seed, uint64_t k) {
+  std::vector<std::pair<uint64_t, uint64_t>> scored(valid.size());
+  for (uint64_t d = 0; d < valid.size(); ++d) scored[d] = {split_score(seed, d), d};
+  std::nth_element(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end());
+  for (uint64_t i = 0; i < k; ++i) valid[scored[i].second] = true;
+}
+
 std::vector<bool> choose_valid(uint64_t num_docs, const SplitOptions& o) {
   std::vector<bool> valid(num_docs, false);
   if (o.valid_fraction >= 0) {
@@ -35,22 +44,13 @@ std::vector<bool> choose_valid(uint64_t num_docs, const SplitOptions& o) {
     // nearest the cut, make up the minimum. An input that reached it is split as without it.
     LOOM_CHECK(o.min_valid_docs >= 0, "--min-valid-docs ", o.min_valid_docs, " must be >= 0");
     const uint64_t want = num_docs > 0 ? std::min<uint64_t>(static_cast<uint64_t>(o.min_valid_docs), num_docs - 1) : 0;
-    if (chosen < want) {
-      std::vector<std::pair<uint64_t, uint64_t>> scored(num_docs);
-      for (uint64_t d = 0; d < num_docs; ++d) scored[d] = {split_score(o.seed, d), d};
-      std::sort(scored.begin(), scored.end());
-      for (uint64_t i = 0; i < want; ++i) valid[scored[i].second] = true;
-    }
+    if (chosen < want) mark_lowest_scored(valid, o.seed, want);
     return valid;
   }
   LOOM_CHECK(o.valid_docs >= 0, "give --valid-fraction or --valid-docs");
   LOOM_CHECK(static_cast<uint64_t>(o.valid_docs) <= num_docs, "--valid-docs ", o.valid_docs, " > the ", num_docs,
              " documents of the inputs");
-  std::vector<std::pair<uint64_t, uint64_t>> scored(num_docs);
-  for (uint64_t d = 0; d < num_docs; ++d) scored[d] = {split_score(o.seed, d), d};
-  const auto k = static_cast<std::ptrdiff_t>(o.valid_docs);
-  std::nth_element(scored.begin(), scored.begin() + k, scored.end());
-  for (std::ptrdiff_t i = 0; i < k; ++i) valid[scored[static_cast<size_t>(i)].second] = true;
+  mark_lowest_scored(valid, o.seed, static_cast<uint64_t>(o.valid_docs));
   return valid;
 }
 }  // namespace

@@ -159,7 +159,7 @@ std::vector<size_t> longest_first(const std::vector<Segment>& segs) {
   std::vector<size_t> order(segs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return segs[a].batch * segs[a].len > segs[b].batch * segs[b].len; });
+                   [&](size_t a, size_t b) { return segs[a].tokens() > segs[b].tokens(); });
   return order;
 }
 
