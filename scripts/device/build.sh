@@ -16,8 +16,9 @@ fi
 PY=$(command -v python3)
 TORCH_PREFIX=$($PY -c 'import torch;print(torch.utils.cmake_prefix_path)')
 NCCL_DIR=$($PY -c 'import nvidia.nccl,os;print(os.path.dirname(nvidia.nccl.__file__ if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0]))' 2>/dev/null || true)
+CUDNN_DIR=$($PY -c 'import nvidia.cudnn as m;print(list(m.__path__)[0])' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$P/usr;$TORCH_PREFIX" -DBoost_NO_SYSTEM_PATHS=ON -DBOOST_ROOT="$P/usr" \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DLOOM_CUDA=ON -DLOOM_NCCL_ROOT="$NCCL_DIR" "$@"
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DLOOM_CUDA=ON -DLOOM_NCCL_ROOT="$NCCL_DIR" -DLOOM_CUDNN_ROOT="$CUDNN_DIR" "$@"
 cmake --build build-gpu -j "$(nproc)" ${LOOM_TARGETS:+--target $LOOM_TARGETS} -- -k 0

@@ -181,9 +181,8 @@ TEST_CASE("cudnn+flash equals per-document attention at every density and takes 
   }
 }
 
-// Documents chosen for the padded views: 1 token (padded to 128), 127, exactly 128, 129 (two tiles),
-// 300, 15 and 324 (views that reach into the next documents), and a last one of 76 whose padded
-// rows would pass the last token (the copy path). GQA (8 query heads on 2 kv heads), two head dims.
+// Documents of 1 token, 127, exactly 128 and 129 (around the kernel's 128-row tile), 300, 15, 324 and
+// a last one of 76. GQA (8 query heads on 2 kv heads), two head dims.
 TEST_CASE("cuDNN segment attention equals per-document attention forward and backward") {
   const std::vector<int32_t> cu{0, 1, 128, 256, 385, 685, 700, 1024, 1100};
   const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);
@@ -192,41 +191,47 @@ TEST_CASE("cuDNN segment attention equals per-document attention forward and bac
   });
 }
 
-// Segments that fill their tiles run as batched calls: four whole packs of 512 (one call that covers
-// every token: its results are used as they come), one pack of 1024, two whole segments of 256
-// before a padded document and one cut at the end (a batched call whose rows are copied into place
-// beside single ones), and three 128-token documents between others.
-TEST_CASE("cuDNN segment attention batches whole segments and equals per-document attention") {
-  const std::vector<std::pair<std::vector<int32_t>, int64_t>> cases{{{0, 512, 1024, 1536, 2048}, 512},
-                                                                   {{0, 1024}, 1024},
-                                                                   {{0, 256, 512, 700, 1024}, 256},
-                                                                   {{0, 100, 228, 356, 484, 1024}, 128},
-                                                                   {{0, 256, 512, 768, 1024}, 0}};
-  for (const auto& [cu, batch_len] : cases) {
-    INFO("cu_seqlens ending at " << cu.back() << " with " << cu.size() - 1 << " documents, batch_len " << batch_len);
+// Shapes the graphs round up to: five documents (a graph of eight, three of length 0), empty
+// documents between others, whole packs of one document, and the longest document just past a
+// power of two (a graph of 1024 for 513 tokens).
+TEST_CASE("cuDNN attention over documents of every count and length equals per-document attention") {
+  const std::vector<std::vector<int32_t>> cases{{0, 100, 228, 356, 484, 1024},
+                                                {0, 0, 300, 300, 301, 700, 700},
+                                                {0, 512, 1024, 1536, 2048},
+                                                {0, 513, 600}};
+  for (const auto& cu : cases) {
+    INFO("cu_seqlens ending at " << cu.back() << " with " << cu.size() - 1 << " documents");
     const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);
     check_per_document(cu, 21, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
-      return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)), batch_len);
+      return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)));
     });
   }
-  CHECK_THROWS_WITH(loom::cudnn_segment_attention(torch::zeros({256, 2, 64}), torch::zeros({256, 2, 64}),
-                                                  torch::zeros({256, 2, 64}), torch::tensor({0, 256}, torch::kInt32),
-                                                  1.0, 100),
-                    Catch::Contains("batches segments of a multiple of 128 tokens, not 100"));
 }
 
-TEST_CASE("one call over every token returns contiguous rows, as the output projection views them") {
+TEST_CASE("cuDNN attention writes contiguous rows and gradients, as the output projection views them") {
   const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
   torch::manual_seed(5);
   const torch::Tensor q = torch::randn({1024, 4, 64}, bf).requires_grad_(true);
   const torch::Tensor k = torch::randn({1024, 4, 64}, bf).requires_grad_(true);
   const torch::Tensor v = torch::randn({1024, 4, 64}, bf).requires_grad_(true);
-  const torch::Tensor out =
-      loom::cudnn_segment_attention(q, k, v, torch::tensor({0, 512, 1024}, torch::kInt32), 0.125, 512);
+  const torch::Tensor out = loom::cudnn_segment_attention(q, k, v, torch::tensor({0, 512, 1024}, torch::kInt32), 0.125);
   CHECK(out.is_contiguous());
-  // The gradients as the kernel's backward returns them (no accumulation into a leaf's layout).
   const std::vector<torch::Tensor> grads = torch::autograd::grad({out}, {q, k, v}, {torch::ones_like(out)});
   for (const torch::Tensor& g : grads) CHECK(g.is_contiguous());
+}
+
+TEST_CASE("cuDNN attention in fp16 equals per-document attention") {
+  const std::vector<int32_t> cu{0, 1, 200, 640};
+  torch::manual_seed(6);
+  const auto h = torch::TensorOptions().device(cuda()).dtype(torch::kHalf);
+  const torch::Tensor q = torch::randn({640, 4, 64}, h), k = torch::randn({640, 2, 64}, h),
+                      v = torch::randn({640, 2, 64}, h);
+  const torch::Tensor out = loom::cudnn_segment_attention(q, k, v, torch::tensor(cu, torch::kInt32), 0.125);
+  // The reference's scale is 1/sqrt(D), 0.125 at D 64.
+  const torch::Tensor ref =
+      per_document_attention(q.to(torch::kFloat64), k.to(torch::kFloat64), v.to(torch::kFloat64), cu);
+  CHECK(out.scalar_type() == torch::kHalf);
+  CHECK(rel_err(out, ref) < 5e-3);
 }
 
 TEST_CASE("packed attention through cuDNN equals the masked path, with and without the batch's host copy") {

@@ -111,27 +111,19 @@ AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, in
 namespace {
 
 torch::Tensor run_cudnn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
-                        const torch::Tensor& cu_host, double scale, int64_t batch_len) {
+                        const torch::Tensor& cu_host, double scale) {
   // A batch built on the device has no host copy: read it back (a wait, not an error).
-  return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale, batch_len);
-}
-
-// Whole packs of one document run batched: seq_len when the kernel's tiles divide it (the length
-// warm_cudnn_attention builds batches of).
-int64_t cudnn_batch_len(const AttentionShape& shape) {
-  return shape.seq_len > 0 && shape.seq_len % kSegmentGrain == 0 ? shape.seq_len : 0;
+  return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale);
 }
 
 void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape) {
   if (shape.seq_len <= 0) return;
   const auto start = std::chrono::steady_clock::now();
-  warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, shape.micro_bsz,
-                       shape.recompute);
+  const int64_t packs = std::max<int64_t>(shape.micro_bsz, 1);
+  warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, packs, shape.recompute);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  const int64_t batches = cudnn_batch_len(shape) > 0 ? std::max<int64_t>(shape.micro_bsz, 1) : 1;
-  log::info("attention: cuDNN's graphs for ", (shape.seq_len + kSegmentGrain - 1) / kSegmentGrain,
-            " padded lengths", batches > 1 ? str(" and batches of 2 to ", batches, " whole packs") : std::string(),
-            " built in ", format_number(took.count(), 3), " s (once per run)");
+  log::info("attention: cuDNN's graphs for ", packs, " documents of ", shape.seq_len, " tokens built in ",
+            format_number(took.count(), 3), " s (other shapes when first met)");
 }
 
 }  // namespace
@@ -141,24 +133,21 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
   switch (kernel) {
     case AttentionKernel::kCudnnOrFlash:
       warm_cudnn(device, dtype, head_dim, shape);
-      return [use, batch_len = cudnn_batch_len(shape)](const torch::Tensor& q, const torch::Tensor& k,
-                                                       const torch::Tensor& v, const torch::Tensor& cu,
-                                                       const torch::Tensor& cu_host, int64_t max_seqlen, double scale) {
+      return [use](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
+                   const torch::Tensor& cu_host, int64_t max_seqlen, double scale) {
         const torch::Tensor host = cu_host.defined() ? cu_host : cu.cpu();
         const int64_t documents = std::max<int64_t>(host.size(0) - 1, 1);
         if (q.size(0) >= kCudnnMinMeanTokens * documents) {
           if (use) ++use->cudnn;
-          return cudnn_segment_attention(q, k, v, host, scale, batch_len);
+          return cudnn_segment_attention(q, k, v, host, scale);
         }
         if (use) ++use->flash;
         return flash_varlen_attention(q, k, v, cu, max_seqlen, scale);
       };
     case AttentionKernel::kCudnnSegments:
       warm_cudnn(device, dtype, head_dim, shape);
-      return [batch_len = cudnn_batch_len(shape)](const torch::Tensor& q, const torch::Tensor& k,
-                                                  const torch::Tensor& v, const torch::Tensor& cu,
-                                                  const torch::Tensor& cu_host, int64_t, double scale) {
-        return run_cudnn(q, k, v, cu, cu_host, scale, batch_len);
+      return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
+                const torch::Tensor& cu_host, int64_t, double scale) { return run_cudnn(q, k, v, cu, cu_host, scale);
       };
     case AttentionKernel::kFlashVarlen:
       return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One device call for loom's own cuDNN attention graphs alone (trainer/kernels/cuda/cudnn_sdpa.cpp):
+# builds bench/gpu/cudnn_sdpa_probe.cpp with g++ against the image's cuDNN (no LibTorch, seconds),
+# checks forward and backward against float64 on packs of mixed documents (GQA and not, a graph
+# with room to spare), then times the 1b shape's attention at several densities.
+# Usage (device tool): bash bench/gpu/cudnn_sdpa_call.sh   (LOOM_SDPA_CASES: extra probe lines)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/loom-out}
+mkdir -p "$OUT"
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } | tee "$OUT/sdpa.txt"
+CUDNN=$(python3 -c 'import nvidia.cudnn as m, os; print(list(m.__path__)[0])')
+NVCC=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)
+CUDA_HOME=$(dirname "$(dirname "$NVCC")")
+CUDART_INC=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0])' 2>/dev/null)/include
+echo "cudnn $CUDNN; cuda $CUDA_HOME" | tee -a "$OUT/sdpa.txt"
+export LD_LIBRARY_PATH="$CUDNN/lib:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}"
+timeout 120 g++ -std=c++17 -O2 bench/gpu/cudnn_sdpa_probe.cpp trainer/kernels/cuda/cudnn_sdpa.cpp \
+  -I"$CUDNN/include" -I"$CUDA_HOME/include" -I"$CUDART_INC" -L"$CUDNN/lib" -l:libcudnn.so.9 \
+  -L"$CUDA_HOME/lib64" -lcudart -o /tmp/cudnn_sdpa_probe 2>&1 | tail -20 | tee -a "$OUT/sdpa.txt"
+P=/tmp/cudnn_sdpa_probe
+run() { echo "== probe $*" | tee -a "$OUT/sdpa.txt"; timeout 120 "$P" "$@" 2>&1 | tail -12 | tee -a "$OUT/sdpa.txt"; }
+# Correctness: a 1-token document, 127/128/129 around a tile, documents cut anywhere (GQA 8/2, D 128);
+# MHA at D 64; the same documents in a graph with room to spare (unused sequences of length 0).
+run 8 2 128 1,127,128,129,300,15,324,76 --iters 3
+run 8 8 64 1,127,128,129,300,15,324,76 --iters 3
+run 8 2 128 1,127,128,129,300,15,324,76 --batch 16 --max-seq 1024 --iters 3
+run 16 16 128 pack:1024:30 --packs 2 --batch 64 --max-seq 1024 --iters 3
+# Speed, the 1b shape (16 heads, D 128), four packs of 4096: one document a pack, ~2 and ~60.
+run 16 16 128 4096,4096,4096,4096 --no-check --iters 20
+run 16 16 128 pack:4096:2 --no-check --iters 20 --batch 16 --max-seq 4096
+run 16 16 128 pack:4096:60 --no-check --iters 20 --batch 256
+run 16 16 128 pack:4096:250 --no-check --iters 20 --batch 1024
+# A graph longer than the documents: the cost of its empty tiles.
+run 16 16 128 pack:4096:8 --no-check --iters 20 --batch 32
+run 16 16 128 pack:4096:8 --no-check --iters 20 --batch 32 --max-seq 4096
+while read -r line; do [ -n "$line" ] && run $line; done <<< "${LOOM_SDPA_CASES:-}"
+cp "$OUT/sdpa.txt" "$OUT/summary.txt"

@@ -1,0 +1,270 @@
+// Checks and times trainer/kernels/cuda/cudnn_sdpa.{h,cpp} alone, without LibTorch: random bf16
+// q, k, v and output gradient over the given documents, one forward and one backward, compared
+// with attention computed document by document in float64 on the host; then the mean time of
+// --iters forward and backward calls, and TFLOP/s of the causal work done (4 n^2/2 D H a
+// document forward, 2.5x that backward). Built and run on the device by bench/gpu/cudnn_sdpa_call.sh.
+// Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--no-check]
+//   LENGTHS: comma-separated document lengths, or pack:T:N (N documents a pack of T tokens, random
+//   lengths, repeated to fill --packs packs, default 4).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../trainer/kernels/cuda/cudnn_sdpa.h"
+
+namespace {
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+void ok(const char* err, const char* what) {
+  if (err) {
+    std::fprintf(stderr, "%s: %s\n", what, err);
+    std::exit(1);
+  }
+}
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+double from_bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Buf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit Buf(size_t n) : bytes(n) { cuda_ok(cudaMalloc(&p, std::max<size_t>(n, 16)), "cudaMalloc"); }
+  ~Buf() { cudaFree(p); }
+};
+
+std::vector<uint16_t> random_bf16(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = to_bf16(normal(rng));
+  return v;
+}
+
+template <typename T>
+std::vector<T> download(const Buf& b, size_t n) {
+  std::vector<T> v(n);
+  cuda_ok(cudaMemcpy(v.data(), b.p, n * sizeof(T), cudaMemcpyDeviceToHost), "download");
+  return v;
+}
+
+// max |a - b| / max |b| over a tensor.
+double rel(const std::vector<double>& got, const std::vector<double>& want) {
+  double num = 0, den = 1e-6;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num = std::max(num, std::abs(got[i] - want[i]));
+    den = std::max(den, std::abs(want[i]));
+  }
+  return num / den;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check]\n",
+                 argv[0]);
+    return 2;
+  }
+  const int64_t H = std::atoll(argv[1]), K = std::atoll(argv[2]), D = std::atoll(argv[3]);
+  std::string spec = argv[4];
+  int64_t batch = 0, max_seq = 0, iters = 20, packs = 4;
+  bool check = true;
+  for (int i = 5; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--batch") batch = std::atoll(argv[++i]);
+    else if (a == "--max-seq") max_seq = std::atoll(argv[++i]);
+    else if (a == "--iters") iters = std::atoll(argv[++i]);
+    else if (a == "--packs") packs = std::atoll(argv[++i]);
+    else if (a == "--no-check") check = false;
+  }
+  std::mt19937_64 rng(1234);
+  std::vector<int32_t> cu{0};
+  if (spec.rfind("pack:", 0) == 0) {
+    // pack:T:N: N documents a pack of T tokens, cut at random points.
+    const int64_t T = std::atoll(spec.c_str() + 5);
+    const int64_t N = std::atoll(std::strchr(spec.c_str() + 5, ':') + 1);
+    for (int64_t p = 0; p < packs; ++p) {
+      std::vector<int32_t> cuts{0, static_cast<int32_t>(T)};
+      std::uniform_int_distribution<int32_t> at(1, static_cast<int32_t>(T) - 1);
+      while (static_cast<int64_t>(cuts.size()) < N + 1) {
+        const int32_t c = at(rng);
+        if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
+      }
+      std::sort(cuts.begin(), cuts.end());
+      for (size_t i = 1; i < cuts.size(); ++i) cu.push_back(cu.back() + cuts[i] - cuts[i - 1]);
+    }
+  } else {
+    for (size_t at = 0; at < spec.size();) {
+      const size_t comma = spec.find(',', at);
+      cu.push_back(cu.back() + std::atoi(spec.substr(at, comma - at).c_str()));
+      at = comma == std::string::npos ? spec.size() : comma + 1;
+    }
+  }
+  const int64_t n = static_cast<int64_t>(cu.size()) - 1, T = cu.back();
+  int64_t longest = 0;
+  for (int64_t i = 0; i < n; ++i) longest = std::max<int64_t>(longest, cu[i + 1] - cu[i]);
+  if (batch == 0) batch = n;
+  // A graph holds sequences of up to max_seq tokens: by default the longest rounded up to a power of
+  // two from 128, as a caller bucketing graphs would.
+  if (max_seq < longest) {
+    max_seq = 128;
+    while (max_seq < longest) max_seq *= 2;
+  }
+  const loom::cuda::SdpaShape shape{batch, max_seq, H, K, D, false};
+  std::printf("documents %lld, tokens %lld, longest %lld; graph batch %lld max_seq %lld; heads %lld/%lld, dim %lld\n",
+              (long long)n, (long long)T, (long long)longest, (long long)batch, (long long)max_seq, (long long)H,
+              (long long)K, (long long)D);
+
+  auto t0 = std::chrono::steady_clock::now();
+  loom::cuda::SdpaGraph fwd(loom::cuda::SdpaGraph::Pass::kForward, shape);
+  auto t1 = std::chrono::steady_clock::now();
+  loom::cuda::SdpaGraph bwd(loom::cuda::SdpaGraph::Pass::kBackward, shape);
+  auto t2 = std::chrono::steady_clock::now();
+  std::printf("built forward in %.1f ms, backward in %.1f ms\nforward engine: %.300s\nbackward engine: %.300s\n",
+              std::chrono::duration<double, std::milli>(t1 - t0).count(),
+              std::chrono::duration<double, std::milli>(t2 - t1).count(), fwd.engine().c_str(), bwd.engine().c_str());
+
+  const size_t qn = T * H * D, kn = T * K * D;
+  const std::vector<uint16_t> hq = random_bf16(qn, rng), hk = random_bf16(kn, rng), hv = random_bf16(kn, rng),
+                              hdo = random_bf16(qn, rng);
+  Buf q(qn * 2), k(kn * 2), v(kn * 2), o(qn * 2), d_o(qn * 2), dq(qn * 2), dk(kn * 2), dv(kn * 2);
+  Buf stats(T * H * 4);
+  cuda_ok(cudaMemcpy(q.p, hq.data(), qn * 2, cudaMemcpyHostToDevice), "upload");
+  cuda_ok(cudaMemcpy(k.p, hk.data(), kn * 2, cudaMemcpyHostToDevice), "upload");
+  cuda_ok(cudaMemcpy(v.p, hv.data(), kn * 2, cudaMemcpyHostToDevice), "upload");
+  cuda_ok(cudaMemcpy(d_o.p, hdo.data(), qn * 2, cudaMemcpyHostToDevice), "upload");
+  std::vector<int64_t> words(static_cast<size_t>(loom::cuda::sdpa_layout_words(batch)));
+  Buf layout_dev(words.size() * 8);
+  loom::cuda::fill_sdpa_layout(cu.data(), n, shape, words.data());
+  const loom::cuda::SdpaLayout layout =
+      loom::cuda::sdpa_layout(static_cast<const int64_t*>(layout_dev.p), shape, T);
+  cuda_ok(cudaMemcpy(layout_dev.p, words.data(), words.size() * 8, cudaMemcpyHostToDevice), "upload layout");
+  Buf ws(std::max(fwd.workspace_bytes(T), bwd.workspace_bytes(T)));
+  std::printf("workspace: forward %zu bytes, backward %zu bytes\n", fwd.workspace_bytes(T), bwd.workspace_bytes(T));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  cuda_ok(cudaMemset(o.p, 0xff, qn * 2), "poison");  // NaN-like bf16: rows left unwritten show
+  cuda_ok(cudaMemset(dq.p, 0xff, qn * 2), "poison");
+  cuda_ok(cudaMemset(dk.p, 0xff, kn * 2), "poison");
+  cuda_ok(cudaMemset(dv.p, 0xff, kn * 2), "poison");
+  ok(fwd.forward(layout, q.p, k.p, v.p, o.p, static_cast<float*>(stats.p), scale, ws.p, nullptr), "forward");
+  ok(bwd.backward(layout, q.p, k.p, v.p, o.p, d_o.p, static_cast<const float*>(stats.p), dq.p, dk.p, dv.p, scale,
+                  ws.p, nullptr),
+     "backward");
+  cuda_ok(cudaDeviceSynchronize(), "run");
+
+  int failed = 0;
+  if (check) {
+    auto conv = [](const std::vector<uint16_t>& x) {
+      std::vector<double> d(x.size());
+      for (size_t i = 0; i < x.size(); ++i) d[i] = from_bf16(x[i]);
+      return d;
+    };
+    const std::vector<double> Q = conv(hq), Kk = conv(hk), V = conv(hv), dO = conv(hdo);
+    std::vector<double> O(qn, 0), LSE(T * H, 0), dQ(qn, 0), dK(kn, 0), dV(kn, 0);
+    const int64_t G = H / K;
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t a = cu[s], len = cu[s + 1] - cu[s];
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t kh = h / G;
+        std::vector<double> P(len * len, 0), dP(len * len, 0);
+        for (int64_t i = 0; i < len; ++i) {
+          const double* qi = &Q[((a + i) * H + h) * D];
+          double m = -INFINITY;
+          for (int64_t j = 0; j <= i; ++j) {
+            const double* kj = &Kk[((a + j) * K + kh) * D];
+            double dot = 0;
+            for (int64_t d = 0; d < D; ++d) dot += qi[d] * kj[d];
+            P[i * len + j] = dot * scale;
+            m = std::max(m, P[i * len + j]);
+          }
+          double z = 0;
+          for (int64_t j = 0; j <= i; ++j) z += (P[i * len + j] = std::exp(P[i * len + j] - m));
+          for (int64_t j = 0; j <= i; ++j) P[i * len + j] /= z;
+          LSE[(a + i) * H + h] = m + std::log(z);
+          double* oi = &O[((a + i) * H + h) * D];
+          for (int64_t j = 0; j <= i; ++j)
+            for (int64_t d = 0; d < D; ++d) oi[d] += P[i * len + j] * V[((a + j) * K + kh) * D + d];
+        }
+        for (int64_t i = 0; i < len; ++i) {
+          const double* doi = &dO[((a + i) * H + h) * D];
+          double rowsum = 0;
+          for (int64_t j = 0; j <= i; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < D; ++d) dot += doi[d] * V[((a + j) * K + kh) * D + d];
+            dP[i * len + j] = dot;
+            rowsum += P[i * len + j] * dot;
+          }
+          for (int64_t j = 0; j <= i; ++j) {
+            const double ds = P[i * len + j] * (dP[i * len + j] - rowsum) * scale;
+            for (int64_t d = 0; d < D; ++d) {
+              dQ[((a + i) * H + h) * D + d] += ds * Kk[((a + j) * K + kh) * D + d];
+              dK[((a + j) * K + kh) * D + d] += ds * Q[((a + i) * H + h) * D + d];
+              dV[((a + j) * K + kh) * D + d] += P[i * len + j] * doi[d];
+            }
+          }
+        }
+      }
+    }
+    const double eo = rel(conv(download<uint16_t>(o, qn)), O);
+    const std::vector<float> st = download<float>(stats, T * H);
+    const double es = rel(std::vector<double>(st.begin(), st.end()), LSE);
+    const double eq = rel(conv(download<uint16_t>(dq, qn)), dQ), ek = rel(conv(download<uint16_t>(dk, kn)), dK),
+                 ev = rel(conv(download<uint16_t>(dv, kn)), dV);
+    failed = !(eo < 1e-2 && es < 1e-3 && eq < 2e-2 && ek < 2e-2 && ev < 2e-2);
+    std::printf("check against float64: out %.2e, lse %.2e, dq %.2e, dk %.2e, dv %.2e: %s\n", eo, es, eq, ek, ev,
+                failed ? "FAILED" : "ok");
+  }
+
+  if (iters > 0) {
+    double flops = 0;
+    for (int64_t s = 0; s < n; ++s) {
+      const double len = cu[s + 1] - cu[s];
+      flops += 4.0 * len * (len + 1) / 2 * D * H;
+    }
+    cudaEvent_t e0, e1, e2;
+    cuda_ok(cudaEventCreate(&e0), "event");
+    cuda_ok(cudaEventCreate(&e1), "event");
+    cuda_ok(cudaEventCreate(&e2), "event");
+    cuda_ok(cudaEventRecord(e0), "record");
+    for (int64_t i = 0; i < iters; ++i)
+      ok(fwd.forward(layout, q.p, k.p, v.p, o.p, static_cast<float*>(stats.p), scale, ws.p, nullptr), "forward");
+    cuda_ok(cudaEventRecord(e1), "record");
+    for (int64_t i = 0; i < iters; ++i)
+      ok(bwd.backward(layout, q.p, k.p, v.p, o.p, d_o.p, static_cast<const float*>(stats.p), dq.p, dk.p, dv.p, scale,
+                      ws.p, nullptr),
+         "backward");
+    cuda_ok(cudaEventRecord(e2), "record");
+    cuda_ok(cudaEventSynchronize(e2), "sync");
+    float f_ms = 0, b_ms = 0;
+    cuda_ok(cudaEventElapsedTime(&f_ms, e0, e1), "elapsed");
+    cuda_ok(cudaEventElapsedTime(&b_ms, e1, e2), "elapsed");
+    f_ms /= iters;
+    b_ms /= iters;
+    std::printf("time: forward %.3f ms (%.0f TFLOP/s), backward %.3f ms (%.0f TFLOP/s), both %.3f ms\n", f_ms,
+                flops / f_ms / 1e9, b_ms, 2.5 * flops / b_ms / 1e9, f_ms + b_ms);
+  }
+  return failed;
+}

@@ -1,0 +1,91 @@
+// Causal attention over every document of a micro-batch in one cuDNN call, forward and backward,
+// written in place into the packed [tokens, heads, head_dim] tensors: loom's own cuDNN graphs,
+// built through cuDNN's backend API (no LibTorch, no cudnn-frontend).
+//
+// Why: LibTorch 2.11 reaches cuDNN's fused attention only through entries that allocate their own
+// outputs, and its per-document (ragged) entry has wrong query gradients and builds a graph on every
+// call. Calling cuDNN per document costs one launch per document and a copy of every output row
+// into place. Here each graph takes the packed rows as cuDNN's ragged ("THD") layout: sequence i
+// starts at element offset[i] of the packed tensor, and seq_len[i] says how many rows it has.
+//
+// The graph is the one cuDNN's fused flash-attention engines match (the same operations, in the same
+// order, as cudnn-frontend lowers its SDPA node to on cuDNN 9.19): Q K^T, scale, a padding mask from
+// seq_len, a causal mask from the row and column indices, softmax with its log-sum-exp saved, then
+// P V; the backward recomputes P from the log-sum-exp. A graph fixes the number of sequences
+// (`batch`) and the longest (`max_seq`); a call may use fewer of either: unused sequences have
+// length 0 and start at the end of the tokens.
+//
+// Layouts (all contiguous, on the current device): q, o, do, dq [tokens, heads, head_dim]; k, v,
+// dk, dv [tokens, kv_heads, head_dim]; stats (log-sum-exp, natural log) [tokens, heads] fp32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels.h"
+
+namespace loom::cuda {
+
+struct SdpaShape {
+  int64_t batch = 0;    // sequences a call holds at most
+  int64_t max_seq = 0;  // tokens of the longest
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  bool fp16 = false;  // else bf16
+  bool operator==(const SdpaShape& o) const {
+    return batch == o.batch && max_seq == o.max_seq && heads == o.heads && kv_heads == o.kv_heads &&
+           head_dim == o.head_dim && fp16 == o.fp16;
+  }
+};
+
+// Where the sequences lie, in device memory: seq_len [batch] int32; offsets [batch + 1] int64 in
+// elements, the exclusive prefix sums of seq_len times heads * head_dim (q_offsets),
+// kv_heads * head_dim (kv_offsets) and heads (stats_offsets). `tokens` = the sum of seq_len.
+struct SdpaLayout {
+  const int32_t* seq_len = nullptr;
+  const int64_t* q_offsets = nullptr;
+  const int64_t* kv_offsets = nullptr;
+  const int64_t* stats_offsets = nullptr;
+  int64_t tokens = 0;
+};
+
+// A call's layout travels as one array of sdpa_layout_words(batch) int64 words, so one
+// host-to-device copy carries it: the three offset arrays, then seq_len (int32 pairs), each
+// starting 16-byte aligned. fill_sdpa_layout writes it for sequences [cu[i], cu[i+1]) of cu[0..n]
+// (n <= batch; the rest have length 0 and start at cu[n]); sdpa_layout points into its device copy.
+int64_t sdpa_layout_words(int64_t batch);
+void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words);
+SdpaLayout sdpa_layout(const int64_t* device_words, const SdpaShape& shape, int64_t tokens);
+
+// One built graph and its execution plan. Building takes tens of milliseconds (cuDNN's heuristics
+// and plan); callers keep them. Not thread-safe: one per thread (cuDNN handles are per thread).
+class SdpaGraph {
+ public:
+  enum class Pass { kForward, kBackward };
+  // Throws std::runtime_error with cuDNN's message when cuDNN has no engine for it.
+  SdpaGraph(Pass pass, const SdpaShape& shape);
+  ~SdpaGraph();
+  SdpaGraph(const SdpaGraph&) = delete;
+  SdpaGraph& operator=(const SdpaGraph&) = delete;
+
+  const SdpaShape& shape() const;
+  Pass pass() const;
+  // Bytes of scratch a call over `tokens` tokens needs (the backward's fp32 query-gradient
+  // accumulator and row sums live there too), and the engine cuDNN chose, for the log.
+  size_t workspace_bytes(int64_t tokens) const;
+  const std::string& engine() const;
+
+  // Runs on `stream` (a cudaStream_t). Returns nullptr, or cuDNN's error text.
+  const char* forward(const SdpaLayout& layout, const void* q, const void* k, const void* v, void* o, float* stats,
+                      float scale, void* workspace, void* stream);
+  const char* backward(const SdpaLayout& layout, const void* q, const void* k, const void* v, const void* o,
+                       const void* d_o, const float* stats, void* dq, void* dk, void* dv, float scale,
+                       void* workspace, void* stream);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom::cuda
