@@ -71,6 +71,7 @@ void check_per_document(const std::vector<int32_t>& cu, uint64_t seed, Attention
     for (size_t s = 0; s + 1 < cu.size(); ++s) {
       INFO("document " << s);
       const int64_t a = cu[s], n = cu[s + 1] - cu[s];
+      if (n == 0) continue;  // an empty document has no rows to compare
       CHECK(rel_err(out.narrow(0, a, n), ref.narrow(0, a, n)) < 1e-2);
       // A one-token document's key gradient is zero (its one weight is 1 whatever the score): only
       // rounding is left there, with nothing to measure it against.

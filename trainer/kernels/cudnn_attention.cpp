@@ -53,9 +53,9 @@ Documents read_documents(const torch::Tensor& cu_host, int64_t tokens) {
   return d;
 }
 
-cuda::SdpaShape shape_of(const Documents& d, const torch::Tensor& q, const torch::Tensor& k) {
-  return {pow2_at_least(d.count, 1), pow2_at_least(d.longest, kCudnnMinSeq), q.size(1), k.size(1), q.size(2),
-          q.scalar_type() == torch::kHalf};
+cuda::SdpaShape shape_of(const Documents& d, int64_t max_seq, const torch::Tensor& q, const torch::Tensor& k) {
+  return {pow2_at_least(d.count, 1), pow2_at_least(std::max(d.longest, max_seq), kCudnnMinSeq), q.size(1), k.size(1),
+          q.size(2), q.scalar_type() == torch::kHalf};
 }
 
 // This thread's graph of a pass and shape on the current device, built the first time it is asked for.
@@ -77,7 +77,7 @@ cuda::SdpaGraph& graph_of(cuda::SdpaGraph::Pass pass, const cuda::SdpaShape& sha
               shape.heads, "/", shape.kv_heads, " heads of ", shape.head_dim, ": ", e.what());
   }
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  log::debug("attention: cuDNN ", pass == cuda::SdpaGraph::Pass::kForward ? "forward" : "backward",
+  log::info("attention: cuDNN ", pass == cuda::SdpaGraph::Pass::kForward ? "forward" : "backward",
              " graph for up to ", shape.batch, " documents of up to ", shape.max_seq, " tokens built in ",
              format_number(took.count(), 3), " s");
   graphs.push_back({device, std::move(g)});
@@ -104,11 +104,11 @@ void* stream() { return at::cuda::getCurrentCUDAStream().stream(); }
 class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const torch::Tensor& cu_host, double scale) {
+                               const torch::Tensor& v, const torch::Tensor& cu_host, double scale, int64_t max_seq) {
     const c10::cuda::CUDAGuard guard(q.device());
     const int64_t tokens = q.size(0);
     const Documents d = read_documents(cu_host, tokens);
-    const cuda::SdpaShape shape = shape_of(d, q, k);
+    const cuda::SdpaShape shape = shape_of(d, max_seq, q, k);
     const torch::Tensor layout = upload_layout(cu_host, d, shape, q.device());
     torch::Tensor out = torch::empty_like(q);
     torch::Tensor stats = torch::empty({tokens, q.size(1)}, q.options().dtype(torch::kFloat32));
@@ -142,7 +142,7 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
                                      static_cast<float>(ctx->saved_data["scale"].toDouble()), ws.data_ptr(),
                                      stream());
     LOOM_CHECK(err == nullptr, "cuDNN attention backward: ", err);
-    return {dq, dk, dv, {}, {}};
+    return {dq, dk, dv, {}, {}, {}};
   }
 };
 #endif
@@ -150,7 +150,7 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
 }  // namespace
 
 torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      const torch::Tensor& cu_seqlens_host, double scale) {
+                                      const torch::Tensor& cu_seqlens_host, double scale, int64_t max_seq) {
   LOOM_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
                  q.size(2) == k.size(2) && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
              "cuDNN attention needs q [Tok, H, D] and k, v [Tok, K, D] with H a multiple of K, got ", q.sizes(),
@@ -161,10 +161,12 @@ torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tenso
              ", ", v.scalar_type());
 #if LOOM_CUDNN_SDPA
   // The graphs read rows of H*D (K*D) contiguous elements; views from a fused QKV may not have them.
-  return CudnnAttention::apply(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_host.contiguous(), scale);
+  return CudnnAttention::apply(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_host.contiguous(), scale,
+                               max_seq);
 #else
   (void)cu_seqlens_host;
   (void)scale;
+  (void)max_seq;
   LOOM_FAIL("cuDNN attention needs a CUDA build (this build: LibTorch ", TORCH_VERSION, " without loom's CUDA kernels)");
 #endif
 }
@@ -208,48 +210,57 @@ bool cudnn_attention_preferred(const torch::Device& device) {
 
 namespace {
 
-// A micro-batch of `documents` packs of seq_len tokens, one document each: the forward on this thread
-// and, with grad, the backward on the autograd engine's.
-void run_packs(const torch::TensorOptions& opt, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t seq_len,
-               int64_t documents, bool backward) {
-  const int64_t tokens = documents * seq_len;
+// A micro-batch of `tokens` tokens in `documents` documents of (nearly) equal length, the graphs
+// built for max_seq: the forward on this thread and, with grad, the backward on the autograd engine's.
+void run_documents(const torch::TensorOptions& opt, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                   int64_t max_seq, int64_t tokens, int64_t documents, bool backward) {
   const torch::Tensor q = torch::zeros({tokens, heads, head_dim}, opt).requires_grad_(backward);
   const torch::Tensor kv = torch::zeros({tokens, kv_heads, head_dim}, opt).requires_grad_(backward);
   std::vector<int32_t> cu(static_cast<size_t>(documents) + 1);
-  for (int64_t i = 0; i <= documents; ++i) cu[static_cast<size_t>(i)] = static_cast<int32_t>(i * seq_len);
-  const torch::Tensor out = cudnn_segment_attention(q, kv, kv, torch::tensor(cu, torch::dtype(torch::kInt32)), 1.0);
+  for (int64_t i = 0; i <= documents; ++i) cu[static_cast<size_t>(i)] = static_cast<int32_t>(i * tokens / documents);
+  const torch::Tensor out =
+      cudnn_segment_attention(q, kv, kv, torch::tensor(cu, torch::dtype(torch::kInt32)), 1.0, max_seq);
   if (backward) out.sum().backward();
 }
 
-// Its backward runs the forward on the autograd engine's thread, where a checkpointed layer's
+// Every power of two of documents up to `most`.
+void run_every_count(const torch::TensorOptions& opt, const std::vector<int64_t>& s, bool backward) {
+  for (int64_t documents = 1; documents <= s[5]; documents *= 2)
+    run_documents(opt, s[0], s[1], s[2], s[3], s[4], documents, backward);
+}
+
+// Its backward runs the forwards on the autograd engine's thread, where a checkpointed layer's
 // forward is recomputed.
 class ForwardOnBackwardThread : public torch::autograd::Function<ForwardOnBackwardThread> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t heads,
-                               int64_t kv_heads, int64_t head_dim, int64_t seq_len, int64_t documents) {
-    ctx->saved_data["shape"] = std::vector<int64_t>{heads, kv_heads, head_dim, seq_len, documents};
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const std::vector<int64_t>& shape) {
+    ctx->saved_data["shape"] = shape;
     return x.clone();
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const std::vector<int64_t> s = ctx->saved_data["shape"].toIntVector();
     torch::NoGradGuard no_grad;
-    run_packs(grads[0].options(), s[0], s[1], s[2], s[3], s[4], /*backward=*/false);
-    return {grads[0], {}, {}, {}, {}, {}};
+    run_every_count(grads[0].options(), ctx->saved_data["shape"].toIntVector(), /*backward=*/false);
+    return {grads[0], {}};
   }
 };
 
 }  // namespace
 
-void warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
-                          int64_t head_dim, int64_t seq_len, int64_t documents, bool recompute) {
+int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
+                             int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents,
+                             bool recompute) {
   const auto opt = torch::TensorOptions().device(device).dtype(dtype);
-  run_packs(opt, heads, kv_heads, head_dim, seq_len, std::max<int64_t>(documents, 1), /*backward=*/true);
-  if (!recompute) return;
-  const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
-  ForwardOnBackwardThread::apply(x, heads, kv_heads, head_dim, seq_len, std::max<int64_t>(documents, 1))
-      .sum()
-      .backward();
+  int64_t most = 1;  // the graph a call of up to max_documents documents rounds up to
+  while (most < std::min(max_documents, tokens)) most *= 2;
+  const std::vector<int64_t> shape{heads, kv_heads, head_dim, seq_len, tokens, most};
+  run_every_count(opt, shape, /*backward=*/true);
+  if (recompute) {
+    const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
+    ForwardOnBackwardThread::apply(x, shape).sum().backward();
+  }
+  return most;
 }
 
 }  // namespace loom

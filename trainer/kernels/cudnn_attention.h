@@ -8,12 +8,13 @@
 // every row into place, and through a ragged entry whose query gradients are wrong and which builds
 // a graph on every call.
 //
-// A graph fixes how many documents a call holds and how long the longest may be; a call rounds both
-// up to powers of two (the longest from kCudnnMinSeq), so a run meets few shapes. Graphs are built
-// per thread, as cuDNN's handles are: the forward on the caller's thread, the backward (and a
-// recomputed forward) on the autograd engine's. A shape met for the first time is built then (tens
-// to hundreds of milliseconds, logged); warm_cudnn_attention builds the shapes of packs of one
-// document before the first step.
+// A graph fixes how many documents a call holds and how long the longest may be. A call rounds the
+// count up to a power of two, and the longest up to a power of two from kCudnnMinSeq and at least
+// max_seq (a run passes its seq_len: tiles past a document's end cost nothing measurable, bench/
+// RESULTS.md), so a run meets one graph per power of two of documents. Graphs are built per thread,
+// as cuDNN's handles are: the forward on the caller's thread, the backward (and a recomputed
+// forward) on the autograd engine's. warm_cudnn_attention builds a run's before its first step; a
+// shape met later is built then (logged).
 //
 // Shapes: Tok = B*T flattened tokens, H query heads, K kv heads (H a multiple of K), D head dim.
 #pragma once
@@ -30,10 +31,11 @@ inline constexpr int64_t kCudnnMaxHeadDim = 128;
 inline constexpr int64_t kCudnnMinSeq = 128;
 
 // q [Tok, H, D], k/v [Tok, K, D] bf16/fp16 on CUDA; cu_seqlens_host [S+1] int32 on the CPU (document
-// s = tokens [cu[s], cu[s+1]), cu[0] = 0, cu[S] = Tok); scale = softmax scale. Returns [Tok, H, D];
-// differentiable in q, k and v. Throws loom::Error where the kernel is absent.
+// s = tokens [cu[s], cu[s+1]), cu[0] = 0, cu[S] = Tok); scale = softmax scale; max_seq: the longest
+// document the graph is built for at least (0: the call's own). Returns [Tok, H, D]; differentiable
+// in q, k and v. Throws loom::Error where the kernel is absent.
 torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      const torch::Tensor& cu_seqlens_host, double scale);
+                                      const torch::Tensor& cu_seqlens_host, double scale, int64_t max_seq = 0);
 
 // Whether cudnn_segment_attention runs for activations of this device, dtype and head dim: the
 // build, cuDNN and the GPU answer by running it once on a tiny input. When not, *why says the reason.
@@ -44,10 +46,11 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
 // FlashAttention-2 per document (bench/RESULTS.md): AttentionCaps::hopper, read by the one rule.
 bool cudnn_attention_preferred(const torch::Device& device);
 
-// Builds the graphs a micro-batch of `documents` documents of seq_len tokens each meets (packs of
-// one document), forward on the calling thread and backward on the autograd engine's (with
-// recompute, the forward there too), so no step pays for them.
-void warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
-                             int64_t head_dim, int64_t seq_len, int64_t documents, bool recompute);
+// Builds the graphs of micro-batches of `tokens` tokens in 1, 2, 4, ... documents, up to the power of
+// two max_documents rounds up to, for max_seq = seq_len (as a run calls cudnn_segment_attention):
+// the forward on the calling thread and the backward on the autograd engine's (with recompute, the
+// forward there too), so no step pays for them. Returns how many documents the largest holds.
+int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
+                             int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents, bool recompute);
 
 }  // namespace loom

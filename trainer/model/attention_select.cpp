@@ -111,19 +111,22 @@ AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, in
 namespace {
 
 torch::Tensor run_cudnn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
-                        const torch::Tensor& cu_host, double scale) {
+                        const torch::Tensor& cu_host, double scale, int64_t seq_len) {
   // A batch built on the device has no host copy: read it back (a wait, not an error).
-  return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale);
+  return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale, seq_len);
 }
 
+// The graphs of every micro-batch the rule sends to cuDNN: up to tokens / kCudnnMinMeanTokens
+// documents (with cudnn alone, more documents build theirs when first met).
 void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape) {
   if (shape.seq_len <= 0) return;
   const auto start = std::chrono::steady_clock::now();
-  const int64_t packs = std::max<int64_t>(shape.micro_bsz, 1);
-  warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, packs, shape.recompute);
+  const int64_t tokens = std::max<int64_t>(shape.micro_bsz, 1) * shape.seq_len;
+  const int64_t most = warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len,
+                                            tokens, std::max<int64_t>(tokens / kCudnnMinMeanTokens, 1), shape.recompute);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  log::info("attention: cuDNN's graphs for ", packs, " documents of ", shape.seq_len, " tokens built in ",
-            format_number(took.count(), 3), " s (other shapes when first met)");
+  log::info("attention: cuDNN's graphs for micro-batches of 1 to ", most, " documents built in ",
+            format_number(took.count(), 3), " s");
 }
 
 }  // namespace
@@ -133,21 +136,23 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
   switch (kernel) {
     case AttentionKernel::kCudnnOrFlash:
       warm_cudnn(device, dtype, head_dim, shape);
-      return [use](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
-                   const torch::Tensor& cu_host, int64_t max_seqlen, double scale) {
+      return [use, seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                            const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t max_seqlen,
+                                            double scale) {
         const torch::Tensor host = cu_host.defined() ? cu_host : cu.cpu();
         const int64_t documents = std::max<int64_t>(host.size(0) - 1, 1);
         if (q.size(0) >= kCudnnMinMeanTokens * documents) {
           if (use) ++use->cudnn;
-          return cudnn_segment_attention(q, k, v, host, scale);
+          return cudnn_segment_attention(q, k, v, host, scale, seq_len);
         }
         if (use) ++use->flash;
         return flash_varlen_attention(q, k, v, cu, max_seqlen, scale);
       };
     case AttentionKernel::kCudnnSegments:
       warm_cudnn(device, dtype, head_dim, shape);
-      return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
-                const torch::Tensor& cu_host, int64_t, double scale) { return run_cudnn(q, k, v, cu, cu_host, scale);
+      return [seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t, double scale) {
+        return run_cudnn(q, k, v, cu, cu_host, scale, seq_len);
       };
     case AttentionKernel::kFlashVarlen:
       return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,

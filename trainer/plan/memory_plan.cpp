@@ -77,6 +77,9 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   }
   l.checkpointed = tok * C * b;
   l.transient = tok * (3 * F + 2 * C) * b;
+  // cuDNN's attention backward accumulates dQ in fp32 and keeps a row sum per head, in its workspace.
+  if (in.attention == AttentionKernel::kCudnnOrFlash || in.attention == AttentionKernel::kCudnnSegments)
+    l.transient += tok * H * (D + 1) * 4;
   return l;
 }
 
