@@ -28,6 +28,8 @@ run 8 2 128 1,127,128,129,300,15,324,76 --batch 16 --max-seq 1024 --iters 3
 run 16 16 128 pack:1024:30 --packs 2 --batch 64 --max-seq 1024 --iters 3
 # Speed, the 1b shape (16 heads, D 128), four packs of 4096: one document a pack, ~2 and ~60.
 run 16 16 128 4096,4096,4096,4096 --no-check --iters 20
+run 16 16 128 4096,4096,4096,4096 --no-check --iters 20 --dense
+run 8 2 128 512,512,512 --iters 3 --dense
 run 16 16 128 pack:4096:2 --no-check --iters 20 --batch 16 --max-seq 4096
 run 16 16 128 pack:4096:60 --no-check --iters 20 --batch 256
 run 16 16 128 pack:4096:250 --no-check --iters 20 --batch 1024

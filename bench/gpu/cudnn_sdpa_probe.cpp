@@ -3,7 +3,7 @@
 // with attention computed document by document in float64 on the host; then the mean time of
 // --iters forward and backward calls, and TFLOP/s of the causal work done (4 n^2/2 D H a
 // document forward, 2.5x that backward). Built and run on the device by bench/gpu/cudnn_sdpa_call.sh.
-// Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--no-check]
+// Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--no-check] [--dense]
 //   LENGTHS: comma-separated document lengths, or pack:T:N (N documents a pack of T tokens, random
 //   lengths, repeated to fill --packs packs, default 4).
 #include <cuda_runtime.h>
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   const int64_t H = std::atoll(argv[1]), K = std::atoll(argv[2]), D = std::atoll(argv[3]);
   std::string spec = argv[4];
   int64_t batch = 0, max_seq = 0, iters = 20, packs = 4;
-  bool check = true;
+  bool check = true, dense = false;
   for (int i = 5; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--batch") batch = std::atoll(argv[++i]);
@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
     else if (a == "--iters") iters = std::atoll(argv[++i]);
     else if (a == "--packs") packs = std::atoll(argv[++i]);
     else if (a == "--no-check") check = false;
+    else if (a == "--dense") dense = true;
   }
   std::mt19937_64 rng(1234);
   std::vector<int32_t> cu{0};
@@ -133,7 +134,17 @@ int main(int argc, char** argv) {
     max_seq = 128;
     while (max_seq < longest) max_seq *= 2;
   }
-  const loom::cuda::SdpaShape shape{batch, max_seq, H, K, D, false};
+  // --dense: the graph of whole sequences (every document max_seq tokens, batch = their count).
+  if (dense) {
+    for (int64_t i = 0; i < n; ++i)
+      if (cu[i + 1] - cu[i] != longest) {
+        std::fprintf(stderr, "--dense needs documents of one length\n");
+        return 2;
+      }
+    batch = n;
+    max_seq = longest;
+  }
+  const loom::cuda::SdpaShape shape{batch, max_seq, H, K, D, false, !dense};
   std::printf("documents %lld, tokens %lld, longest %lld; graph batch %lld max_seq %lld; heads %lld/%lld, dim %lld\n",
               (long long)n, (long long)T, (long long)longest, (long long)batch, (long long)max_seq, (long long)H,
               (long long)K, (long long)D);

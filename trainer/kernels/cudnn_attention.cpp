@@ -1,5 +1,6 @@
 #include "cudnn_attention.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -22,6 +23,9 @@
 namespace loom {
 namespace {
 
+// Set while warm_cudnn_attention runs: the graphs it builds are expected, the ones built later are news.
+std::atomic<bool> warming{false};
+
 #if LOOM_CUDNN_SDPA
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -32,9 +36,10 @@ int64_t pow2_at_least(int64_t x, int64_t floor) {
   return p;
 }
 
-// The documents of cu_seqlens, checked: how many, and the longest.
+// The documents of cu_seqlens, checked: how many, the longest, and whether all have its length.
 struct Documents {
   int64_t count = 0, longest = 0;
+  bool equal = true;
 };
 
 Documents read_documents(const torch::Tensor& cu_host, int64_t tokens) {
@@ -49,13 +54,28 @@ Documents read_documents(const torch::Tensor& cu_host, int64_t tokens) {
   for (int64_t s = 0; s < S; ++s) {
     LOOM_CHECK(c[s + 1] >= c[s], "cu_seqlens decreases at entry ", s + 1, ": ", c[s], " then ", c[s + 1]);
     d.longest = std::max<int64_t>(d.longest, c[s + 1] - c[s]);
+    d.equal = d.equal && c[s + 1] - c[s] == c[1] - c[0];
   }
   return d;
 }
 
+// Whole packs of one document each (max_seq tokens, every one) take the dense graph of exactly that
+// many; other calls the ragged graph their counts round up to.
 cuda::SdpaShape shape_of(const Documents& d, int64_t max_seq, const torch::Tensor& q, const torch::Tensor& k) {
+  const bool half = q.scalar_type() == torch::kHalf;
+  if (d.equal && d.longest == max_seq) return {d.count, max_seq, q.size(1), k.size(1), q.size(2), half, false};
   return {pow2_at_least(d.count, 1), pow2_at_least(std::max(d.longest, max_seq), kCudnnMinSeq), q.size(1), k.size(1),
-          q.size(2), q.scalar_type() == torch::kHalf};
+          q.size(2), half, true};
+}
+
+// A call's layout on the device: the words upload_layout copied there, or none for a dense graph.
+cuda::SdpaLayout layout_of(const torch::Tensor& words, const cuda::SdpaShape& shape, int64_t tokens) {
+  if (!shape.ragged) {
+    cuda::SdpaLayout l;
+    l.tokens = tokens;
+    return l;
+  }
+  return cuda::sdpa_layout(words.data_ptr<int64_t>(), shape, tokens);
 }
 
 // This thread's graph of a pass and shape on the current device, built the first time it is asked for.
@@ -64,7 +84,8 @@ cuda::SdpaGraph& graph_of(cuda::SdpaGraph::Pass pass, const cuda::SdpaShape& sha
     int device;
     std::unique_ptr<cuda::SdpaGraph> graph;
   };
-  thread_local std::vector<Entry> graphs;
+  // Never destroyed: at exit cuDNN may be unloaded before a thread's storage is torn down.
+  thread_local auto& graphs = *new std::vector<Entry>();
   const int device = at::cuda::current_device();
   for (Entry& e : graphs)
     if (e.device == device && e.graph->pass() == pass && e.graph->shape() == shape) return *e.graph;
@@ -77,9 +98,15 @@ cuda::SdpaGraph& graph_of(cuda::SdpaGraph::Pass pass, const cuda::SdpaShape& sha
               shape.heads, "/", shape.kv_heads, " heads of ", shape.head_dim, ": ", e.what());
   }
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  log::info("attention: cuDNN ", pass == cuda::SdpaGraph::Pass::kForward ? "forward" : "backward",
-             " graph for up to ", shape.batch, " documents of up to ", shape.max_seq, " tokens built in ",
-             format_number(took.count(), 3), " s");
+  const std::string what = str("attention: cuDNN ", pass == cuda::SdpaGraph::Pass::kForward ? "forward" : "backward",
+                               " graph for ", shape.ragged ? "up to " : "", shape.batch, " documents of ",
+                               shape.ragged ? "up to " : "", shape.max_seq, " tokens built in ",
+                               format_number(took.count(), 3), " s");
+  if (warming) {
+    log::debug(what);
+  } else {
+    log::info(what);
+  }
   graphs.push_back({device, std::move(g)});
   return *graphs.back().graph;
 }
@@ -109,12 +136,12 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
     const int64_t tokens = q.size(0);
     const Documents d = read_documents(cu_host, tokens);
     const cuda::SdpaShape shape = shape_of(d, max_seq, q, k);
-    const torch::Tensor layout = upload_layout(cu_host, d, shape, q.device());
+    const torch::Tensor layout = shape.ragged ? upload_layout(cu_host, d, shape, q.device()) : torch::Tensor();
     torch::Tensor out = torch::empty_like(q);
     torch::Tensor stats = torch::empty({tokens, q.size(1)}, q.options().dtype(torch::kFloat32));
     cuda::SdpaGraph& g = graph_of(cuda::SdpaGraph::Pass::kForward, shape);
     const torch::Tensor ws = workspace(g, tokens, q.device());
-    const char* err = g.forward(cuda::sdpa_layout(layout.data_ptr<int64_t>(), shape, tokens), q.data_ptr(),
+    const char* err = g.forward(layout_of(layout, shape, tokens), q.data_ptr(),
                                 k.data_ptr(), v.data_ptr(), out.data_ptr(), stats.data_ptr<float>(),
                                 static_cast<float>(scale), ws.data_ptr(), stream());
     LOOM_CHECK(err == nullptr, "cuDNN attention forward: ", err);
@@ -122,6 +149,7 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["batch"] = shape.batch;
     ctx->saved_data["max_seq"] = shape.max_seq;
+    ctx->saved_data["ragged"] = shape.ragged;
     return out;
   }
 
@@ -129,14 +157,15 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
     const variable_list s = ctx->get_saved_variables();
     const torch::Tensor &q = s[0], &k = s[1], &v = s[2], &out = s[3], &stats = s[4], &layout = s[5];
     const c10::cuda::CUDAGuard guard(q.device());
-    cuda::SdpaShape shape{ctx->saved_data["batch"].toInt(), ctx->saved_data["max_seq"].toInt(), q.size(1),
-                          k.size(1), q.size(2), q.scalar_type() == torch::kHalf};
+    const cuda::SdpaShape shape{ctx->saved_data["batch"].toInt(), ctx->saved_data["max_seq"].toInt(), q.size(1),
+                                k.size(1), q.size(2), q.scalar_type() == torch::kHalf,
+                                ctx->saved_data["ragged"].toBool()};
     const int64_t tokens = q.size(0);
     const torch::Tensor g = grads[0].contiguous();
     torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
     cuda::SdpaGraph& graph = graph_of(cuda::SdpaGraph::Pass::kBackward, shape);
     const torch::Tensor ws = workspace(graph, tokens, q.device());
-    const char* err = graph.backward(cuda::sdpa_layout(layout.data_ptr<int64_t>(), shape, tokens), q.data_ptr(),
+    const char* err = graph.backward(layout_of(layout, shape, tokens), q.data_ptr(),
                                      k.data_ptr(), v.data_ptr(), out.data_ptr(), g.data_ptr(),
                                      stats.data_ptr<float>(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
                                      static_cast<float>(ctx->saved_data["scale"].toDouble()), ws.data_ptr(),
@@ -210,23 +239,29 @@ bool cudnn_attention_preferred(const torch::Device& device) {
 
 namespace {
 
-// A micro-batch of `tokens` tokens in `documents` documents of (nearly) equal length, the graphs
-// built for max_seq: the forward on this thread and, with grad, the backward on the autograd engine's.
+// A micro-batch of `tokens` tokens in `documents` documents of nearly equal length (the first one
+// token short, so never whole packs, unless `whole`), the graphs built for max_seq: the forward on
+// this thread and, with grad, the backward on the autograd engine's.
 void run_documents(const torch::TensorOptions& opt, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                   int64_t max_seq, int64_t tokens, int64_t documents, bool backward) {
+                   int64_t max_seq, int64_t tokens, int64_t documents, bool whole, bool backward) {
   const torch::Tensor q = torch::zeros({tokens, heads, head_dim}, opt).requires_grad_(backward);
   const torch::Tensor kv = torch::zeros({tokens, kv_heads, head_dim}, opt).requires_grad_(backward);
   std::vector<int32_t> cu(static_cast<size_t>(documents) + 1);
   for (int64_t i = 0; i <= documents; ++i) cu[static_cast<size_t>(i)] = static_cast<int32_t>(i * tokens / documents);
+  if (!whole) cu[1] -= 1;
   const torch::Tensor out =
       cudnn_segment_attention(q, kv, kv, torch::tensor(cu, torch::dtype(torch::kInt32)), 1.0, max_seq);
   if (backward) out.sum().backward();
 }
 
-// Every power of two of documents up to `most`.
+// The dense graph of whole packs (tokens / max_seq documents of max_seq tokens), then the ragged ones
+// of every power of two from 2 documents up to `most` (a micro-batch holds one document only when
+// it is a whole pack: padding is a document of its own).
 void run_every_count(const torch::TensorOptions& opt, const std::vector<int64_t>& s, bool backward) {
-  for (int64_t documents = 1; documents <= s[5]; documents *= 2)
-    run_documents(opt, s[0], s[1], s[2], s[3], s[4], documents, backward);
+  const int64_t max_seq = s[3], tokens = s[4];
+  if (tokens % max_seq == 0) run_documents(opt, s[0], s[1], s[2], max_seq, tokens, tokens / max_seq, true, backward);
+  for (int64_t documents = 2; documents <= s[5] && documents <= tokens; documents *= 2)
+    run_documents(opt, s[0], s[1], s[2], max_seq, tokens, documents, false, backward);
 }
 
 // Its backward runs the forwards on the autograd engine's thread, where a checkpointed layer's
@@ -255,11 +290,18 @@ int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, in
   int64_t most = 1;  // the graph a call of up to max_documents documents rounds up to
   while (most < std::min(max_documents, tokens)) most *= 2;
   const std::vector<int64_t> shape{heads, kv_heads, head_dim, seq_len, tokens, most};
-  run_every_count(opt, shape, /*backward=*/true);
-  if (recompute) {
-    const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
-    ForwardOnBackwardThread::apply(x, shape).sum().backward();
+  warming = true;
+  try {
+    run_every_count(opt, shape, /*backward=*/true);
+    if (recompute) {
+      const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
+      ForwardOnBackwardThread::apply(x, shape).sum().backward();
+    }
+  } catch (...) {
+    warming = false;
+    throw;
   }
+  warming = false;
   return most;
 }
 

@@ -125,7 +125,7 @@ void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_di
   const int64_t most = warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len,
                                             tokens, std::max<int64_t>(tokens / kCudnnMinMeanTokens, 1), shape.recompute);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  log::info("attention: cuDNN's graphs for micro-batches of 1 to ", most, " documents built in ",
+  log::info("attention: cuDNN's graphs for whole packs and for up to ", most, " documents a micro-batch built in ",
             format_number(took.count(), 3), " s");
 }
 

@@ -267,12 +267,17 @@ struct SdpaGraph::Impl {
   void build() {
     const int64_t B = shape.batch, S = shape.max_seq, H = shape.heads, K = shape.kv_heads, D = shape.head_dim;
     const cudnnDataType_t io = shape.fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
-    auto offsets = [&](int64_t uid) {
+    const bool ragged = shape.ragged;
+    auto offsets = [&](int64_t uid) -> Desc {
+      if (!ragged) return nullptr;
       return b.tensor({{B + 1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT64, false, false, nullptr, uid});
     };
     Desc q_off = offsets(kQOff), kv_off = offsets(kKVOff), st_off = offsets(kStatsOff);
-    Desc seq_q = b.tensor({{B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, false, false, nullptr, kSeqQ});
-    Desc seq_kv = b.tensor({{B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, false, false, nullptr, kSeqKV});
+    Desc seq_q = nullptr, seq_kv = nullptr;
+    if (ragged) {
+      seq_q = b.tensor({{B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, false, false, nullptr, kSeqQ});
+      seq_kv = b.tensor({{B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, false, false, nullptr, kSeqKV});
+    }
     // Token-major rows: [B, heads, S, D] with the head stride D and the row stride heads * D.
     auto rows = [&](int64_t uid, int64_t heads, Desc off) {
       return b.tensor({{B, heads, S, D}, {S * heads * D, D, heads * D, 1}, io, false, false, off, uid});
@@ -287,12 +292,13 @@ struct SdpaGraph::Impl {
       return b.tensor({{B, H, S, 1}, {S * H, 1, H, 1}, CUDNN_DATA_FLOAT, false, false, st_off, uid});
     };
     Desc scale = b.scalar(kScale);
-    Desc ninf_pad = b.scalar(kNegInfPad), ninf_causal = b.scalar(kNegInfCausal);
+    Desc ninf_pad = ragged ? b.scalar(kNegInfPad) : nullptr, ninf_causal = b.scalar(kNegInfCausal);
 
     // Scores S = scale * Q K^T, masked to the sequence's rows and columns, then causally.
     auto masked_scores = [&](Desc q, Desc kt) {
       Desc s1 = b.matmul(q, kt, b.virt(s_dims, s_strides), seq_q, seq_kv, nullptr);
       Desc s2 = b.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s1, scale, b.virt(s_dims, s_strides));
+      if (!ragged) return s2;
       Desc row = b.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s2, nullptr,
                              b.virt(s_dims, s_strides, CUDNN_DATA_INT32), nullptr, 2);
       Desc col = b.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s2, nullptr,
@@ -339,7 +345,9 @@ struct SdpaGraph::Impl {
       Desc t1 = b.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, d_o, o,
                             b.virt({B, H, S, D}, {H * S * D, S * D, H * D, 1}));
       Desc t2 = b.reduction(CUDNN_REDUCE_TENSOR_ADD, t1, b.virt(r_dims, r_strides));
-      Desc softmax_sum = b.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, t2, one, stats_like(kSoftmaxSum));
+      Desc sums = ragged ? stats_like(kSoftmaxSum)
+                         : b.tensor({r_dims, r_strides, CUDNN_DATA_FLOAT, false, false, nullptr, kSoftmaxSum});
+      Desc softmax_sum = b.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, t2, one, sums);
       Desc s3 = masked_scores(q, kt);
       Desc s4 = b.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s3, stats, b.virt(s_dims, s_strides));
       Desc s5 = causal(s4);
@@ -366,7 +374,9 @@ struct SdpaGraph::Impl {
         b.matmul(dst, q, dk, seq_kv, nullptr, seq_q);
       }
       Desc kr = b.reshape(kt, b.tensor({{B, K, S, D}, {S * K * D, D, K * D, 1}, io, true, false, kv_off, 0}));
-      Desc acc = b.tensor({{B, H, S, D}, {S * H * D, D, H * D, 1}, CUDNN_DATA_FLOAT, false, false, q_off, kDQAccum});
+      Desc acc = ragged ? b.tensor({{B, H, S, D}, {S * H * D, D, H * D, 1}, CUDNN_DATA_FLOAT, false, false, q_off,
+                                    kDQAccum})
+                        : b.tensor({full_dims, full_strides, CUDNN_DATA_FLOAT, false, false, nullptr, kDQAccum});
       b.matmul(ds, kr, acc, seq_q, nullptr, seq_kv);
       b.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, acc, nullptr, dq);
     }
@@ -383,8 +393,16 @@ struct SdpaGraph::Impl {
   }
   int64_t sums_bytes(int64_t tokens) const { return round_up(round_up(tokens, 128) * shape.heads * 4, 256); }
 
-  const char* execute(const std::vector<int64_t>& uids, const std::vector<void*>& ptrs, void* workspace,
-                      void* stream) {
+  const char* execute(std::vector<int64_t> uids, std::vector<void*> ptrs, void* workspace, void* stream) {
+    if (!shape.ragged) {  // no layout tensors in the graph
+      for (size_t i = uids.size(); i-- > 0;) {
+        const int64_t u = uids[i];
+        if (u == kSeqQ || u == kSeqKV || u == kQOff || u == kKVOff || u == kStatsOff || u == kNegInfPad) {
+          uids.erase(uids.begin() + static_cast<std::ptrdiff_t>(i));
+          ptrs.erase(ptrs.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+      }
+    }
     try {
       check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "set stream");
       Builder pack_owner;

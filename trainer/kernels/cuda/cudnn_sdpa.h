@@ -8,6 +8,9 @@
 // into place. Here each graph takes the packed rows as cuDNN's ragged ("THD") layout: sequence i
 // starts at element offset[i] of the packed tensor, and seq_len[i] says how many rows it has.
 //
+// Whole sequences (packs of one document) take a graph without the layout: cuDNN's dense kernel,
+// which runs them about 1% faster in a training step than its ragged one.
+//
 // The graph is the one cuDNN's fused flash-attention engines match (the same operations, in the same
 // order, as cudnn-frontend lowers its SDPA node to on cuDNN 9.19): Q K^T, scale, a padding mask from
 // seq_len, a causal mask from the row and column indices, softmax with its log-sum-exp saved, then
@@ -32,10 +35,11 @@ struct SdpaShape {
   int64_t batch = 0;    // sequences a call holds at most
   int64_t max_seq = 0;  // tokens of the longest
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
-  bool fp16 = false;  // else bf16
+  bool fp16 = false;   // else bf16
+  bool ragged = true;  // false: `batch` sequences of exactly max_seq tokens, back to back (no layout)
   bool operator==(const SdpaShape& o) const {
     return batch == o.batch && max_seq == o.max_seq && heads == o.heads && kv_heads == o.kv_heads &&
-           head_dim == o.head_dim && fp16 == o.fp16;
+           head_dim == o.head_dim && fp16 == o.fp16 && ragged == o.ragged;
   }
 };
 
