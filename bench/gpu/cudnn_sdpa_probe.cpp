@@ -180,6 +180,7 @@ int main(int argc, char** argv) {
   cuda_ok(cudaMemset(dq.p, 0xff, qn * 2), "poison");
   cuda_ok(cudaMemset(dk.p, 0xff, kn * 2), "poison");
   cuda_ok(cudaMemset(dv.p, 0xff, kn * 2), "poison");
+  cuda_ok(cudaMemset(ws.p, 0xff, ws.bytes), "poison");  // the backward's accumulator must not read old bytes
   ok(fwd.forward(layout, q.p, k.p, v.p, o.p, static_cast<float*>(stats.p), scale, ws.p, nullptr), "forward");
   ok(bwd.backward(layout, q.p, k.p, v.p, o.p, d_o.p, static_cast<const float*>(stats.p), dq.p, dk.p, dv.p, scale,
                   ws.p, nullptr),

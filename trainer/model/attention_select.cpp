@@ -116,14 +116,16 @@ torch::Tensor run_cudnn(const torch::Tensor& q, const torch::Tensor& k, const to
   return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale, seq_len);
 }
 
-// The graphs of every micro-batch the rule sends to cuDNN: up to tokens / kCudnnMinMeanTokens
-// documents (with cudnn alone, more documents build theirs when first met).
-void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape) {
+// The graphs of every micro-batch the kernel sends to cuDNN: the rule's, up to tokens /
+// kCudnnMinMeanTokens documents; cudnn alone's, documents of 16 tokens on average (more build theirs
+// when first met).
+void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape,
+                int64_t min_mean_tokens) {
   if (shape.seq_len <= 0) return;
   const auto start = std::chrono::steady_clock::now();
   const int64_t tokens = std::max<int64_t>(shape.micro_bsz, 1) * shape.seq_len;
   const int64_t most = warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len,
-                                            tokens, std::max<int64_t>(tokens / kCudnnMinMeanTokens, 1), shape.recompute);
+                                            tokens, std::max<int64_t>(tokens / min_mean_tokens, 1), shape.recompute);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   log::info("attention: cuDNN's graphs for whole packs and for up to ", most, " documents a micro-batch built in ",
             format_number(took.count(), 3), " s");
@@ -135,7 +137,7 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
                                         int64_t head_dim, const AttentionShape& shape, std::shared_ptr<AttentionUse> use) {
   switch (kernel) {
     case AttentionKernel::kCudnnOrFlash:
-      warm_cudnn(device, dtype, head_dim, shape);
+      warm_cudnn(device, dtype, head_dim, shape, kCudnnMinMeanTokens);
       return [use, seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                             const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t max_seqlen,
                                             double scale) {
@@ -149,7 +151,7 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
         return flash_varlen_attention(q, k, v, cu, max_seqlen, scale);
       };
     case AttentionKernel::kCudnnSegments:
-      warm_cudnn(device, dtype, head_dim, shape);
+      warm_cudnn(device, dtype, head_dim, shape, 16);
       return [seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t, double scale) {
         return run_cudnn(q, k, v, cu, cu_host, scale, seq_len);

@@ -462,10 +462,11 @@ const char* SdpaGraph::backward(const SdpaLayout& l, const void* q, const void* 
   void* accum = base;
   void* sums = base + impl_->accum_bytes(l.tokens);
   void* cudnn_ws = base + impl_->accum_bytes(l.tokens) + impl_->sums_bytes(l.tokens);
-  // cuDNN >= 9.6 initializes the accumulator itself (the frontend stopped clearing it); clearing
-  // it here as well costs one memset and does not depend on that.
-  if (cudaMemsetAsync(accum, 0, static_cast<size_t>(impl_->accum_bytes(l.tokens)),
-                      static_cast<cudaStream_t>(stream)) != cudaSuccess)
+  // cuDNN >= 9.6 clears the accumulator itself (cudnn-frontend stopped clearing it there); before,
+  // it must be zero when the call starts.
+  if (cudnnGetVersion() < 90600 &&
+      cudaMemsetAsync(accum, 0, static_cast<size_t>(impl_->accum_bytes(l.tokens)), static_cast<cudaStream_t>(stream)) !=
+          cudaSuccess)
     return "cudaMemsetAsync of the dQ accumulator failed";
   const std::vector<int64_t> uids{kQ,    kK,    kV,     kO,        kDO,        kStats,        kDQ,
                                   kDK,   kDV,   kSeqQ,  kSeqKV,    kQOff,      kKVOff,        kStatsOff,
