@@ -11,8 +11,8 @@ sequence per pack on both kernels (the kernels' speed without segments); 'cudnn_
 forward alone; 'cudnn_docmask' cuDNN's dense entry on one causal sequence per pack with the documents
 kept apart by an additive [packs, 1, S, S] bf16 bias (-inf across documents, '_finite': -1e4), whose
 rows also report the bias's own build time and the peak memory; 'cudnn_segments' the dense entry
-once per document on padded views of the packed rows (what trainer/kernels/cudnn_attention.h does,
-here on one stream; '_s256'/'_s512': shorter documents through FlashAttention-2; '_g64': padded to
+once per document on padded views of the packed rows (what trainer/kernels/cudnn_attention.h did
+before it built its own graphs, here on one stream; '_s256'/'_s512': shorter documents through FlashAttention-2; '_g64': padded to
 64 rather than 128), whose rows also report the time to build every padded length's graphs. Prints
 one JSON line per (case, kernel), each run in a process of its own: milliseconds per call (host
 included, synchronised), the device's own milliseconds (profiler), TFLOP/s of the causal attention

@@ -1,9 +1,10 @@
 // Which attention kernel a run uses (job.attention), chosen once at start by one pure rule
 // (choose_attention) over what the device offers (AttentionCaps), and held by the model
 // (InternLMImpl::set_attention); the memory plan, `loom-train plan` and the run name the same one:
-//   cudnn+flash  per micro-batch: cuDNN per document when its documents average at least
-//                kCudnnMinMeanTokens tokens, else FlashAttention-2 varlen in one launch (Hopper)
-//   cudnn        cuDNN's SDPA once per document (kernels/cudnn_attention.h), CUDA bf16/fp16
+//   cudnn+flash  per micro-batch: cuDNN when its documents average at least kCudnnMinMeanTokens
+//                tokens, else FlashAttention-2 varlen (Hopper)
+//   cudnn        cuDNN's fused attention over every document in one call (kernels/cudnn_attention.h),
+//                CUDA bf16/fp16
 //   flash        FlashAttention-2 varlen (kernels/flash_attention.h), CUDA bf16/fp16
 //   segments     per-document segment attention (kernels/cpu_attention.h), CPU fp32
 //   masked       attention.h's math path with the block-diagonal causal mask, anywhere
@@ -20,8 +21,8 @@
 namespace loom {
 
 enum class AttentionKernel {
-  kCudnnOrFlash,   // per micro-batch: cuDNN per document (long documents) or FlashAttention-2 varlen
-  kCudnnSegments,  // cuDNN SDPA per document, CUDA, bf16/fp16
+  kCudnnOrFlash,   // per micro-batch: cuDNN (long documents) or FlashAttention-2 varlen
+  kCudnnSegments,  // cuDNN's fused attention over the micro-batch's documents, CUDA, bf16/fp16
   kFlashVarlen,    // FlashAttention-2 varlen, CUDA, bf16/fp16
   kCpuSegments,    // cpu_attention.h: per document and query block, CPU, fp32
   kMasked,         // attention.h's math path with the block-diagonal causal mask
@@ -31,10 +32,9 @@ const char* attention_kernel_name(AttentionKernel kernel);
 const char* attention_kernel_key(AttentionKernel kernel);
 
 // kCudnnOrFlash: a micro-batch whose documents average fewer tokens runs FlashAttention-2 varlen.
-// cuDNN runs each document as its own call (two launches a document a layer, forward and backward):
-// at paragraph-sized documents (~60 a pack) the launches, not the arithmetic, bound the step, while
-// one varlen launch costs the same for any number of documents. Above, cuDNN's Hopper kernel is
-// 1.2-1.5x FlashAttention-2 per document (bench/RESULTS.md).
+// Above, cuDNN's Hopper kernel is 1.2-1.5x FlashAttention-2 per document; at paragraphs (~60 a pack)
+// both run a 1b step at the same speed, and at ~17-token documents FlashAttention-2 is 1.6% faster:
+// cuDNN's tiles of 128 rows hold one document each (bench/RESULTS.md).
 inline constexpr int64_t kCudnnMinMeanTokens = 512;
 
 // job.attention: "auto" (the fastest kernel that runs here), or one kernel by name: "cudnn",
