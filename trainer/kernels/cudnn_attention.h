@@ -27,7 +27,7 @@ namespace loom {
 
 // Head dims the kernel takes: multiples of 8 up to this.
 inline constexpr int64_t kCudnnMaxHeadDim = 128;
-// The shortest longest-document a graph is built for.
+// A graph's longest document is at least this many tokens (the call's longest is rounded up to it).
 inline constexpr int64_t kCudnnMinSeq = 128;
 
 // q [Tok, H, D], k/v [Tok, K, D] bf16/fp16 on CUDA; cu_seqlens_host [S+1] int32 on the CPU (document
@@ -46,10 +46,11 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
 // FlashAttention-2 per document (bench/RESULTS.md): AttentionCaps::hopper, read by the one rule.
 bool cudnn_attention_preferred(const torch::Device& device);
 
-// Builds the graphs of micro-batches of `tokens` tokens in 1, 2, 4, ... documents, up to the power of
-// two max_documents rounds up to, for max_seq = seq_len (as a run calls cudnn_segment_attention):
-// the forward on the calling thread and the backward on the autograd engine's (with recompute, the
-// forward there too), so no step pays for them. Returns how many documents the largest holds.
+// Builds the graphs a run of micro-batches of `tokens` tokens meets, for max_seq = seq_len (as a run
+// calls cudnn_segment_attention): whole packs (the dense graph of tokens / seq_len documents) and 2,
+// 4, ... documents up to the power of two max_documents rounds up to; the forward on the calling
+// thread and the backward on the autograd engine's (with recompute, the forward there too), so no
+// step pays for them. Returns how many documents the largest holds.
 int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
                              int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents, bool recompute);
 
