@@ -196,7 +196,8 @@ torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tenso
   (void)cu_seqlens_host;
   (void)scale;
   (void)max_seq;
-  LOOM_FAIL("cuDNN attention needs a CUDA build (this build: LibTorch ", TORCH_VERSION, " without loom's CUDA kernels)");
+  LOOM_FAIL("cuDNN attention needs a CUDA build (this build: LibTorch ", TORCH_VERSION,
+            " without loom's CUDA kernels)");
 #endif
 }
 

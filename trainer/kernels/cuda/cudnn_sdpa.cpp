@@ -214,34 +214,6 @@ class Builder {
 
 }  // namespace
 
-int64_t sdpa_layout_words(int64_t batch) {
-  // Three offset arrays of batch + 1 int64, then batch int32: each padded to 16 bytes.
-  return 3 * round_up(batch + 1, 2) + round_up((batch + 1) / 2, 2);
-}
-
-void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words) {
-  const int64_t b = shape.batch, w = round_up(b + 1, 2);
-  int32_t* seq = reinterpret_cast<int32_t*>(words + 3 * w);
-  for (int64_t i = 0; i <= b; ++i) {
-    const int64_t start = (i <= n ? cu[i] : cu[n]) - cu[0];
-    words[i] = start * shape.heads * shape.head_dim;
-    words[w + i] = start * shape.kv_heads * shape.head_dim;
-    words[2 * w + i] = start * shape.heads;
-    if (i < b) seq[i] = i < n ? cu[i + 1] - cu[i] : 0;
-  }
-}
-
-SdpaLayout sdpa_layout(const int64_t* device_words, const SdpaShape& shape, int64_t tokens) {
-  const int64_t w = round_up(shape.batch + 1, 2);
-  SdpaLayout l;
-  l.q_offsets = device_words;
-  l.kv_offsets = device_words + w;
-  l.stats_offsets = device_words + 2 * w;
-  l.seq_len = reinterpret_cast<const int32_t*>(device_words + 3 * w);
-  l.tokens = tokens;
-  return l;
-}
-
 struct SdpaGraph::Impl {
   Pass pass;
   SdpaShape shape;

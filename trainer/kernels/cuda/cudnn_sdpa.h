@@ -22,6 +22,7 @@
 // dk, dv [tokens, kv_heads, head_dim]; stats (log-sum-exp, natural log) [tokens, heads] fp32.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,9 +59,36 @@ struct SdpaLayout {
 // host-to-device copy carries it: the three offset arrays, then seq_len (int32 pairs), each
 // starting 16-byte aligned. fill_sdpa_layout writes it for sequences [cu[i], cu[i+1]) of cu[0..n]
 // (n <= batch; the rest have length 0 and start at cu[n]); sdpa_layout points into its device copy.
-int64_t sdpa_layout_words(int64_t batch);
-void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words);
-SdpaLayout sdpa_layout(const int64_t* device_words, const SdpaShape& shape, int64_t tokens);
+// Host code only (no cuDNN), so the CPU tests check it.
+inline int64_t sdpa_layout_stride(int64_t batch) { return (batch + 2) / 2 * 2; }  // batch + 1 words, even
+
+inline int64_t sdpa_layout_words(int64_t batch) {
+  return 3 * sdpa_layout_stride(batch) + (batch + 3) / 4 * 2;  // batch int32 in whole 16-byte units
+}
+
+inline void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words) {
+  const int64_t b = shape.batch, w = sdpa_layout_stride(b);
+  std::fill(words, words + sdpa_layout_words(b), int64_t{0});
+  int32_t* seq = reinterpret_cast<int32_t*>(words + 3 * w);
+  for (int64_t i = 0; i <= b; ++i) {
+    const int64_t start = (i <= n ? cu[i] : cu[n]) - cu[0];
+    words[i] = start * shape.heads * shape.head_dim;
+    words[w + i] = start * shape.kv_heads * shape.head_dim;
+    words[2 * w + i] = start * shape.heads;
+    if (i < b) seq[i] = i < n ? cu[i + 1] - cu[i] : 0;
+  }
+}
+
+inline SdpaLayout sdpa_layout(const int64_t* device_words, const SdpaShape& shape, int64_t tokens) {
+  const int64_t w = sdpa_layout_stride(shape.batch);
+  SdpaLayout l;
+  l.q_offsets = device_words;
+  l.kv_offsets = device_words + w;
+  l.stats_offsets = device_words + 2 * w;
+  l.seq_len = reinterpret_cast<const int32_t*>(device_words + 3 * w);
+  l.tokens = tokens;
+  return l;
+}
 
 // One built graph and its execution plan. Building takes tens of milliseconds (cuDNN's heuristics
 // and plan); callers keep them. Not thread-safe: one per thread (cuDNN handles are per thread).
