@@ -163,8 +163,8 @@ class Builder {
   }
 
   // The operation graph, cuDNN's heuristics (mode A, then the fallback list) and the first
-  // execution plan that finalizes. Returns the plan; *engine names the engine it runs.
-  Desc plan(cudnnHandle_t handle, std::string* engine) {
+  // execution plan that finalizes.
+  Desc plan(cudnnHandle_t handle) {
     Desc graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
         ops_.data());
@@ -189,14 +189,7 @@ class Builder {
         Desc plan = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         link(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[static_cast<size_t>(i)]);
         const cudnnStatus_t st = cudnnBackendFinalize(plan);
-        if (st == CUDNN_STATUS_SUCCESS) {
-          char json[4096] = {0};
-          int64_t len = 0;
-          if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
-                                       sizeof(json) - 1, &len, json) == CUDNN_STATUS_SUCCESS)
-            *engine = std::string(json, static_cast<size_t>(std::min<int64_t>(len, sizeof(json) - 1)));
-          return plan;
-        }
+        if (st == CUDNN_STATUS_SUCCESS) return plan;
         tried += std::string(tried.empty() ? "" : "; ") + cudnnGetErrorString(st);
       }
     }
@@ -212,29 +205,26 @@ class Builder {
   int64_t next_virtual_ = kFirstVirtual;
 };
 
+// A cuDNN handle: one per graph, so a graph serves the thread that built it without locks.
+struct Handle {
+  cudnnHandle_t h = nullptr;
+  Handle() { check(cudnnCreate(&h), "create handle"); }
+  ~Handle() { cudnnDestroy(h); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+};
+
 }  // namespace
 
 struct SdpaGraph::Impl {
   Pass pass;
   SdpaShape shape;
-  cudnnHandle_t handle = nullptr;
+  Handle handle;  // declared before the descriptors: destroyed after them
   Builder b;
   Desc plan = nullptr;
   int64_t plan_workspace = 0;
-  std::string engine;
 
-  Impl(Pass p, const SdpaShape& s) : pass(p), shape(s) {
-    check(cudnnCreate(&handle), "create handle");
-    try {
-      build();
-    } catch (...) {
-      cudnnDestroy(handle);
-      throw;
-    }
-  }
-  ~Impl() {
-    // The plan's descriptors go first (Builder's destructor runs after this body).
-  }
+  Impl(Pass p, const SdpaShape& s) : pass(p), shape(s) { build(); }
 
   void build() {
     const int64_t B = shape.batch, S = shape.max_seq, H = shape.heads, K = shape.kv_heads, D = shape.head_dim;
@@ -352,7 +342,7 @@ struct SdpaGraph::Impl {
       b.matmul(ds, kr, acc, seq_q, nullptr, seq_kv);
       b.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, acc, nullptr, dq);
     }
-    plan = b.plan(handle, &engine);
+    plan = b.plan(handle.h);
     check(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, nullptr,
                                    &plan_workspace),
           "plan workspace size");
@@ -376,7 +366,7 @@ struct SdpaGraph::Impl {
       }
     }
     try {
-      check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "set stream");
+      check(cudnnSetStream(handle.h, static_cast<cudaStream_t>(stream)), "set stream");
       Builder pack_owner;
       Desc pack = pack_owner.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
       pack_owner.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
@@ -385,7 +375,7 @@ struct SdpaGraph::Impl {
       pack_owner.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()),
                      uids.data());
       pack_owner.finalize(pack, "variant pack");
-      check(cudnnBackendExecute(handle, plan, pack), "execute");
+      check(cudnnBackendExecute(handle.h, plan, pack), "execute");
     } catch (const std::exception& e) {
       static thread_local std::string message;
       message = e.what();
@@ -397,16 +387,10 @@ struct SdpaGraph::Impl {
 
 SdpaGraph::SdpaGraph(Pass pass, const SdpaShape& shape) : impl_(std::make_unique<Impl>(pass, shape)) {}
 
-SdpaGraph::~SdpaGraph() {
-  if (!impl_) return;
-  cudnnHandle_t handle = impl_->handle;
-  impl_.reset();
-  cudnnDestroy(handle);
-}
+SdpaGraph::~SdpaGraph() = default;
 
 const SdpaShape& SdpaGraph::shape() const { return impl_->shape; }
 SdpaGraph::Pass SdpaGraph::pass() const { return impl_->pass; }
-const std::string& SdpaGraph::engine() const { return impl_->engine; }
 
 size_t SdpaGraph::workspace_bytes(int64_t tokens) const {
   int64_t bytes = round_up(impl_->plan_workspace, 256);

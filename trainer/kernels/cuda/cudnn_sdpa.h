@@ -26,7 +26,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "kernels.h"
 
@@ -104,9 +103,8 @@ class SdpaGraph {
   const SdpaShape& shape() const;
   Pass pass() const;
   // Bytes of scratch a call over `tokens` tokens needs (the backward's fp32 query-gradient
-  // accumulator and row sums live there too), and the engine cuDNN chose, for the log.
+  // accumulator and row sums live there too).
   size_t workspace_bytes(int64_t tokens) const;
-  const std::string& engine() const;
 
   // Runs on `stream` (a cudaStream_t). Returns nullptr, or cuDNN's error text.
   const char* forward(const SdpaLayout& layout, const void* q, const void* k, const void* v, void* o, float* stats,
