@@ -27,8 +27,6 @@
 #include <cstdint>
 #include <memory>
 
-#include "kernels.h"
-
 namespace loom::cuda {
 
 struct SdpaShape {
