@@ -209,6 +209,26 @@ TEST_CASE("cuDNN attention over documents of every count and length equals per-d
   }
 }
 
+// job.attention=cudnn sends every density to cuDNN's ragged graphs: packs of 60 and 250 documents
+// (a 1-token document, one cut at the pack's end) in graphs of 64 and 256, built for the run's
+// seq_len as a run builds them.
+TEST_CASE("cudnn alone equals per-document attention on packs of 60 and 250 documents") {
+  const loom::AttentionCaps caps = loom::probe_attention_caps(cuda(), 128);
+  if (!caps.cudnn) {
+    WARN("no cuDNN attention here (" << caps.why_no_cudnn << ")");
+    return;
+  }
+  for (int64_t documents : {60, 250}) {
+    INFO(documents << " documents");
+    const std::vector<int32_t> cu = pack_of(documents, 4096, 70 + static_cast<uint64_t>(documents));
+    const torch::Tensor cu_host = torch::tensor(cu, torch::kInt32), cu_dev = cu_host.to(cuda());
+    check_per_document(cu, 10, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
+      const loom::VarlenAttentionFn fn = kernel_of(loom::AttentionKernel::kCudnnSegments, 8, 2, D, 4096);
+      return fn(q, k, v, cu_dev, cu_host, 4096, 1.0 / std::sqrt(double(D)));
+    });
+  }
+}
+
 TEST_CASE("cuDNN attention writes contiguous rows and gradients, as the output projection views them") {
   const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
   torch::manual_seed(5);
