@@ -146,7 +146,7 @@ void Loop::log_step(const StepRecord& s) {
   if (attention_ == AttentionKernel::kCudnnOrFlash && cudnn_calls + flash_calls > 0) {  // which branch this step took
     const double share = double(flash_calls) / double(cudnn_calls + flash_calls);
     f.emplace_back("attention_flash_share", share);
-    const char* branch = share == 0 ? "cuDNN per document" : share == 1 ? "FlashAttention-2 varlen" : "both kernels";
+    const char* branch = share == 0 ? "cuDNN fused attention" : share == 1 ? "FlashAttention-2 varlen" : "both kernels";
     if (branch != attention_branch_)  // a line when the branch changes, not one a step
       log::info("attention: from step ", state_.step, " ", branch, " (rank 0's micro-batches; attention_flash_share ",
                 format_number(share, 3), ")");

@@ -14,8 +14,9 @@ namespace loom {
 const char* attention_kernel_name(AttentionKernel kernel) {
   switch (kernel) {
     case AttentionKernel::kCudnnOrFlash:
-      return "cuDNN per document, or FlashAttention-2 varlen for micro-batches of short documents (no mask)";
-    case AttentionKernel::kCudnnSegments: return "cuDNN attention per document (fused SDPA, no mask)";
+      return "cuDNN fused attention, or FlashAttention-2 varlen for micro-batches of short documents (no mask)";
+    case AttentionKernel::kCudnnSegments:
+      return "cuDNN fused attention, every document of a micro-batch in one call (no mask)";
     case AttentionKernel::kFlashVarlen: return "flash attention varlen (FlashAttention-2, no mask)";
     case AttentionKernel::kCpuSegments: return "segment attention (CPU, per document and query block, no mask)";
     case AttentionKernel::kMasked: break;
