@@ -3,7 +3,7 @@
 // with attention computed document by document in float64 on the host; then the mean time of
 // --iters forward and backward calls, and TFLOP/s of the causal work done (4 n^2/2 D H a
 // document forward, 2.5x that backward). Built and run on the device by bench/gpu/cudnn_sdpa_call.sh.
-// Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--no-check] [--dense]
+// Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense]
 //   LENGTHS: comma-separated document lengths, or pack:T:N (N documents a pack of T tokens, random
 //   lengths, repeated to fill --packs packs, default 4).
 #include <cuda_runtime.h>
@@ -84,7 +84,8 @@ double rel(const std::vector<double>& got, const std::vector<double>& want) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check]\n",
+    std::fprintf(stderr,
+                 "usage: %s H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense]\n",
                  argv[0]);
     return 2;
   }
@@ -154,7 +155,8 @@ int main(int argc, char** argv) {
   auto t1 = std::chrono::steady_clock::now();
   loom::cuda::SdpaGraph bwd(loom::cuda::SdpaGraph::Pass::kBackward, shape);
   auto t2 = std::chrono::steady_clock::now();
-  std::printf("built forward in %.1f ms, backward in %.1f ms\n", std::chrono::duration<double, std::milli>(t1 - t0).count(),
+  std::printf("built forward in %.1f ms, backward in %.1f ms\n",
+              std::chrono::duration<double, std::milli>(t1 - t0).count(),
               std::chrono::duration<double, std::milli>(t2 - t1).count());
 
   const size_t qn = T * H * D, kn = T * K * D;

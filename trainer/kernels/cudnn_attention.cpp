@@ -1,5 +1,6 @@
 #include "cudnn_attention.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -26,15 +27,15 @@ namespace {
 // Set while warm_cudnn_attention runs: the graphs it builds are expected, the ones built later are news.
 std::atomic<bool> warming{false};
 
-#if LOOM_CUDNN_SDPA
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
 int64_t pow2_at_least(int64_t x, int64_t floor) {
   int64_t p = floor;
   while (p < x) p *= 2;
   return p;
 }
+
+#if LOOM_CUDNN_SDPA
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
 
 // The documents of cu_seqlens, checked: how many, the longest, and whether all have its length.
 struct Documents {
@@ -114,7 +115,8 @@ cuda::SdpaGraph& graph_of(cuda::SdpaGraph::Pass pass, const cuda::SdpaShape& sha
 // The call's layout (offsets and lengths) on q's device: one pinned host-to-device copy.
 torch::Tensor upload_layout(const torch::Tensor& cu_host, const Documents& d, const cuda::SdpaShape& shape,
                             const torch::Device& device) {
-  torch::Tensor host = torch::empty({cuda::sdpa_layout_words(shape.batch)}, torch::kLong).pin_memory();
+  torch::Tensor host = torch::empty({cuda::sdpa_layout_words(shape.batch)},
+                                   torch::TensorOptions().dtype(torch::kLong).pinned_memory(true));
   cuda::fill_sdpa_layout(cu_host.data_ptr<int32_t>(), d.count, shape, host.data_ptr<int64_t>());
   return host.to(torch::TensorOptions().device(device), /*non_blocking=*/true);
 }
@@ -189,6 +191,11 @@ torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tenso
              "cuDNN attention takes q, k and v all bf16 or all fp16, got ", q.scalar_type(), ", ", k.scalar_type(),
              ", ", v.scalar_type());
 #if LOOM_CUDNN_SDPA
+  LOOM_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(),
+             "cuDNN attention needs q, k and v on one CUDA device, got ", q.device().str(), ", ", k.device().str(),
+             ", ", v.device().str());
+  LOOM_CHECK(q.size(2) % 8 == 0 && q.size(2) <= kCudnnMaxHeadDim, "cuDNN attention takes head dims that are ",
+             "multiples of 8 up to ", kCudnnMaxHeadDim, ", got ", q.size(2));
   // The graphs read rows of H*D (K*D) contiguous elements; views from a fused QKV may not have them.
   return CudnnAttention::apply(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_host.contiguous(), scale,
                                max_seq);
@@ -256,12 +263,14 @@ void run_documents(const torch::TensorOptions& opt, int64_t heads, int64_t kv_he
 }
 
 // The dense graph of whole packs (tokens / max_seq documents of max_seq tokens), then the ragged ones
-// of every power of two from 2 documents up to `most` (a micro-batch holds one document only when
-// it is a whole pack: padding is a document of its own).
+// of every power of two up to `most` that a micro-batch that is not whole packs rounds up to: it
+// holds more documents than packs (padding is a document of its own), so the smallest is the first
+// power of two above tokens / max_seq.
 void run_every_count(const torch::TensorOptions& opt, const std::vector<int64_t>& s, bool backward) {
   const int64_t max_seq = s[3], tokens = s[4];
   if (tokens % max_seq == 0) run_documents(opt, s[0], s[1], s[2], max_seq, tokens, tokens / max_seq, true, backward);
-  for (int64_t documents = 2; documents <= s[5] && documents <= tokens; documents *= 2)
+  for (int64_t documents = pow2_at_least(tokens / max_seq + 1, 2); documents <= s[5] && documents <= tokens;
+       documents *= 2)
     run_documents(opt, s[0], s[1], s[2], max_seq, tokens, documents, false, backward);
 }
 
@@ -288,21 +297,18 @@ int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, in
                              int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents,
                              bool recompute) {
   const auto opt = torch::TensorOptions().device(device).dtype(dtype);
-  int64_t most = 1;  // the graph a call of up to max_documents documents rounds up to
-  while (most < std::min(max_documents, tokens)) most *= 2;
+  // The graph a call of up to max_documents documents rounds up to.
+  const int64_t most = pow2_at_least(std::min(max_documents, tokens), 1);
   const std::vector<int64_t> shape{heads, kv_heads, head_dim, seq_len, tokens, most};
-  warming = true;
-  try {
-    run_every_count(opt, shape, /*backward=*/true);
-    if (recompute) {
-      const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
-      ForwardOnBackwardThread::apply(x, shape).sum().backward();
-    }
-  } catch (...) {
-    warming = false;
-    throw;
+  struct Warming {
+    Warming() { warming = true; }
+    ~Warming() { warming = false; }
+  } scope;
+  run_every_count(opt, shape, /*backward=*/true);
+  if (recompute) {
+    const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
+    ForwardOnBackwardThread::apply(x, shape).sum().backward();
   }
-  warming = false;
   return most;
 }
 

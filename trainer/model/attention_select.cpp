@@ -117,9 +117,12 @@ torch::Tensor run_cudnn(const torch::Tensor& q, const torch::Tensor& k, const to
   return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale, seq_len);
 }
 
+// cudnn alone's warm-up covers micro-batches of documents this short on average (SFT-sized samples);
+// shorter ones build their graphs when first met.
+constexpr int64_t kCudnnWarmMinMeanTokens = 16;
+
 // The graphs of every micro-batch the kernel sends to cuDNN: the rule's, up to tokens /
-// kCudnnMinMeanTokens documents; cudnn alone's, documents of 16 tokens on average (more build theirs
-// when first met).
+// kCudnnMinMeanTokens documents; cudnn alone's, up to tokens / kCudnnWarmMinMeanTokens.
 void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape,
                 int64_t min_mean_tokens) {
   if (shape.seq_len <= 0) return;
@@ -152,7 +155,7 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
         return flash_varlen_attention(q, k, v, cu, max_seqlen, scale);
       };
     case AttentionKernel::kCudnnSegments:
-      warm_cudnn(device, dtype, head_dim, shape, 16);
+      warm_cudnn(device, dtype, head_dim, shape, kCudnnWarmMinMeanTokens);
       return [seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t, double scale) {
         return run_cudnn(q, k, v, cu, cu_host, scale, seq_len);

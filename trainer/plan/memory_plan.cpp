@@ -45,7 +45,7 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   l.full = tok * per_token;
   switch (in.attention) {
     case AttentionKernel::kCudnnOrFlash:   // either kernel of the rule: the same bytes
-    case AttentionKernel::kCudnnSegments:  // the log-sum-exp of its padded segments: the same within 1%
+    case AttentionKernel::kCudnnSegments:
     case AttentionKernel::kFlashVarlen:
       l.full += tok * H * 4;  // log-sum-exp
       break;

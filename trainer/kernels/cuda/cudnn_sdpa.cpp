@@ -2,6 +2,7 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -83,6 +84,7 @@ class Builder {
     }
     if (s.ragged) link(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, s.ragged);
     finalize(d, "tensor");
+    if (!s.is_virtual) bound_.push_back(uid);
     return d;
   }
   // A virtual tensor like `dims`/`strides` of another type.
@@ -94,6 +96,8 @@ class Builder {
   }
 
   void add(Desc op) { ops_.push_back(op); }
+  // Whether a call binds a tensor of this id (a non-virtual tensor of the graph).
+  bool binds(int64_t uid) const { return std::find(bound_.begin(), bound_.end(), uid) != bound_.end(); }
 
   Desc pointwise(cudnnPointwiseMode_t mode, cudnnDataType_t prec, Desc x, Desc b, Desc y, Desc t = nullptr,
                  int64_t axis = -1) {
@@ -202,6 +206,7 @@ class Builder {
 
  private:
   std::vector<Desc> owned_, ops_;
+  std::vector<int64_t> bound_;
   int64_t next_virtual_ = kFirstVirtual;
 };
 
@@ -349,21 +354,16 @@ struct SdpaGraph::Impl {
   }
 
   // The backward's own scratch ahead of cuDNN's: the fp32 dQ accumulator [tokens, H, D], then the
-  // row sums [tokens, H], each rounded up to whole 128-token tiles and 256 bytes.
-  int64_t accum_bytes(int64_t tokens) const {
-    return round_up(round_up(tokens, 128) * shape.heads * shape.head_dim * 4, 256);
-  }
-  int64_t sums_bytes(int64_t tokens) const { return round_up(round_up(tokens, 128) * shape.heads * 4, 256); }
+  // row sums [tokens, H], each with one 128-row tile to spare past the last token (whether cuDNN
+  // writes a tile's rows past a document's end is not documented) and rounded up to 256 bytes.
+  int64_t accum_bytes(int64_t tokens) const { return round_up((tokens + 128) * shape.heads * shape.head_dim * 4, 256); }
+  int64_t sums_bytes(int64_t tokens) const { return round_up((tokens + 128) * shape.heads * 4, 256); }
 
   const char* execute(std::vector<int64_t> uids, std::vector<void*> ptrs, void* workspace, void* stream) {
-    if (!shape.ragged) {  // no layout tensors in the graph
-      for (size_t i = uids.size(); i-- > 0;) {
-        const int64_t u = uids[i];
-        if (u == kSeqQ || u == kSeqKV || u == kQOff || u == kKVOff || u == kStatsOff || u == kNegInfPad) {
-          uids.erase(uids.begin() + static_cast<std::ptrdiff_t>(i));
-          ptrs.erase(ptrs.begin() + static_cast<std::ptrdiff_t>(i));
-        }
-      }
+    for (size_t i = uids.size(); i-- > 0;) {  // a dense graph has no layout tensors
+      if (b.binds(uids[i])) continue;
+      uids.erase(uids.begin() + static_cast<std::ptrdiff_t>(i));
+      ptrs.erase(ptrs.begin() + static_cast<std::ptrdiff_t>(i));
     }
     try {
       check(cudnnSetStream(handle.h, static_cast<cudaStream_t>(stream)), "set stream");
