@@ -24,8 +24,16 @@
 namespace loom {
 namespace {
 
-// Set while warm_cudnn_attention runs: the graphs it builds are expected, the ones built later are news.
+// Set while the probe or the warm-up runs: the graphs they build are expected (logged at debug), the
+// ones built later are news.
 std::atomic<bool> warming{false};
+
+struct ExpectedBuilds {
+  ExpectedBuilds() { warming = true; }
+  ~ExpectedBuilds() { warming = false; }
+  ExpectedBuilds(const ExpectedBuilds&) = delete;
+  ExpectedBuilds& operator=(const ExpectedBuilds&) = delete;
+};
 
 int64_t pow2_at_least(int64_t x, int64_t floor) {
   int64_t p = floor;
@@ -223,6 +231,7 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
   if (head_dim % 8 != 0 || head_dim > kCudnnMaxHeadDim)
     return no(str("head dim ", head_dim, " is not a multiple of 8 up to ", kCudnnMaxHeadDim));
   // cuDNN's presence and the GPU's support are only known by trying: forward and backward.
+  const ExpectedBuilds expected;
   try {
     const auto opt = torch::TensorOptions().device(device).dtype(dtype);
     const torch::Tensor x = torch::ones({131, 2, head_dim}, opt).requires_grad_();
@@ -300,10 +309,7 @@ int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, in
   // The graph a call of up to max_documents documents rounds up to.
   const int64_t most = pow2_at_least(std::min(max_documents, tokens), 1);
   const std::vector<int64_t> shape{heads, kv_heads, head_dim, seq_len, tokens, most};
-  struct Warming {
-    Warming() { warming = true; }
-    ~Warming() { warming = false; }
-  } scope;
+  const ExpectedBuilds expected;
   run_every_count(opt, shape, /*backward=*/true);
   if (recompute) {
     const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
