@@ -38,46 +38,48 @@ torch::Tensor per_document_attention(const torch::Tensor& q, const torch::Tensor
   return torch::cat(outs, 0);
 }
 
-// Runs attention(q, k, v, D) on random bf16 inputs over the documents of cu (8 query heads on 2 kv
-// heads, head dims 64 and 128) and checks the output and the three gradients against
-// per_document_attention in float64: over all tokens, and document by document (a view or a pad that
-// leaked across documents would show in one document, not in the maximum).
+// Runs attention(q, k, v, D) on random inputs of `dtype` (bf16 or fp16) over the documents of cu (8
+// query heads on 2 kv heads, head dims 64 and 128) and checks the output and the three gradients
+// against per_document_attention in float64: over all tokens, and document by document (a view or a
+// pad that leaked across documents would show in one document, not in the maximum).
 template <typename Attention>
-void check_per_document(const std::vector<int32_t>& cu, uint64_t seed, Attention&& attention) {
+void check_per_document(const std::vector<int32_t>& cu, uint64_t seed, Attention&& attention,
+                        torch::Dtype dtype = torch::kBFloat16) {
   const int64_t Tok = cu.back(), H = 8, K = 2;
+  // bf16 keeps 8 significant bits, ~0.4% of the scale per rounding; fp16 11.
+  const double out_tol = dtype == torch::kHalf ? 5e-3 : 1e-2, grad_tol = dtype == torch::kHalf ? 1e-2 : 2e-2;
   for (int64_t D : {64, 128}) {
     INFO("head dim " << D);
     torch::manual_seed(seed);
-    const auto bf = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+    const auto bf = torch::TensorOptions().device(cuda()).dtype(dtype);
     const torch::Tensor q = torch::randn({Tok, H, D}, bf).requires_grad_(true);
     const torch::Tensor k = torch::randn({Tok, K, D}, bf).requires_grad_(true);
     const torch::Tensor v = torch::randn({Tok, K, D}, bf).requires_grad_(true);
     const torch::Tensor out = attention(q, k, v, D);
     REQUIRE(out.sizes() == q.sizes());
-    REQUIRE(out.scalar_type() == torch::kBFloat16);
+    REQUIRE(out.scalar_type() == dtype);
 
     const torch::Tensor qf = q.detach().to(torch::kFloat64).requires_grad_(true);
     const torch::Tensor kf = k.detach().to(torch::kFloat64).requires_grad_(true);
     const torch::Tensor vf = v.detach().to(torch::kFloat64).requires_grad_(true);
     const torch::Tensor ref = per_document_attention(qf, kf, vf, cu);
-    // bf16 output: 8 significant bits, so ~0.4% of the scale per rounding.
-    CHECK(rel_err(out, ref) < 1e-2);
+    CHECK(rel_err(out, ref) < out_tol);
     const torch::Tensor up = torch::randn({Tok, H, D}, bf);
     out.backward(up);
     ref.backward(up.to(torch::kFloat64));
-    CHECK(rel_err(q.grad(), qf.grad()) < 2e-2);
-    CHECK(rel_err(k.grad(), kf.grad()) < 2e-2);
-    CHECK(rel_err(v.grad(), vf.grad()) < 2e-2);
+    CHECK(rel_err(q.grad(), qf.grad()) < grad_tol);
+    CHECK(rel_err(k.grad(), kf.grad()) < grad_tol);
+    CHECK(rel_err(v.grad(), vf.grad()) < grad_tol);
     for (size_t s = 0; s + 1 < cu.size(); ++s) {
       INFO("document " << s);
       const int64_t a = cu[s], n = cu[s + 1] - cu[s];
       if (n == 0) continue;  // an empty document has no rows to compare
-      CHECK(rel_err(out.narrow(0, a, n), ref.narrow(0, a, n)) < 1e-2);
+      CHECK(rel_err(out.narrow(0, a, n), ref.narrow(0, a, n)) < out_tol);
       // A one-token document's query and key gradients are zero (its one weight is 1 whatever the
       // score): only rounding is left there, with nothing to measure it against.
-      if (n > 1) CHECK(rel_err(q.grad().narrow(0, a, n), qf.grad().narrow(0, a, n)) < 2e-2);
-      if (n > 1) CHECK(rel_err(k.grad().narrow(0, a, n), kf.grad().narrow(0, a, n)) < 2e-2);
-      CHECK(rel_err(v.grad().narrow(0, a, n), vf.grad().narrow(0, a, n)) < 2e-2);
+      if (n > 1) CHECK(rel_err(q.grad().narrow(0, a, n), qf.grad().narrow(0, a, n)) < grad_tol);
+      if (n > 1) CHECK(rel_err(k.grad().narrow(0, a, n), kf.grad().narrow(0, a, n)) < grad_tol);
+      CHECK(rel_err(v.grad().narrow(0, a, n), vf.grad().narrow(0, a, n)) < grad_tol);
     }
   }
 }
@@ -237,26 +239,13 @@ TEST_CASE("cudnn alone equals per-document attention on packs of 60 and 250 docu
 
 TEST_CASE("cuDNN attention in fp16 equals per-document attention forward and backward") {
   const std::vector<int32_t> cu{0, 1, 200, 640};
-  torch::manual_seed(6);
-  const auto h = torch::TensorOptions().device(cuda()).dtype(torch::kHalf);
-  const torch::Tensor q = torch::randn({640, 4, 64}, h).requires_grad_(true);
-  const torch::Tensor k = torch::randn({640, 2, 64}, h).requires_grad_(true);
-  const torch::Tensor v = torch::randn({640, 2, 64}, h).requires_grad_(true);
-  const torch::Tensor out = loom::cudnn_segment_attention(q, k, v, torch::tensor(cu, torch::kInt32), 0.125);
-  CHECK(out.scalar_type() == torch::kHalf);
-  // The reference's scale is 1/sqrt(D), 0.125 at D 64.
-  const torch::Tensor qf = q.detach().to(torch::kFloat64).requires_grad_(true);
-  const torch::Tensor kf = k.detach().to(torch::kFloat64).requires_grad_(true);
-  const torch::Tensor vf = v.detach().to(torch::kFloat64).requires_grad_(true);
-  const torch::Tensor ref = per_document_attention(qf, kf, vf, cu);
-  // fp16 keeps 11 significant bits: the bf16 tolerances hold with room.
-  CHECK(rel_err(out, ref) < 5e-3);
-  const torch::Tensor up = torch::randn({640, 4, 64}, h);
-  out.backward(up);
-  ref.backward(up.to(torch::kFloat64));
-  CHECK(rel_err(q.grad(), qf.grad()) < 1e-2);
-  CHECK(rel_err(k.grad(), kf.grad()) < 1e-2);
-  CHECK(rel_err(v.grad(), vf.grad()) < 1e-2);
+  const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);
+  check_per_document(
+      cu, 6,
+      [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
+        return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)));
+      },
+      torch::kHalf);
 }
 
 TEST_CASE("packed attention through cuDNN equals the masked path, with and without the batch's host copy") {
