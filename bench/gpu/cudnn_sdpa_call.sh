@@ -2,7 +2,8 @@
 # One device call for loom's own cuDNN attention graphs alone (trainer/kernels/cuda/cudnn_sdpa.cpp):
 # builds bench/gpu/cudnn_sdpa_probe.cpp with g++ against the image's cuDNN (no LibTorch, seconds),
 # checks forward and backward against float64 on packs of mixed documents (GQA and not, a graph
-# with room to spare), then times the 1b shape's attention at several densities.
+# with room to spare, dense graphs, short documents sharing biased windows), then times the 1b
+# shape's attention at several densities.
 # Usage (device tool): bash bench/gpu/cudnn_sdpa_call.sh   (LOOM_SDPA_CASES: extra probe lines)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,5 +37,12 @@ run 16 16 128 pack:4096:250 --no-check --iters 20 --batch 1024
 # A graph longer than the documents: the cost of its empty tiles.
 run 16 16 128 pack:4096:8 --no-check --iters 20 --batch 32
 run 16 16 128 pack:4096:8 --no-check --iters 20 --batch 32 --max-seq 4096
+# Short documents sharing windows kept apart by a bias (SdpaShape::bias): checks, then the time of
+# 250 and 60 documents a pack against the lines above.
+run 8 2 128 1,127,30,40,50,8,100,76,3,128 --windows 128 --iters 3
+run 8 8 64 1,127,30,40,50,8,100,76,3,128 --windows 256 --batch 8 --iters 3
+run 16 16 128 pack:4096:250 --no-check --iters 20 --windows 256
+run 16 16 128 pack:4096:250 --no-check --iters 20 --windows 512
+run 16 16 128 pack:4096:60 --no-check --iters 20 --windows 512
 while read -r line; do [ -n "$line" ] && run $line; done <<< "${LOOM_SDPA_CASES:-}"
 cp "$OUT/sdpa.txt" "$OUT/summary.txt"

@@ -4,6 +4,9 @@
 // --iters forward and backward calls, and TFLOP/s of the causal work done (4 n^2/2 D H a
 // document forward, 2.5x that backward). Built and run on the device by bench/gpu/cudnn_sdpa_call.sh.
 // Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense]
+//                         [--windows W]
+//   --windows W: consecutive documents share sequences of up to W tokens (windows), kept apart by an
+//   additive bias of -inf across documents (SdpaShape::bias); the check is still per document.
 //   LENGTHS: comma-separated document lengths, or pack:T:N (N documents a pack of T tokens, random
 //   lengths, repeated to fill --packs packs, default 4).
 #include <cuda_runtime.h>
@@ -85,13 +88,14 @@ double rel(const std::vector<double>& got, const std::vector<double>& want) {
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr,
-                 "usage: %s H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense]\n",
+                 "usage: %s H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense] "
+                 "[--windows W]\n",
                  argv[0]);
     return 2;
   }
   const int64_t H = std::atoll(argv[1]), K = std::atoll(argv[2]), D = std::atoll(argv[3]);
   std::string spec = argv[4];
-  int64_t batch = 0, max_seq = 0, iters = 20, packs = 4;
+  int64_t batch = 0, max_seq = 0, iters = 20, packs = 4, window = 0;
   bool check = true, dense = false;
   for (int i = 5; i < argc; ++i) {
     const std::string a = argv[i];
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
     else if (a == "--packs") packs = std::atoll(argv[++i]);
     else if (a == "--no-check") check = false;
     else if (a == "--dense") dense = true;
+    else if (a == "--windows") window = std::atoll(argv[++i]);
   }
   std::mt19937_64 rng(1234);
   std::vector<int32_t> cu{0};
@@ -126,9 +131,25 @@ int main(int argc, char** argv) {
     }
   }
   const int64_t n = static_cast<int64_t>(cu.size()) - 1, T = cu.back();
+  // The graph's sequences: the documents, or with --windows the windows that hold them.
+  std::vector<int32_t> seqs = cu;
+  if (window > 0) {
+    seqs = {0};
+    for (int64_t i = 0; i < n; ++i) {
+      if (cu[i + 1] - cu[i] > window) {
+        std::fprintf(stderr, "--windows %lld: document %lld has %d tokens\n", (long long)window, (long long)i,
+                     cu[i + 1] - cu[i]);
+        return 2;
+      }
+      if (cu[i + 1] - seqs.back() > window) seqs.push_back(cu[i]);
+    }
+    seqs.push_back(cu[n]);
+    max_seq = std::max(max_seq, window);
+  }
+  const int64_t ns = static_cast<int64_t>(seqs.size()) - 1;
   int64_t longest = 0;
-  for (int64_t i = 0; i < n; ++i) longest = std::max<int64_t>(longest, cu[i + 1] - cu[i]);
-  if (batch == 0) batch = n;
+  for (int64_t i = 0; i < ns; ++i) longest = std::max<int64_t>(longest, seqs[i + 1] - seqs[i]);
+  if (batch == 0) batch = ns;
   // A graph holds sequences of up to max_seq tokens: by default the longest rounded up to a power of
   // two from 128, as a caller bucketing graphs would.
   if (max_seq < longest) {
@@ -137,18 +158,19 @@ int main(int argc, char** argv) {
   }
   // --dense: the graph of whole sequences (every document max_seq tokens, batch = their count).
   if (dense) {
-    for (int64_t i = 0; i < n; ++i)
-      if (cu[i + 1] - cu[i] != longest) {
-        std::fprintf(stderr, "--dense needs documents of one length\n");
+    for (int64_t i = 0; i < ns; ++i)
+      if (seqs[i + 1] - seqs[i] != longest) {
+        std::fprintf(stderr, "--dense needs sequences of one length\n");
         return 2;
       }
-    batch = n;
+    batch = ns;
     max_seq = longest;
   }
-  const loom::cuda::SdpaShape shape{batch, max_seq, H, K, D, false, !dense};
-  std::printf("documents %lld, tokens %lld, longest %lld; graph batch %lld max_seq %lld; heads %lld/%lld, dim %lld\n",
-              (long long)n, (long long)T, (long long)longest, (long long)batch, (long long)max_seq, (long long)H,
-              (long long)K, (long long)D);
+  const loom::cuda::SdpaShape shape{batch, max_seq, H, K, D, false, !dense, window > 0};
+  std::printf("documents %lld, tokens %lld; %lld sequences, longest %lld; graph batch %lld max_seq %lld%s; "
+              "heads %lld/%lld, dim %lld\n",
+              (long long)n, (long long)T, (long long)ns, (long long)longest, (long long)batch, (long long)max_seq,
+              window > 0 ? " with a bias" : "", (long long)H, (long long)K, (long long)D);
 
   auto t0 = std::chrono::steady_clock::now();
   loom::cuda::SdpaGraph fwd(loom::cuda::SdpaGraph::Pass::kForward, shape);
@@ -170,10 +192,26 @@ int main(int argc, char** argv) {
   cuda_ok(cudaMemcpy(d_o.p, hdo.data(), qn * 2, cudaMemcpyHostToDevice), "upload");
   std::vector<int64_t> words(static_cast<size_t>(loom::cuda::sdpa_layout_words(batch)));
   Buf layout_dev(words.size() * 8);
-  loom::cuda::fill_sdpa_layout(cu.data(), n, shape, words.data());
-  const loom::cuda::SdpaLayout layout =
-      loom::cuda::sdpa_layout(static_cast<const int64_t*>(layout_dev.p), shape, T);
+  loom::cuda::fill_sdpa_layout(seqs.data(), ns, shape, words.data());
+  loom::cuda::SdpaLayout layout = loom::cuda::sdpa_layout(static_cast<const int64_t*>(layout_dev.p), shape, T);
   cuda_ok(cudaMemcpy(layout_dev.p, words.data(), words.size() * 8, cudaMemcpyHostToDevice), "upload layout");
+  // The windows' bias [batch, 1, max_seq, max_seq]: 0 within a document, -inf across documents.
+  Buf bias_dev(window > 0 ? static_cast<size_t>(batch * max_seq * max_seq * 2) : 16);
+  if (window > 0) {
+    std::vector<int32_t> doc_of(static_cast<size_t>(T));
+    for (int64_t i = 0; i < n; ++i)
+      for (int32_t t = cu[i]; t < cu[i + 1]; ++t) doc_of[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+    std::vector<uint16_t> bias(static_cast<size_t>(batch * max_seq * max_seq), 0);
+    for (int64_t w = 0; w < ns; ++w) {
+      const int64_t start = seqs[w], len = seqs[w + 1] - seqs[w];
+      for (int64_t i = 0; i < len; ++i)
+        for (int64_t j = 0; j < len; ++j)
+          if (doc_of[static_cast<size_t>(start + i)] != doc_of[static_cast<size_t>(start + j)])
+            bias[static_cast<size_t>((w * max_seq + i) * max_seq + j)] = 0xff80;  // bf16 -inf
+    }
+    cuda_ok(cudaMemcpy(bias_dev.p, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice), "upload bias");
+    layout.bias = bias_dev.p;
+  }
   Buf ws(std::max(fwd.workspace_bytes(T), bwd.workspace_bytes(T)));
   std::printf("workspace: forward %zu bytes, backward %zu bytes\n", fwd.workspace_bytes(T), bwd.workspace_bytes(T));
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));

@@ -31,7 +31,7 @@ enum Uid : int64_t {
   kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV,
   kSeqQ, kSeqKV, kQOff, kKVOff, kStatsOff,
   kScale, kNegInfPad, kNegInfCausal, kOne,
-  kSoftmaxSum, kDQAccum,
+  kSoftmaxSum, kDQAccum, kBias,
   kFirstVirtual = 100,
 };
 
@@ -265,6 +265,10 @@ struct SdpaGraph::Impl {
     auto masked_scores = [&](Desc q, Desc kt) {
       Desc s1 = b.matmul(q, kt, b.virt(s_dims, s_strides), seq_q, seq_kv, nullptr);
       Desc s2 = b.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s1, scale, b.virt(s_dims, s_strides));
+      if (shape.bias) {
+        Desc bias = b.tensor({{B, 1, S, S}, {S * S, S * S, S, 1}, io, false, false, nullptr, kBias});
+        s2 = b.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, s2, bias, b.virt(s_dims, s_strides));
+      }
       if (!ragged) return s2;
       Desc row = b.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s2, nullptr,
                              b.virt(s_dims, s_strides, CUDNN_DATA_INT32), nullptr, 2);
@@ -401,12 +405,12 @@ size_t SdpaGraph::workspace_bytes(int64_t tokens) const {
 const char* SdpaGraph::forward(const SdpaLayout& l, const void* q, const void* k, const void* v, void* o,
                                float* stats, float scale, void* workspace, void* stream) {
   float s = scale, ninf = -std::numeric_limits<float>::infinity(), ninf2 = ninf;
-  const std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kSeqQ, kSeqKV, kQOff, kKVOff, kStatsOff, kScale,
-                                  kNegInfPad, kNegInfCausal};
+  const std::vector<int64_t> uids{kQ,     kK,        kV,         kO,           kStats, kSeqQ, kSeqKV, kQOff,
+                                  kKVOff, kStatsOff, kScale, kNegInfPad, kNegInfCausal, kBias};
   const std::vector<void*> ptrs{const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), o, stats,
                                 const_cast<int32_t*>(l.seq_len), const_cast<int32_t*>(l.seq_len),
                                 const_cast<int64_t*>(l.q_offsets), const_cast<int64_t*>(l.kv_offsets),
-                                const_cast<int64_t*>(l.stats_offsets), &s, &ninf, &ninf2};
+                                const_cast<int64_t*>(l.stats_offsets), &s, &ninf, &ninf2, const_cast<void*>(l.bias)};
   return impl_->execute(uids, ptrs, workspace, stream);
 }
 
@@ -426,7 +430,7 @@ const char* SdpaGraph::backward(const SdpaLayout& l, const void* q, const void* 
     return "cudaMemsetAsync of the dQ accumulator failed";
   const std::vector<int64_t> uids{kQ,    kK,    kV,     kO,        kDO,        kStats,        kDQ,
                                   kDK,   kDV,   kSeqQ,  kSeqKV,    kQOff,      kKVOff,        kStatsOff,
-                                  kScale, kOne, kNegInfPad, kNegInfCausal, kSoftmaxSum, kDQAccum};
+                                  kScale, kOne, kNegInfPad, kNegInfCausal, kSoftmaxSum, kDQAccum, kBias};
   const std::vector<void*> ptrs{const_cast<void*>(q),
                                 const_cast<void*>(k),
                                 const_cast<void*>(v),
@@ -446,7 +450,8 @@ const char* SdpaGraph::backward(const SdpaLayout& l, const void* q, const void* 
                                 &ninf,
                                 &ninf2,
                                 sums,
-                                accum};
+                                accum,
+                                const_cast<void*>(l.bias)};
   return impl_->execute(uids, ptrs, cudnn_ws, stream);
 }
 

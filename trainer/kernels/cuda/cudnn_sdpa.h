@@ -35,9 +35,13 @@ struct SdpaShape {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   bool fp16 = false;   // else bf16
   bool ragged = true;  // false: `batch` sequences of exactly max_seq tokens, back to back (no layout)
+  // An additive bias on the scores (SdpaLayout::bias), after the scale and before the masks: short
+  // documents sharing one sequence (a window) kept apart by -inf across them. Measured only by
+  // bench/gpu/cudnn_sdpa_probe.cpp --windows so far; the trainer does not use it.
+  bool bias = false;
   bool operator==(const SdpaShape& o) const {
     return batch == o.batch && max_seq == o.max_seq && heads == o.heads && kv_heads == o.kv_heads &&
-           head_dim == o.head_dim && fp16 == o.fp16 && ragged == o.ragged;
+           head_dim == o.head_dim && fp16 == o.fp16 && ragged == o.ragged && bias == o.bias;
   }
 };
 
@@ -50,6 +54,7 @@ struct SdpaLayout {
   const int64_t* kv_offsets = nullptr;
   const int64_t* stats_offsets = nullptr;
   int64_t tokens = 0;
+  const void* bias = nullptr;  // with SdpaShape::bias: [batch, 1, max_seq, max_seq] in q's dtype
 };
 
 // A call's layout travels as one array of sdpa_layout_words(batch) int64 words, so one
