@@ -14,7 +14,7 @@ using loom::cuda::SdpaShape;
 
 TEST_CASE("the cuDNN layout of three documents, one empty, in a graph of four") {
   const std::vector<int32_t> cu{0, 5, 5, 12};
-  const SdpaShape shape{4, 16, 3, 1, 8, false, true};
+  const SdpaShape shape{4, 16, 3, 1, 8, false, true, false};
   REQUIRE(loom::cuda::sdpa_layout_words(4) == 3 * 6 + 2);
   std::vector<int64_t> words(static_cast<size_t>(loom::cuda::sdpa_layout_words(4)), -1);
   loom::cuda::fill_sdpa_layout(cu.data(), 3, shape, words.data());
@@ -47,7 +47,7 @@ TEST_CASE("the cuDNN layout of random documents gives each document its own rows
     std::vector<int32_t> cu{static_cast<int32_t>(rng() % 100)};
     for (int64_t i = 0; i < n; ++i) cu.push_back(cu.back() + static_cast<int32_t>(rng() % 300));
     const int64_t H = 1 + static_cast<int64_t>(rng() % 8), K = 1 + static_cast<int64_t>(rng() % 4), D = 64;
-    const SdpaShape shape{batch, 4096, H, K, D, false, true};
+    const SdpaShape shape{batch, 4096, H, K, D, false, true, false};
     std::vector<int64_t> words(static_cast<size_t>(loom::cuda::sdpa_layout_words(batch)));
     loom::cuda::fill_sdpa_layout(cu.data(), n, shape, words.data());
     const int64_t tokens = cu.back() - cu.front();

@@ -72,9 +72,10 @@ Documents read_documents(const torch::Tensor& cu_host, int64_t tokens) {
 // many; other calls the ragged graph their counts round up to.
 cuda::SdpaShape shape_of(const Documents& d, int64_t max_seq, const torch::Tensor& q, const torch::Tensor& k) {
   const bool half = q.scalar_type() == torch::kHalf;
-  if (d.equal && d.longest == max_seq) return {d.count, max_seq, q.size(1), k.size(1), q.size(2), half, false};
+  if (d.equal && d.longest == max_seq)
+    return {d.count, max_seq, q.size(1), k.size(1), q.size(2), half, /*ragged=*/false, /*bias=*/false};
   return {pow2_at_least(d.count, 1), pow2_at_least(std::max(d.longest, max_seq), kCudnnMinSeq), q.size(1), k.size(1),
-          q.size(2), half, true};
+          q.size(2), half, /*ragged=*/true, /*bias=*/false};
 }
 
 // A call's layout on the device: the words upload_layout copied there, or none for a dense graph.
@@ -169,7 +170,7 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
     const c10::cuda::CUDAGuard guard(q.device());
     const cuda::SdpaShape shape{ctx->saved_data["batch"].toInt(), ctx->saved_data["max_seq"].toInt(), q.size(1),
                                 k.size(1), q.size(2), q.scalar_type() == torch::kHalf,
-                                ctx->saved_data["ragged"].toBool()};
+                                ctx->saved_data["ragged"].toBool(), /*bias=*/false};
     const int64_t tokens = q.size(0);
     const torch::Tensor g = grads[0].contiguous();
     torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
