@@ -360,11 +360,13 @@ struct SdpaGraph::Impl {
   // The backward's own scratch ahead of cuDNN's: the fp32 dQ accumulator [tokens, H, D], then the
   // row sums [tokens, H], each with one 128-row tile to spare past the last token (whether cuDNN
   // writes a tile's rows past a document's end is not documented) and rounded up to 256 bytes.
-  int64_t accum_bytes(int64_t tokens) const { return round_up((tokens + 128) * shape.heads * shape.head_dim * 4, 256); }
+  int64_t accum_bytes(int64_t tokens) const {
+    return round_up((tokens + 128) * shape.heads * shape.head_dim * 4, 256);
+  }
   int64_t sums_bytes(int64_t tokens) const { return round_up((tokens + 128) * shape.heads * 4, 256); }
 
   const char* execute(std::vector<int64_t> uids, std::vector<void*> ptrs, void* workspace, void* stream) {
-    for (size_t i = uids.size(); i-- > 0;) {  // a dense graph has no layout tensors
+    for (size_t i = uids.size(); i-- > 0;) {  // what this graph lacks: a dense one's layout, the bias
       if (b.binds(uids[i])) continue;
       uids.erase(uids.begin() + static_cast<std::ptrdiff_t>(i));
       ptrs.erase(ptrs.begin() + static_cast<std::ptrdiff_t>(i));
@@ -424,9 +426,8 @@ const char* SdpaGraph::backward(const SdpaLayout& l, const void* q, const void* 
   void* cudnn_ws = base + impl_->accum_bytes(l.tokens) + impl_->sums_bytes(l.tokens);
   // cuDNN >= 9.6 clears the accumulator itself (cudnn-frontend stopped clearing it there); before,
   // it must be zero when the call starts.
-  if (cudnnGetVersion() < 90600 &&
-      cudaMemsetAsync(accum, 0, static_cast<size_t>(impl_->accum_bytes(l.tokens)), static_cast<cudaStream_t>(stream)) !=
-          cudaSuccess)
+  if (cudnnGetVersion() < 90600 && cudaMemsetAsync(accum, 0, static_cast<size_t>(impl_->accum_bytes(l.tokens)),
+                                                   static_cast<cudaStream_t>(stream)) != cudaSuccess)
     return "cudaMemsetAsync of the dQ accumulator failed";
   const std::vector<int64_t> uids{kQ,    kK,    kV,     kO,        kDO,        kStats,        kDQ,
                                   kDK,   kDV,   kSeqQ,  kSeqKV,    kQOff,      kKVOff,        kStatsOff,
