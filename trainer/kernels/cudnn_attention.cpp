@@ -72,7 +72,7 @@ Documents read_documents(const torch::Tensor& cu_host, int64_t tokens) {
 // many; other calls the ragged graph their counts round up to.
 cuda::SdpaShape shape_of(const Documents& d, int64_t max_seq, const torch::Tensor& q, const torch::Tensor& k) {
   const bool half = q.scalar_type() == torch::kHalf;
-  if (d.equal && d.longest == max_seq)
+  if (d.equal && max_seq > 0 && d.longest == max_seq)
     return {d.count, max_seq, q.size(1), k.size(1), q.size(2), half, /*ragged=*/false, /*bias=*/false};
   return {pow2_at_least(d.count, 1), pow2_at_least(std::max(d.longest, max_seq), kCudnnMinSeq), q.size(1), k.size(1),
           q.size(2), half, /*ragged=*/true, /*bias=*/false};
