@@ -111,10 +111,10 @@ AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, in
 
 namespace {
 
-torch::Tensor run_cudnn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
-                        const torch::Tensor& cu_host, double scale, int64_t seq_len) {
-  // A batch built on the device has no host copy: read it back (a wait, not an error).
-  return cudnn_segment_attention(q, k, v, cu_host.defined() ? cu_host : cu.cpu(), scale, seq_len);
+// cu_seqlens on the host, as cuDNN's layout is built there. A batch built on the device has no host
+// copy: read it back (a wait, not an error).
+torch::Tensor host_cu_seqlens(const torch::Tensor& cu, const torch::Tensor& cu_host) {
+  return cu_host.defined() ? cu_host : cu.cpu();
 }
 
 // cudnn alone's warm-up covers micro-batches of documents this short on average (SFT-sized samples);
@@ -145,7 +145,7 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
       return [use, seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                             const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t max_seqlen,
                                             double scale) {
-        const torch::Tensor host = cu_host.defined() ? cu_host : cu.cpu();
+        const torch::Tensor host = host_cu_seqlens(cu, cu_host);
         const int64_t documents = std::max<int64_t>(host.size(0) - 1, 1);
         if (q.size(0) >= kCudnnMinMeanTokens * documents) {
           if (use) ++use->cudnn;
@@ -158,7 +158,7 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
       warm_cudnn(device, dtype, head_dim, shape, kCudnnWarmMinMeanTokens);
       return [seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t, double scale) {
-        return run_cudnn(q, k, v, cu, cu_host, scale, seq_len);
+        return cudnn_segment_attention(q, k, v, host_cu_seqlens(cu, cu_host), scale, seq_len);
       };
     case AttentionKernel::kFlashVarlen:
       return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,
