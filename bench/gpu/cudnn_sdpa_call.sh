@@ -4,7 +4,8 @@
 # checks forward and backward against float64 on packs of mixed documents (GQA and not, a graph
 # with room to spare, dense graphs, short documents sharing biased windows), then times the 1b
 # shape's attention at several densities.
-# Usage (device tool): bash bench/gpu/cudnn_sdpa_call.sh   (LOOM_SDPA_CASES: extra probe lines)
+# Usage (device tool): bash bench/gpu/cudnn_sdpa_call.sh   (LOOM_SDPA_CASES: extra probe lines;
+# LOOM_SDPA_SET=windows runs only the biased windows and the lines they are compared with)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/loom-out}
@@ -21,6 +22,7 @@ timeout 120 g++ -std=c++17 -O2 bench/gpu/cudnn_sdpa_probe.cpp trainer/kernels/cu
   -L"$CUDA_HOME/lib64" -lcudart -o /tmp/cudnn_sdpa_probe 2>&1 | tail -20 | tee -a "$OUT/sdpa.txt"
 P=/tmp/cudnn_sdpa_probe
 run() { echo "== probe $*" | tee -a "$OUT/sdpa.txt"; timeout 120 "$P" "$@" 2>&1 | tail -12 | tee -a "$OUT/sdpa.txt"; }
+if [ "${LOOM_SDPA_SET:-all}" = all ]; then
 # Correctness: a 1-token document, 127/128/129 around a tile, documents cut anywhere (GQA 8/2, D 128);
 # MHA at D 64; the same documents in a graph with room to spare (unused sequences of length 0).
 run 8 2 128 1,127,128,129,300,15,324,76 --iters 3
@@ -29,14 +31,19 @@ run 8 2 128 1,127,128,129,300,15,324,76 --batch 16 --max-seq 1024 --iters 3
 run 16 16 128 pack:1024:30 --packs 2 --batch 64 --max-seq 1024 --iters 3
 # Speed, the 1b shape (16 heads, D 128), four packs of 4096: one document a pack, ~2 and ~60.
 run 16 16 128 4096,4096,4096,4096 --no-check --iters 20
+fi
 run 16 16 128 4096,4096,4096,4096 --no-check --iters 20 --dense
+if [ "${LOOM_SDPA_SET:-all}" = all ]; then
 run 8 2 128 512,512,512 --iters 3 --dense
+fi
 run 16 16 128 pack:4096:2 --no-check --iters 20 --batch 16 --max-seq 4096
 run 16 16 128 pack:4096:60 --no-check --iters 20 --batch 256
 run 16 16 128 pack:4096:250 --no-check --iters 20 --batch 1024
+if [ "${LOOM_SDPA_SET:-all}" = all ]; then
 # A graph longer than the documents: the cost of its empty tiles.
 run 16 16 128 pack:4096:8 --no-check --iters 20 --batch 32
 run 16 16 128 pack:4096:8 --no-check --iters 20 --batch 32 --max-seq 4096
+fi
 # Short documents sharing windows kept apart by a bias (SdpaShape::bias): checks, then the time of
 # 250 and 60 documents a pack against the lines above.
 run 8 2 128 1,127,30,40,50,8,100,76,3,128 --windows 128 --iters 3
