@@ -4,6 +4,7 @@
 // and, for random documents, against the rows the packed tensors give each document.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -66,5 +67,83 @@ TEST_CASE("the cuDNN layout of random documents gives each document its own rows
     }
     CHECK(seen == tokens);
     CHECK(l.q_offsets[batch] == tokens * H * D);
+  }
+}
+
+TEST_CASE("the cuDNN layout of sequences with other calls' rows between them") {
+  const std::vector<int32_t> start{0, 30, 300}, length{30, 0, 30};
+  const SdpaShape shape{4, 256, 2, 1, 8, false, true, true};
+  std::vector<int64_t> words(static_cast<size_t>(loom::cuda::sdpa_layout_words(4)), -1);
+  loom::cuda::fill_sdpa_layout(start.data(), length.data(), 3, 600, shape, words.data());
+  const loom::cuda::SdpaLayout l = loom::cuda::sdpa_layout(words.data(), shape, 600);
+  CHECK(std::vector<int64_t>(l.q_offsets, l.q_offsets + 5) == std::vector<int64_t>{0, 480, 4800, 9600, 9600});
+  CHECK(std::vector<int64_t>(l.kv_offsets, l.kv_offsets + 5) == std::vector<int64_t>{0, 240, 2400, 4800, 4800});
+  CHECK(std::vector<int64_t>(l.stats_offsets, l.stats_offsets + 5) == std::vector<int64_t>{0, 60, 600, 1200, 1200});
+  CHECK(std::vector<int32_t>(l.seq_len, l.seq_len + 4) == std::vector<int32_t>{30, 0, 30, 0});
+}
+
+TEST_CASE("short documents share windows, longer ones keep their own sequence") {
+  // Documents of 10, 20, 270, 10, 10, 10, 270 and 0 tokens, windows of up to 64, from row 5 on.
+  const std::vector<int32_t> cu{5, 15, 35, 305, 315, 325, 335, 605, 605};
+  const loom::cuda::SdpaWindows w = loom::cuda::sdpa_windows(cu.data(), 8, 64);
+  CHECK(w.start == std::vector<int32_t>{0, 300, 600});
+  CHECK(w.length == std::vector<int32_t>{30, 30, 0});
+  CHECK(w.first_document == std::vector<int32_t>{0, 3, 7});
+  CHECK(w.long_start == std::vector<int32_t>{30, 330});
+  CHECK(w.long_length == std::vector<int32_t>{270, 270});
+  const SdpaShape shape{4, 64, 2, 1, 8, false, true, true};
+  std::vector<int32_t> ids(4 * 64, 7);
+  loom::cuda::fill_window_documents(cu.data(), w, shape, ids.data());
+  for (int r = 0; r < 64; ++r) {
+    INFO("row " << r);
+    CHECK(ids[static_cast<size_t>(r)] == (r < 10 ? 0 : r < 30 ? 1 : -1));
+    CHECK(ids[static_cast<size_t>(64 + r)] == (r < 10 ? 3 : r < 20 ? 4 : r < 30 ? 5 : -1));
+    CHECK(ids[static_cast<size_t>(128 + r)] == -1);  // the empty document's window
+    CHECK(ids[static_cast<size_t>(192 + r)] == -1);  // the graph's unused window
+  }
+}
+
+TEST_CASE("windows of random documents: every row once, windows full, documents whole") {
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    const int64_t window = int64_t{128} << (rng() % 3), n = 1 + static_cast<int64_t>(rng() % 80);
+    std::vector<int32_t> cu{static_cast<int32_t>(rng() % 50)};
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t len = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 1000) : static_cast<int32_t>(rng() % 40);
+      cu.push_back(cu.back() + len);
+    }
+    const int32_t tokens = cu.back() - cu.front();
+    const loom::cuda::SdpaWindows w = loom::cuda::sdpa_windows(cu.data(), n, window);
+    INFO("round " << round << ": " << n << " documents, windows of " << window);
+    std::vector<int> covered(static_cast<size_t>(tokens), 0);
+    for (size_t j = 0; j < w.long_start.size(); ++j) {
+      REQUIRE(w.long_length[j] > window);
+      for (int32_t r = 0; r < w.long_length[j]; ++r) ++covered[static_cast<size_t>(w.long_start[j] + r)];
+    }
+    SdpaShape shape{1, window, 1, 1, 8, false, true, true};
+    while (shape.batch < static_cast<int64_t>(w.start.size())) shape.batch *= 2;
+    std::vector<int32_t> ids(static_cast<size_t>(shape.batch * window));
+    loom::cuda::fill_window_documents(cu.data(), w, shape, ids.data());
+    for (size_t j = 0; j < w.start.size(); ++j) {
+      REQUIRE(w.length[j] <= window);
+      // A window starts at its first document and ends at a document's end.
+      const int32_t first = w.first_document[j];
+      REQUIRE(cu[static_cast<size_t>(first)] - cu.front() == w.start[j]);
+      REQUIRE(std::find(cu.begin(), cu.end(), cu.front() + w.start[j] + w.length[j]) != cu.end());
+      // The next window was opened because the document after this one did not fit.
+      const int32_t end = w.start[j] + w.length[j];
+      if (j + 1 < w.start.size() && w.start[j + 1] == end) {
+        const int32_t next = w.first_document[j + 1];
+        REQUIRE(w.length[j] + cu[static_cast<size_t>(next) + 1] - cu[static_cast<size_t>(next)] > window);
+      }
+      for (int32_t r = 0; r < w.length[j]; ++r) {
+        const int32_t row = w.start[j] + r, doc = ids[j * static_cast<size_t>(window) + static_cast<size_t>(r)];
+        ++covered[static_cast<size_t>(row)];
+        REQUIRE(doc >= 0);
+        REQUIRE(cu[static_cast<size_t>(doc)] - cu.front() <= row);
+        REQUIRE(row < cu[static_cast<size_t>(doc) + 1] - cu.front());
+      }
+    }
+    for (int32_t row = 0; row < tokens; ++row) REQUIRE(covered[static_cast<size_t>(row)] == 1);
   }
 }

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace loom::cuda {
 
@@ -59,26 +60,38 @@ struct SdpaLayout {
 
 // A call's layout travels as one array of sdpa_layout_words(batch) int64 words, so one
 // host-to-device copy carries it: the three offset arrays, then seq_len (int32 pairs), each
-// starting 16-byte aligned. fill_sdpa_layout writes it for sequences [cu[i], cu[i+1]) of cu[0..n]
-// (n <= batch; the rest have length 0 and start at cu[n]); sdpa_layout points into its device copy.
-// Host code only (no cuDNN), so the CPU tests check it.
+// starting 16-byte aligned. fill_sdpa_layout writes it for n <= batch sequences, sequence i being
+// length[i] rows from row start[i] of the packed tensors (rows between sequences belong to another
+// call); the graph's other sequences have length 0 and start at row `end`. The cu form takes
+// sequences [cu[i], cu[i+1]) of cu[0..n], rows counted from cu[0]. sdpa_layout points into its
+// device copy. Host code only (no cuDNN), so the CPU tests check it.
 inline int64_t sdpa_layout_stride(int64_t batch) { return (batch + 2) / 2 * 2; }  // batch + 1 words, even
 
 inline int64_t sdpa_layout_words(int64_t batch) {
   return 3 * sdpa_layout_stride(batch) + (batch + 3) / 4 * 2;  // batch int32 in whole 16-byte units
 }
 
-inline void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words) {
+inline void fill_sdpa_layout(const int32_t* start, const int32_t* length, int64_t n, int64_t end,
+                             const SdpaShape& shape, int64_t* words) {
   const int64_t b = shape.batch, w = sdpa_layout_stride(b);
   std::fill(words, words + sdpa_layout_words(b), int64_t{0});
   int32_t* seq = reinterpret_cast<int32_t*>(words + 3 * w);
   for (int64_t i = 0; i <= b; ++i) {
-    const int64_t start = (i <= n ? cu[i] : cu[n]) - cu[0];
-    words[i] = start * shape.heads * shape.head_dim;
-    words[w + i] = start * shape.kv_heads * shape.head_dim;
-    words[2 * w + i] = start * shape.heads;
-    if (i < b) seq[i] = i < n ? cu[i + 1] - cu[i] : 0;
+    const int64_t first = i < n ? start[i] : end;
+    words[i] = first * shape.heads * shape.head_dim;
+    words[w + i] = first * shape.kv_heads * shape.head_dim;
+    words[2 * w + i] = first * shape.heads;
+    if (i < b) seq[i] = i < n ? length[i] : 0;
   }
+}
+
+inline void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words) {
+  std::vector<int32_t> start(static_cast<size_t>(n)), length(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    start[static_cast<size_t>(i)] = cu[i] - cu[0];
+    length[static_cast<size_t>(i)] = cu[i + 1] - cu[i];
+  }
+  fill_sdpa_layout(start.data(), length.data(), n, cu[n] - cu[0], shape, words);
 }
 
 inline SdpaLayout sdpa_layout(const int64_t* device_words, const SdpaShape& shape, int64_t tokens) {
@@ -90,6 +103,53 @@ inline SdpaLayout sdpa_layout(const int64_t* device_words, const SdpaShape& shap
   l.seq_len = reinterpret_cast<const int32_t*>(device_words + 3 * w);
   l.tokens = tokens;
   return l;
+}
+
+// Documents of tens of tokens each hold a 128-row tile of their own in cuDNN's kernels, as in
+// FlashAttention-2's. Instead, short documents share sequences of up to `window` rows (windows),
+// kept apart by an additive bias of -inf across documents (SdpaShape::bias); a longer document is a
+// sequence of its own, in a second call without the bias. sdpa_windows splits the documents
+// [cu[i], cu[i+1]) of cu[0..n] (rows counted from cu[0]) in order: a document of up to `window`
+// rows joins the open window while it fits, else opens the next; a longer one closes it.
+struct SdpaWindows {
+  std::vector<int32_t> start, length;            // the windows: the biased call's sequences
+  std::vector<int32_t> first_document;           // each window's first document (its index in cu)
+  std::vector<int32_t> long_start, long_length;  // the longer documents: the plain call's sequences
+};
+
+inline SdpaWindows sdpa_windows(const int32_t* cu, int64_t n, int64_t window) {
+  SdpaWindows w;
+  bool open = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t first = cu[i] - cu[0], len = cu[i + 1] - cu[i];
+    if (len > window) {
+      w.long_start.push_back(first);
+      w.long_length.push_back(len);
+      open = false;
+    } else if (open && w.length.back() + len <= window) {
+      w.length.back() += len;
+    } else {
+      w.start.push_back(first);
+      w.length.push_back(len);
+      w.first_document.push_back(static_cast<int32_t>(i));
+      open = true;
+    }
+  }
+  return w;
+}
+
+// The bias's source: for row r of window j, the document that row belongs to (its index in cu),
+// in ids[j * shape.max_seq + r]; -1 past a window's end and in the graph's unused windows. The
+// bias is 0 where a row's and a column's documents agree and -inf elsewhere.
+inline void fill_window_documents(const int32_t* cu, const SdpaWindows& w, const SdpaShape& shape, int32_t* ids) {
+  std::fill(ids, ids + shape.batch * shape.max_seq, int32_t{-1});
+  for (size_t j = 0; j < w.start.size(); ++j) {
+    int32_t doc = w.first_document[j];
+    for (int32_t r = 0; r < w.length[j]; ++r) {
+      while (cu[doc + 1] - cu[0] <= w.start[j] + r) ++doc;
+      ids[static_cast<int64_t>(j) * shape.max_seq + r] = doc;
+    }
+  }
 }
 
 // One built graph and its execution plan. Building takes tens of milliseconds (cuDNN's heuristics
