@@ -131,18 +131,17 @@ int main(int argc, char** argv) {
     }
   }
   const int64_t n = static_cast<int64_t>(cu.size()) - 1, T = cu.back();
-  // The graph's sequences: the documents, or with --windows the windows that hold them.
+  // The graph's sequences: the documents, or with --windows the windows that hold them (as the
+  // trainer groups them: loom::cuda::sdpa_windows; here every document must fit one).
   std::vector<int32_t> seqs = cu;
+  loom::cuda::SdpaWindows windows;
   if (window > 0) {
-    seqs = {0};
-    for (int64_t i = 0; i < n; ++i) {
-      if (cu[i + 1] - cu[i] > window) {
-        std::fprintf(stderr, "--windows %lld: document %lld has %d tokens\n", (long long)window, (long long)i,
-                     cu[i + 1] - cu[i]);
-        return 2;
-      }
-      if (cu[i + 1] - seqs.back() > window) seqs.push_back(cu[i]);
+    windows = loom::cuda::sdpa_windows(cu.data(), n, window);
+    if (!windows.long_start.empty()) {
+      std::fprintf(stderr, "--windows %lld: a document has %d tokens\n", (long long)window, windows.long_length[0]);
+      return 2;
     }
+    seqs = windows.start;
     seqs.push_back(cu[n]);
     max_seq = std::max(max_seq, window);
   }
@@ -198,17 +197,14 @@ int main(int argc, char** argv) {
   // The windows' bias [batch, 1, max_seq, max_seq]: 0 within a document, -inf across documents.
   Buf bias_dev(window > 0 ? static_cast<size_t>(batch * max_seq * max_seq * 2) : 16);
   if (window > 0) {
-    std::vector<int32_t> doc_of(static_cast<size_t>(T));
-    for (int64_t i = 0; i < n; ++i)
-      for (int32_t t = cu[i]; t < cu[i + 1]; ++t) doc_of[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+    std::vector<int32_t> ids(static_cast<size_t>(batch * max_seq));
+    loom::cuda::fill_window_documents(cu.data(), windows, shape, ids.data());
     std::vector<uint16_t> bias(static_cast<size_t>(batch * max_seq * max_seq), 0);
-    for (int64_t w = 0; w < ns; ++w) {
-      const int64_t start = seqs[w], len = seqs[w + 1] - seqs[w];
-      for (int64_t i = 0; i < len; ++i)
-        for (int64_t j = 0; j < len; ++j)
-          if (doc_of[static_cast<size_t>(start + i)] != doc_of[static_cast<size_t>(start + j)])
+    for (int64_t w = 0; w < batch; ++w)
+      for (int64_t i = 0; i < max_seq; ++i)
+        for (int64_t j = 0; j < max_seq; ++j)
+          if (ids[static_cast<size_t>(w * max_seq + i)] != ids[static_cast<size_t>(w * max_seq + j)])
             bias[static_cast<size_t>((w * max_seq + i) * max_seq + j)] = 0xff80;  // bf16 -inf
-    }
     cuda_ok(cudaMemcpy(bias_dev.p, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice), "upload bias");
     layout.bias = bias_dev.p;
   }

@@ -237,6 +237,43 @@ TEST_CASE("cudnn alone equals per-document attention on packs of 60 and 250 docu
   }
 }
 
+// Short documents sharing windows kept apart by a bias, longer ones in a second call (cuda/
+// cudnn_sdpa.h, sdpa_windows): documents of 1 token, exactly a window, one past it, empty ones and
+// one cut at the end, then packs of 60 and 250 documents. The first two cases hold as many tokens
+// as each other, so the second meets the first's cached calls and must not reuse them.
+TEST_CASE("cuDNN attention with short documents in windows equals per-document attention") {
+  const std::vector<std::vector<int32_t>> cases{{0, 1, 17, 145, 146, 274, 275, 600, 600, 640},
+                                                {0, 40, 80, 120, 121, 380, 400, 401, 529, 640},
+                                                {0, 3, 10, 30, 31, 90, 128}};
+  for (int64_t window : {128, 256}) {
+    for (const auto& cu : cases) {
+      INFO("windows of " << window << ", cu_seqlens ending at " << cu.back() << " with " << cu.size() - 1
+                         << " documents");
+      const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);
+      check_per_document(cu, 31, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     int64_t D) {
+        return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)), 0, window);
+      });
+    }
+  }
+  for (int64_t documents : {60, 250}) {
+    INFO(documents << " documents, windows of 256");
+    const std::vector<int32_t> cu = pack_of(documents, 4096, 80 + static_cast<uint64_t>(documents));
+    const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);
+    check_per_document(cu, 32, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
+      return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)), 4096, 256);
+    });
+  }
+  const std::vector<int32_t> half{0, 1, 20, 200, 230, 640};
+  check_per_document(
+      half, 33,
+      [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
+        return loom::cudnn_segment_attention(q, k, v, torch::tensor(half, torch::kInt32), 1.0 / std::sqrt(double(D)),
+                                             0, 128);
+      },
+      torch::kHalf);
+}
+
 TEST_CASE("cuDNN attention in fp16 equals per-document attention forward and backward") {
   const std::vector<int32_t> cu{0, 1, 200, 640};
   const torch::Tensor cu_t = torch::tensor(cu, torch::kInt32);

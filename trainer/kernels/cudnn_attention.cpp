@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -68,26 +69,25 @@ Documents read_documents(const torch::Tensor& cu_host, int64_t tokens) {
   return d;
 }
 
-// Whole packs of one document each (max_seq tokens, every one) take the dense graph of exactly that
-// many; other calls the ragged graph their counts round up to.
-cuda::SdpaShape shape_of(const Documents& d, int64_t max_seq, const torch::Tensor& q, const torch::Tensor& k) {
-  const bool half = q.scalar_type() == torch::kHalf;
-  if (d.equal && max_seq > 0 && d.longest == max_seq)
-    return {d.count, max_seq, q.size(1), k.size(1), q.size(2), half, /*ragged=*/false, /*bias=*/false};
-  return {pow2_at_least(d.count, 1), pow2_at_least(std::max(d.longest, max_seq), kCudnnMinSeq), q.size(1), k.size(1),
-          q.size(2), half, /*ragged=*/true, /*bias=*/false};
+// One cuDNN call of a micro-batch: its graph's shape, its layout on the device (none for a dense
+// graph) and, for windows of short documents, the bias that keeps their documents apart.
+struct Call {
+  cuda::SdpaShape shape;
+  torch::Tensor layout, bias;
+};
+
+cuda::SdpaShape base_shape(const torch::Tensor& q, const torch::Tensor& k) {
+  return {0, 0, q.size(1), k.size(1), q.size(2), q.scalar_type() == torch::kHalf, /*ragged=*/true, /*bias=*/false};
 }
 
-// A call's layout on the device: the words upload_layout copied there, or none for a dense graph.
-cuda::SdpaLayout layout_of(const torch::Tensor& words, const cuda::SdpaShape& shape, int64_t tokens) {
-  if (!shape.ragged) {
-    cuda::SdpaLayout l;
-    l.tokens = tokens;
-    return l;
-  }
-  return cuda::sdpa_layout(words.data_ptr<int64_t>(), shape, tokens);
+// A call's layout on the device, or none for a dense graph; the bias's address with it.
+cuda::SdpaLayout layout_of(const Call& c, int64_t tokens) {
+  cuda::SdpaLayout l;
+  if (c.shape.ragged) l = cuda::sdpa_layout(c.layout.data_ptr<int64_t>(), c.shape, tokens);
+  l.tokens = tokens;
+  if (c.bias.defined()) l.bias = c.bias.data_ptr();
+  return l;
 }
-
 // This thread's graph of a pass and shape on the current device, built the first time it is asked for.
 cuda::SdpaGraph& graph_of(cuda::SdpaGraph::Pass pass, const cuda::SdpaShape& shape) {
   struct Entry {
@@ -121,68 +121,166 @@ cuda::SdpaGraph& graph_of(cuda::SdpaGraph::Pass pass, const cuda::SdpaShape& sha
   return *graphs.back().graph;
 }
 
-// The call's layout (offsets and lengths) on q's device: one pinned host-to-device copy.
-torch::Tensor upload_layout(const torch::Tensor& cu_host, const Documents& d, const cuda::SdpaShape& shape,
-                            const torch::Device& device) {
-  torch::Tensor host = torch::empty({cuda::sdpa_layout_words(shape.batch)},
-                                   torch::TensorOptions().dtype(torch::kLong).pinned_memory(true));
-  cuda::fill_sdpa_layout(cu_host.data_ptr<int32_t>(), d.count, shape, host.data_ptr<int64_t>());
-  return host.to(torch::TensorOptions().device(device), /*non_blocking=*/true);
+// A host tensor's copy on `device`: one pinned host-to-device copy on the current stream.
+torch::Tensor upload(const torch::Tensor& pinned, const torch::Device& device) {
+  return pinned.to(torch::TensorOptions().device(device), /*non_blocking=*/true);
 }
 
-torch::Tensor workspace(const cuda::SdpaGraph& g, int64_t tokens, const torch::Device& device) {
-  const int64_t bytes = static_cast<int64_t>(g.workspace_bytes(tokens));
-  return torch::empty({std::max<int64_t>(bytes, 16)}, torch::TensorOptions().dtype(torch::kUInt8).device(device));
+torch::Tensor pinned(int64_t n, torch::Dtype dtype) {
+  return torch::empty({n}, torch::TensorOptions().dtype(dtype).pinned_memory(true));
+}
+
+Call sequences_call(const cuda::SdpaShape& shape, const std::vector<int32_t>& start, const std::vector<int32_t>& length,
+                    int64_t tokens, const torch::Device& device) {
+  torch::Tensor words = pinned(cuda::sdpa_layout_words(shape.batch), torch::kLong);
+  cuda::fill_sdpa_layout(start.data(), length.data(), static_cast<int64_t>(start.size()), tokens, shape,
+                         words.data_ptr<int64_t>());
+  return {shape, upload(words, device), {}};
+}
+
+// The calls of a micro-batch. Whole packs of one document each (max_seq tokens, every one): the
+// dense graph of exactly that many. Else, without windows, every document a sequence of the ragged
+// graph its counts round up to. With windows, short documents share windows (one biased call) and
+// longer ones are sequences of a second call.
+std::vector<Call> plan_calls(const torch::Tensor& cu_host, const Documents& d, int64_t max_seq, int64_t window,
+                             const torch::Tensor& q, const torch::Tensor& k) {
+  const int32_t* cu = cu_host.data_ptr<int32_t>();
+  const int64_t tokens = q.size(0);
+  cuda::SdpaShape s = base_shape(q, k);
+  if (d.equal && max_seq > 0 && d.longest == max_seq) {
+    s.batch = d.count;
+    s.max_seq = max_seq;
+    s.ragged = false;
+    return {{s, {}, {}}};
+  }
+  const int64_t longest = pow2_at_least(std::max(d.longest, max_seq), kCudnnMinSeq);
+  if (window <= 0) {
+    s.batch = pow2_at_least(d.count, 1);
+    s.max_seq = longest;
+    torch::Tensor words = pinned(cuda::sdpa_layout_words(s.batch), torch::kLong);
+    cuda::fill_sdpa_layout(cu, d.count, s, words.data_ptr<int64_t>());
+    return {{s, upload(words, q.device()), {}}};
+  }
+  const cuda::SdpaWindows w = cuda::sdpa_windows(cu, d.count, window);
+  std::vector<Call> calls;
+  if (!w.start.empty()) {
+    cuda::SdpaShape ws = s;
+    ws.batch = pow2_at_least(static_cast<int64_t>(w.start.size()), 1);
+    ws.max_seq = window;
+    ws.bias = true;
+    Call c = sequences_call(ws, w.start, w.length, tokens, q.device());
+    torch::Tensor ids = pinned(ws.batch * window, torch::kInt32);
+    cuda::fill_window_documents(cu, w, ws, ids.data_ptr<int32_t>());
+    const torch::Tensor rows = upload(ids, q.device()).view({ws.batch, 1, window, 1});
+    const torch::Tensor same = rows == rows.view({ws.batch, 1, 1, window});  // [batch, 1, window, window]
+    c.bias = torch::full({ws.batch, 1, window, window}, -std::numeric_limits<float>::infinity(), q.options())
+                 .masked_fill_(same, 0);
+    calls.push_back(std::move(c));
+  }
+  if (!w.long_start.empty()) {
+    cuda::SdpaShape ls = s;
+    ls.batch = pow2_at_least(static_cast<int64_t>(w.long_start.size()), 1);
+    ls.max_seq = longest;
+    calls.push_back(sequences_call(ls, w.long_start, w.long_length, tokens, q.device()));
+  }
+  return calls;
+}
+
+// Every layer of a step meets the same documents: the calls this thread planned last are reused
+// while the documents, the graphs' inputs and the stream are the same, so a micro-batch's layouts
+// and bias are uploaded and built once, not once a layer.
+const std::vector<Call>& calls_of(const torch::Tensor& cu_host, const Documents& d, int64_t max_seq, int64_t window,
+                                  const torch::Tensor& q, const torch::Tensor& k) {
+  struct Last {
+    std::vector<int64_t> key;
+    std::vector<int32_t> cu;
+    std::vector<Call> calls;
+  };
+  // Never destroyed, like the graphs: its tensors would outlive CUDA at exit.
+  thread_local auto& last = *new Last();
+  const std::vector<int64_t> key{q.get_device(), static_cast<int64_t>(at::cuda::getCurrentCUDAStream().id()),
+                                 max_seq, window, q.size(0), q.size(1), k.size(1), q.size(2),
+                                 static_cast<int64_t>(q.scalar_type())};
+  const int32_t* cu = cu_host.data_ptr<int32_t>();
+  if (key != last.key || !std::equal(cu, cu + d.count + 1, last.cu.begin(), last.cu.end())) {
+    last.calls = plan_calls(cu_host, d, max_seq, window, q, k);
+    last.key = key;
+    last.cu.assign(cu, cu + d.count + 1);
+  }
+  return last.calls;
 }
 
 void* stream() { return at::cuda::getCurrentCUDAStream().stream(); }
 
+size_t workspace_bytes(const std::vector<Call>& calls, cuda::SdpaGraph::Pass pass, int64_t tokens) {
+  size_t bytes = 0;
+  for (const Call& c : calls) bytes = std::max(bytes, graph_of(pass, c.shape).workspace_bytes(tokens));
+  return bytes;
+}
+
+torch::Tensor workspace(size_t bytes, const torch::Device& device) {
+  return torch::empty({std::max<int64_t>(static_cast<int64_t>(bytes), 16)},
+                      torch::TensorOptions().dtype(torch::kUInt8).device(device));
+}
+
 // Dropout 0, causal within every document. Saved: q, k, v, the output, the log-sum-exp [Tok, H]
-// fp32 and the call's layout on the device.
+// fp32, and each call's layout and bias on the device (two calls at most) with its shape.
 class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const torch::Tensor& cu_host, double scale, int64_t max_seq) {
+                               const torch::Tensor& v, const torch::Tensor& cu_host, double scale, int64_t max_seq,
+                               int64_t window) {
     const c10::cuda::CUDAGuard guard(q.device());
     const int64_t tokens = q.size(0);
     const Documents d = read_documents(cu_host, tokens);
-    const cuda::SdpaShape shape = shape_of(d, max_seq, q, k);
-    const torch::Tensor layout = shape.ragged ? upload_layout(cu_host, d, shape, q.device()) : torch::Tensor();
+    const std::vector<Call>& calls = calls_of(cu_host, d, max_seq, window, q, k);
     torch::Tensor out = torch::empty_like(q);
     torch::Tensor stats = torch::empty({tokens, q.size(1)}, q.options().dtype(torch::kFloat32));
-    cuda::SdpaGraph& g = graph_of(cuda::SdpaGraph::Pass::kForward, shape);
-    const torch::Tensor ws = workspace(g, tokens, q.device());
-    const char* err = g.forward(layout_of(layout, shape, tokens), q.data_ptr(),
-                                k.data_ptr(), v.data_ptr(), out.data_ptr(), stats.data_ptr<float>(),
-                                static_cast<float>(scale), ws.data_ptr(), stream());
-    LOOM_CHECK(err == nullptr, "cuDNN attention forward: ", err);
-    ctx->save_for_backward({q, k, v, out, stats, layout});
+    const torch::Tensor ws = workspace(workspace_bytes(calls, cuda::SdpaGraph::Pass::kForward, tokens), q.device());
+    torch::autograd::variable_list saved{q, k, v, out, stats};
+    std::vector<int64_t> shapes;
+    for (const Call& c : calls) {
+      const char* err = graph_of(cuda::SdpaGraph::Pass::kForward, c.shape)
+                            .forward(layout_of(c, tokens), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                     stats.data_ptr<float>(), static_cast<float>(scale), ws.data_ptr(), stream());
+      LOOM_CHECK(err == nullptr, "cuDNN attention forward: ", err);
+      saved.push_back(c.layout);
+      saved.push_back(c.bias);
+      shapes.insert(shapes.end(), {c.shape.batch, c.shape.max_seq, c.shape.ragged, c.shape.bias});
+    }
+    ctx->save_for_backward(saved);
     ctx->saved_data["scale"] = scale;
-    ctx->saved_data["batch"] = shape.batch;
-    ctx->saved_data["max_seq"] = shape.max_seq;
-    ctx->saved_data["ragged"] = shape.ragged;
+    ctx->saved_data["shapes"] = shapes;
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list s = ctx->get_saved_variables();
-    const torch::Tensor &q = s[0], &k = s[1], &v = s[2], &out = s[3], &stats = s[4], &layout = s[5];
+    const torch::Tensor &q = s[0], &k = s[1], &v = s[2], &out = s[3], &stats = s[4];
     const c10::cuda::CUDAGuard guard(q.device());
-    const cuda::SdpaShape shape{ctx->saved_data["batch"].toInt(), ctx->saved_data["max_seq"].toInt(), q.size(1),
-                                k.size(1), q.size(2), q.scalar_type() == torch::kHalf,
-                                ctx->saved_data["ragged"].toBool(), /*bias=*/false};
+    const std::vector<int64_t> shapes = ctx->saved_data["shapes"].toIntVector();
+    std::vector<Call> calls;
+    for (size_t i = 0; i < shapes.size(); i += 4) {
+      cuda::SdpaShape shape = base_shape(q, k);
+      shape.batch = shapes[i];
+      shape.max_seq = shapes[i + 1];
+      shape.ragged = shapes[i + 2] != 0;
+      shape.bias = shapes[i + 3] != 0;
+      calls.push_back({shape, s[5 + i / 2], s[6 + i / 2]});
+    }
     const int64_t tokens = q.size(0);
     const torch::Tensor g = grads[0].contiguous();
     torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
-    cuda::SdpaGraph& graph = graph_of(cuda::SdpaGraph::Pass::kBackward, shape);
-    const torch::Tensor ws = workspace(graph, tokens, q.device());
-    const char* err = graph.backward(layout_of(layout, shape, tokens), q.data_ptr(),
-                                     k.data_ptr(), v.data_ptr(), out.data_ptr(), g.data_ptr(),
-                                     stats.data_ptr<float>(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
-                                     static_cast<float>(ctx->saved_data["scale"].toDouble()), ws.data_ptr(),
-                                     stream());
-    LOOM_CHECK(err == nullptr, "cuDNN attention backward: ", err);
-    return {dq, dk, dv, {}, {}, {}};
+    const torch::Tensor ws = workspace(workspace_bytes(calls, cuda::SdpaGraph::Pass::kBackward, tokens), q.device());
+    for (const Call& c : calls) {
+      const char* err = graph_of(cuda::SdpaGraph::Pass::kBackward, c.shape)
+                            .backward(layout_of(c, tokens), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                      g.data_ptr(), stats.data_ptr<float>(), dq.data_ptr(), dk.data_ptr(),
+                                      dv.data_ptr(), static_cast<float>(ctx->saved_data["scale"].toDouble()),
+                                      ws.data_ptr(), stream());
+      LOOM_CHECK(err == nullptr, "cuDNN attention backward: ", err);
+    }
+    return {dq, dk, dv, {}, {}, {}, {}};
   }
 };
 #endif
@@ -190,7 +288,10 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
 }  // namespace
 
 torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      const torch::Tensor& cu_seqlens_host, double scale, int64_t max_seq) {
+                                      const torch::Tensor& cu_seqlens_host, double scale, int64_t max_seq,
+                                      int64_t window) {
+  LOOM_CHECK(window == 0 || (window >= kCudnnMinSeq && (window & (window - 1)) == 0),
+             "cuDNN attention's windows hold a power of two of at least ", kCudnnMinSeq, " tokens, got ", window);
   LOOM_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
                  q.size(2) == k.size(2) && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
              "cuDNN attention needs q [Tok, H, D] and k, v [Tok, K, D] with H a multiple of K, got ", q.sizes(),
@@ -207,11 +308,12 @@ torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tenso
              "multiples of 8 up to ", kCudnnMaxHeadDim, ", got ", q.size(2));
   // The graphs read rows of H*D (K*D) contiguous elements; views from a fused QKV may not have them.
   return CudnnAttention::apply(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_host.contiguous(), scale,
-                               max_seq);
+                               max_seq, window);
 #else
   (void)cu_seqlens_host;
   (void)scale;
   (void)max_seq;
+  (void)window;
   LOOM_FAIL("cuDNN attention needs a CUDA build (this build: LibTorch ", TORCH_VERSION,
             " without loom's CUDA kernels)");
 #endif
@@ -238,6 +340,9 @@ bool cudnn_attention_supported(const torch::Device& device, torch::Dtype dtype, 
     const torch::Tensor x = torch::ones({131, 2, head_dim}, opt).requires_grad_();
     const torch::Tensor cu = torch::tensor({0, 3, 131}, torch::dtype(torch::kInt32));
     cudnn_segment_attention(x, x, x, cu, 1.0).sum().backward();
+    // Short documents in a window (the bias) beside a longer one: the rule's branch for them.
+    const torch::Tensor windows = torch::tensor({0, 1, 3, 131}, torch::dtype(torch::kInt32));
+    cudnn_segment_attention(x, x, x, windows, 1.0, 0, kCudnnMinSeq).sum().backward();
   } catch (const std::exception& e) {
     return no(std::string("the kernel failed on a probe: ") + e.what());
   }
@@ -261,14 +366,14 @@ namespace {
 // token short, so never whole packs, unless `whole`), the graphs built for max_seq: the forward on
 // this thread and, with grad, the backward on the autograd engine's.
 void run_documents(const torch::TensorOptions& opt, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                   int64_t max_seq, int64_t tokens, int64_t documents, bool whole, bool backward) {
+                   int64_t max_seq, int64_t tokens, int64_t documents, bool whole, bool backward, int64_t window = 0) {
   const torch::Tensor q = torch::zeros({tokens, heads, head_dim}, opt).requires_grad_(backward);
   const torch::Tensor kv = torch::zeros({tokens, kv_heads, head_dim}, opt).requires_grad_(backward);
   std::vector<int32_t> cu(static_cast<size_t>(documents) + 1);
   for (int64_t i = 0; i <= documents; ++i) cu[static_cast<size_t>(i)] = static_cast<int32_t>(i * tokens / documents);
   if (!whole) cu[1] -= 1;
   const torch::Tensor out =
-      cudnn_segment_attention(q, kv, kv, torch::tensor(cu, torch::dtype(torch::kInt32)), 1.0, max_seq);
+      cudnn_segment_attention(q, kv, kv, torch::tensor(cu, torch::dtype(torch::kInt32)), 1.0, max_seq, window);
   if (backward) out.sum().backward();
 }
 
@@ -284,37 +389,81 @@ void run_every_count(const torch::TensorOptions& opt, const std::vector<int64_t>
     run_documents(opt, s[0], s[1], s[2], max_seq, tokens, documents, false, backward);
 }
 
-// Its backward runs the forwards on the autograd engine's thread, where a checkpointed layer's
-// forward is recomputed.
-class ForwardOnBackwardThread : public torch::autograd::Function<ForwardOnBackwardThread> {
+#if LOOM_CUDNN_SDPA
+// With windows, a micro-batch meets the biased graph of every power of two of windows up to the most
+// it can hold (two neighbouring windows hold more than `window` tokens together, and each longer
+// document may close a window early: at most 3 tokens / window + 1), and beside it the plain graph
+// of every power of two of longer documents up to tokens / (window + 1). They are built directly
+// (graph_of), as no one micro-batch meets them all; entries of 8: SdpaShape's fields.
+std::vector<int64_t> window_shapes(const torch::TensorOptions& opt, const std::vector<int64_t>& s, int64_t window) {
+  const int64_t seq_len = s[3], tokens = s[4];
+  std::vector<int64_t> shapes;
+  const int64_t half = opt.dtype() == torch::kHalf;
+  for (int64_t b = 1; b <= pow2_at_least(3 * tokens / window + 1, 1); b *= 2)
+    shapes.insert(shapes.end(), {b, window, s[0], s[1], s[2], half, 1, 1});
+  for (int64_t b = 1; b <= pow2_at_least(std::max<int64_t>(tokens / (window + 1), 1), 1); b *= 2)
+    shapes.insert(shapes.end(), {b, pow2_at_least(seq_len, kCudnnMinSeq), s[0], s[1], s[2], half, 1, 0});
+  return shapes;
+}
+
+void build_graphs(const std::vector<int64_t>& shapes, bool forward, bool backward) {
+  for (size_t i = 0; i + 8 <= shapes.size(); i += 8) {
+    const cuda::SdpaShape shape{shapes[i],         shapes[i + 1],     shapes[i + 2],     shapes[i + 3],
+                                shapes[i + 4],     shapes[i + 5] != 0, shapes[i + 6] != 0, shapes[i + 7] != 0};
+    if (forward) graph_of(cuda::SdpaGraph::Pass::kForward, shape);
+    if (backward) graph_of(cuda::SdpaGraph::Pass::kBackward, shape);
+  }
+}
+#else
+void build_graphs(const std::vector<int64_t>&, bool, bool) {}
+#endif
+
+// Its backward runs on the autograd engine's thread, where cuDNN's backward graphs run and a
+// checkpointed layer's forward is recomputed: there it runs the forwards of run_every_count (with
+// "recompute") and builds the graphs of "shapes" (their forwards too with "recompute").
+class OnBackwardThread : public torch::autograd::Function<OnBackwardThread> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const std::vector<int64_t>& shape) {
-    ctx->saved_data["shape"] = shape;
+                               const std::vector<int64_t>& run, const std::vector<int64_t>& shapes, bool recompute) {
+    ctx->saved_data["run"] = run;
+    ctx->saved_data["shapes"] = shapes;
+    ctx->saved_data["recompute"] = recompute;
     return x.clone();
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     torch::NoGradGuard no_grad;
-    run_every_count(grads[0].options(), ctx->saved_data["shape"].toIntVector(), /*backward=*/false);
-    return {grads[0], {}};
+    const bool recompute = ctx->saved_data["recompute"].toBool();
+    if (recompute) run_every_count(grads[0].options(), ctx->saved_data["run"].toIntVector(), /*backward=*/false);
+    build_graphs(ctx->saved_data["shapes"].toIntVector(), /*forward=*/recompute, /*backward=*/true);
+    return {grads[0], {}, {}, {}};
   }
 };
 
 }  // namespace
 
 int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
-                             int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents,
-                             bool recompute) {
+                             int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents, bool recompute,
+                             int64_t window) {
   const auto opt = torch::TensorOptions().device(device).dtype(dtype);
   // The graph a call of up to max_documents documents rounds up to.
   const int64_t most = pow2_at_least(std::min(max_documents, tokens), 1);
-  const std::vector<int64_t> shape{heads, kv_heads, head_dim, seq_len, tokens, most};
+  const std::vector<int64_t> run{heads, kv_heads, head_dim, seq_len, tokens, most};
   const ExpectedBuilds expected;
-  run_every_count(opt, shape, /*backward=*/true);
-  if (recompute) {
+  run_every_count(opt, run, /*backward=*/true);
+  std::vector<int64_t> shapes;
+  if (window > 0) {
+#if LOOM_CUDNN_SDPA
+    shapes = window_shapes(opt, run, window);
+    build_graphs(shapes, /*forward=*/true, /*backward=*/false);
+#endif
+    // One call through the windows (documents of about 16 tokens) loads their kernels.
+    run_documents(opt, heads, kv_heads, head_dim, seq_len, tokens, std::max<int64_t>(tokens / 16, 1), false, true,
+                  window);
+  }
+  if (recompute || !shapes.empty()) {
     const torch::Tensor x = torch::zeros({1}, opt).requires_grad_();
-    ForwardOnBackwardThread::apply(x, shape).sum().backward();
+    OnBackwardThread::apply(x, run, shapes, recompute).sum().backward();
   }
   return most;
 }

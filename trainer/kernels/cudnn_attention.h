@@ -32,10 +32,13 @@ inline constexpr int64_t kCudnnMinSeq = 128;
 
 // q [Tok, H, D], k/v [Tok, K, D] bf16/fp16 on CUDA; cu_seqlens_host [S+1] int32 on the CPU (document
 // s = tokens [cu[s], cu[s+1]), cu[0] = 0, cu[S] = Tok); scale = softmax scale; max_seq: the longest
-// document the graph is built for at least (0: the call's own). Returns [Tok, H, D]; differentiable
+// document the graph is built for at least (0: the call's own). window (0, or a power of two from
+// kCudnnMinSeq): documents of up to that many tokens share windows kept apart by a bias, longer
+// ones run in a second call (cuda/cudnn_sdpa.h, sdpa_windows). Returns [Tok, H, D]; differentiable
 // in q, k and v. Throws loom::Error where the kernel is absent.
 torch::Tensor cudnn_segment_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      const torch::Tensor& cu_seqlens_host, double scale, int64_t max_seq = 0);
+                                      const torch::Tensor& cu_seqlens_host, double scale, int64_t max_seq = 0,
+                                      int64_t window = 0);
 
 // Whether cudnn_segment_attention runs for activations of this device, dtype and head dim: the
 // build, cuDNN and the GPU answer by running it once on a tiny input. When not, *why says the reason.
@@ -52,6 +55,7 @@ bool cudnn_attention_preferred(const torch::Device& device);
 // thread and the backward on the autograd engine's (with recompute, the forward there too), so no
 // step pays for them. Returns how many documents the largest holds.
 int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
-                             int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents, bool recompute);
+                             int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents, bool recompute,
+                             int64_t window = 0);
 
 }  // namespace loom
