@@ -4,7 +4,7 @@
 # graphs alone: checks and per-layer times); then loom-train's tokens/s for each run of
 # LOOM_ATT_RUNS, "PRESET:MICRO_BSZ:CHECKPOINT:DOCS:ATTENTION" (make_packed.py --docs, job.attention),
 # default the 1b on one-document, random, paragraph and sft16 packs with auto, and the last two with
-# cudnn alone. Logs in $OUT/logs.tgz, one JSON line per run in $OUT/runs.jsonl, the summary on
+# flash (FlashAttention-2 varlen) beside it. Logs in $OUT/logs.tgz, one JSON line per run in $OUT/runs.jsonl, the summary on
 # stdout. Usage (device tool, carry [".debs"]): bash bench/gpu/attention_call.sh   (LOOM_CALL_S, 570)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,7 +13,7 @@ build_for_call loom-train loom-tokenize loom-pack test_gpu
 run_gpu_tests "${LOOM_ATT_TESTS:-*attention*,*cuDNN*,*cudnn*}"
 OUT=$L timeout 150 bash bench/gpu/cudnn_sdpa_call.sh > /dev/null 2>&1
 grep -E '^== probe|^check|^time|rror' "$L/sdpa.txt" | tee -a "$L/device.txt"
-RUNS=${LOOM_ATT_RUNS:-"1b:4:0:one:auto 1b:4:0:random:auto 1b:4:0:paragraphs:auto 1b:4:0:paragraphs:cudnn 1b:4:0:sft16:auto 1b:4:0:sft16:cudnn"}
+RUNS=${LOOM_ATT_RUNS:-"1b:4:0:one:auto 1b:4:0:random:auto 1b:4:0:paragraphs:auto 1b:4:0:paragraphs:flash 1b:4:0:sft16:auto 1b:4:0:sft16:flash"}
 D=$(mktemp -d /tmp/loom-att-XXXX)
 for run in $RUNS; do
   IFS=: read -r preset bsz ckpt docs att <<< "$run"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (<= 600 s) for the short-documents targets, most important first, each step under
 # its own timeout so what ran still reports: build loom-train, loom-tokenize, loom-pack and the GPU
-# tests; the attention tests (the kernels and the cudnn+flash rule, float64 references); plan == run
+# tests; the attention tests (the kernels and the cudnn rule, float64 references); plan == run
 # on the 1b preset (bench/gpu/plan_vs_run.sh); then bench/gpu/targets.sh's density set, its flex
 # peer given whatever time is left. Logs in $OUT/logs.tgz, the summary on stdout.
 # Usage (device tool, carry [".debs"]): bash bench/gpu/density_call.sh   (LOOM_CALL_S, default 570;

@@ -117,13 +117,13 @@ TEST_CASE("packed attention through flash equals the masked path on every real t
   CHECK(rel_err(flash * real, masked * real) < 1e-2);
 }
 
-TEST_CASE("choose_attention on this GPU: cudnn+flash on Hopper, else flash, for bf16; masked for fp32") {
+TEST_CASE("choose_attention on this GPU: cudnn on Hopper, else flash, for bf16; masked for fp32") {
   const loom::AttentionCaps caps = loom::probe_attention_caps(cuda(), 128);
   REQUIRE(caps.flash);
   const auto pick = [&](torch::Dtype dtype, int64_t d, loom::AttentionChoice choice = loom::AttentionChoice::kAuto) {
     return loom::choose_attention(caps, dtype, d, choice).kernel;
   };
-  const auto fast = caps.hopper && caps.cudnn ? loom::AttentionKernel::kCudnnOrFlash : loom::AttentionKernel::kFlashVarlen;
+  const auto fast = caps.hopper && caps.cudnn ? loom::AttentionKernel::kCudnnSegments : loom::AttentionKernel::kFlashVarlen;
   CHECK(pick(torch::kBFloat16, 128) == fast);
   CHECK(pick(torch::kBFloat16, 128, loom::AttentionChoice::kFlash) == loom::AttentionKernel::kFlashVarlen);
   // A head dim cuDNN's kernel lacks: auto falls back to flash, a named cudnn is an error.
@@ -158,10 +158,11 @@ std::vector<int32_t> pack_of(int64_t documents, int64_t tokens, uint64_t seed) {
 
 }  // namespace
 
-// The rule's both branches, on packs of 1, 2, 60 and 250 documents (a document of 1 token, one cut
-// at the pack's end): output and gradients against float64 per-document attention, and the branch
-// each density took.
-TEST_CASE("cudnn+flash equals per-document attention at every density and takes the branch of its rule") {
+// The kernel's both branches, on packs of 1, 2, 60 and 250 documents (a document of 1 token, one cut
+// at the pack's end) with the graphs a run builds for its seq_len: output and gradients against
+// float64 per-document attention, and the branch each density took (windows below
+// kCudnnWindowMeanTokens tokens a document: the 250).
+TEST_CASE("cudnn equals per-document attention at every density and takes the branch of its rule") {
   const loom::AttentionCaps caps = loom::probe_attention_caps(cuda(), 128);
   if (!caps.cudnn) {
     WARN("no cuDNN attention here (" << caps.why_no_cudnn << "): the rule's cuDNN branch is not tested");
@@ -176,12 +177,13 @@ TEST_CASE("cudnn+flash equals per-document attention at every density and takes 
     for (size_t s = 0; s + 1 < cu.size(); ++s) longest = std::max<int64_t>(longest, cu[s + 1] - cu[s]);
     auto use = std::make_shared<loom::AttentionUse>();
     check_per_document(cu, 9, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
-      const loom::VarlenAttentionFn fn = kernel_of(loom::AttentionKernel::kCudnnOrFlash, 8, 2, D, 4096, use);
+      const loom::VarlenAttentionFn fn = kernel_of(loom::AttentionKernel::kCudnnSegments, 8, 2, D, 4096, use);
       return fn(q, k, v, cu_dev, cu_host, longest, 1.0 / std::sqrt(double(D)));
     });
-    const bool long_documents = 4096 >= loom::kCudnnMinMeanTokens * docs;
-    CHECK(use->cudnn.load() == (long_documents ? 2 : 0));  // one call per head dim
-    CHECK(use->flash.load() == (long_documents ? 0 : 2));
+    const bool windows = 4096 < loom::kCudnnWindowMeanTokens * docs;
+    CHECK(windows == (documents == 250));
+    CHECK(use->documents.load() == (windows ? 0 : 2));  // one call per head dim
+    CHECK(use->windows.load() == (windows ? 2 : 0));
   }
 }
 
@@ -215,26 +217,6 @@ TEST_CASE("cuDNN attention over documents of every count and length equals per-d
   check_per_document(whole, 22, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
     return loom::cudnn_segment_attention(q, k, v, torch::tensor(whole, torch::kInt32), 1.0 / std::sqrt(double(D)), 512);
   });
-}
-
-// job.attention=cudnn sends every density to cuDNN's ragged graphs: packs of 60 and 250 documents
-// (a 1-token document, one cut at the pack's end) in graphs of 64 and 256, built for the run's
-// seq_len as a run builds them.
-TEST_CASE("cudnn alone equals per-document attention on packs of 60 and 250 documents") {
-  const loom::AttentionCaps caps = loom::probe_attention_caps(cuda(), 128);
-  if (!caps.cudnn) {
-    WARN("no cuDNN attention here (" << caps.why_no_cudnn << ")");
-    return;
-  }
-  for (int64_t documents : {60, 250}) {
-    INFO(documents << " documents");
-    const std::vector<int32_t> cu = pack_of(documents, 4096, 70 + static_cast<uint64_t>(documents));
-    const torch::Tensor cu_host = torch::tensor(cu, torch::kInt32), cu_dev = cu_host.to(cuda());
-    check_per_document(cu, 10, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t D) {
-      const loom::VarlenAttentionFn fn = kernel_of(loom::AttentionKernel::kCudnnSegments, 8, 2, D, 4096);
-      return fn(q, k, v, cu_dev, cu_host, 4096, 1.0 / std::sqrt(double(D)));
-    });
-  }
 }
 
 // Short documents sharing windows kept apart by a bias, longer ones in a second call (cuda/

@@ -204,8 +204,8 @@ TEST_CASE("choose_attention: the rule on CUDA devices, from their capabilities a
                        AttentionChoice choice = AttentionChoice::kAuto) {
     return loom::choose_attention(caps, dtype, d, choice).kernel;
   };
-  CHECK(pick(hopper, torch::kBFloat16, 128) == AttentionKernel::kCudnnOrFlash);
-  CHECK(pick(hopper, torch::kFloat16, 64) == AttentionKernel::kCudnnOrFlash);
+  CHECK(pick(hopper, torch::kBFloat16, 128) == AttentionKernel::kCudnnSegments);
+  CHECK(pick(hopper, torch::kFloat16, 64) == AttentionKernel::kCudnnSegments);
   CHECK(pick(hopper, torch::kBFloat16, 256) == AttentionKernel::kFlashVarlen);  // beyond cuDNN's head dims
   CHECK(pick(hopper, torch::kFloat32, 128) == AttentionKernel::kMasked);
   CHECK(pick(ampere, torch::kBFloat16, 128) == AttentionKernel::kFlashVarlen);
@@ -222,7 +222,7 @@ TEST_CASE("choose_attention: the rule on CUDA devices, from their capabilities a
   const loom::AttentionCaps assumed = loom::assumed_attention_caps(true);
   CHECK(pick(assumed, torch::kBFloat16, 128) == AttentionKernel::kFlashVarlen);
   CHECK_THAT(assumed.source, Catch::StartsWith("assumed"));
-  CHECK(std::string(loom::attention_kernel_key(AttentionKernel::kCudnnOrFlash)) == "cudnn+flash");
+  CHECK(std::string(loom::attention_kernel_key(AttentionKernel::kCudnnSegments)) == "cudnn");
 }
 
 // job.deterministic: never cuDNN (its backward has no deterministic mode), whatever the device.
@@ -248,7 +248,7 @@ TEST_CASE("choose_attention: job.deterministic takes flash, never cuDNN", "[mode
   CHECK(plan(cudnn_only, AttentionChoice::kAuto).kernel == AttentionKernel::kMasked);
   // The same caps without the flag: what the flag changed.
   CHECK(loom::choose_attention(hopper, torch::kBFloat16, 128, AttentionChoice::kAuto).kernel ==
-        AttentionKernel::kCudnnOrFlash);
+        AttentionKernel::kCudnnSegments);
   CHECK(loom::choose_attention(cudnn_only, torch::kBFloat16, 128, AttentionChoice::kAuto).kernel ==
         AttentionKernel::kCudnnSegments);
   // CPU float32: segment attention, deterministic by its fixed block order.

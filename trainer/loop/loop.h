@@ -125,7 +125,7 @@ class Loop {
   InternLM model_{nullptr};
   AttentionKernel attention_ = AttentionKernel::kMasked;
   std::shared_ptr<AttentionUse> attention_use_ = std::make_shared<AttentionUse>();
-  std::string attention_branch_;  // cudnn+flash: the branch rank 0's last logged step took
+  std::string attention_branch_;  // cudnn: the branch rank 0's last logged step took
   std::unique_ptr<DataParallelUpdate> update_;
   std::unique_ptr<FaultLayerHooks> fault_hooks_;  // debug.kill_at_layer
   std::vector<std::unique_ptr<Stateful>> checkpointed_;  // what a checkpoint holds, in load order

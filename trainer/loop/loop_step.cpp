@@ -142,13 +142,15 @@ void Loop::log_step(const StepRecord& s) {
     f.emplace_back("mfu", tflops / peak_tflops_);
     f.emplace_back("hfu", hardware_tflops / peak_tflops_);
   }
-  const int64_t cudnn_calls = attention_use_->cudnn.exchange(0), flash_calls = attention_use_->flash.exchange(0);
-  if (attention_ == AttentionKernel::kCudnnOrFlash && cudnn_calls + flash_calls > 0) {  // which branch this step took
-    const double share = double(flash_calls) / double(cudnn_calls + flash_calls);
-    f.emplace_back("attention_flash_share", share);
-    const char* branch = share == 0 ? "cuDNN fused attention" : share == 1 ? "FlashAttention-2 varlen" : "both kernels";
+  const int64_t per_document = attention_use_->documents.exchange(0), windows = attention_use_->windows.exchange(0);
+  if (attention_ == AttentionKernel::kCudnnSegments && per_document + windows > 0) {  // which branch this step took
+    const double share = double(windows) / double(per_document + windows);
+    f.emplace_back("attention_windows_share", share);
+    const char* branch = share == 0   ? "cuDNN, a sequence per document"
+                         : share == 1 ? "cuDNN, short documents sharing windows"
+                                      : "cuDNN, a sequence per document and windows";
     if (branch != attention_branch_)  // a line when the branch changes, not one a step
-      log::info("attention: from step ", state_.step, " ", branch, " (rank 0's micro-batches; attention_flash_share ",
+      log::info("attention: from step ", state_.step, " ", branch, " (rank 0's micro-batches; attention_windows_share ",
                 format_number(share, 3), ")");
     attention_branch_ = branch;
   }

@@ -13,10 +13,9 @@ namespace loom {
 
 const char* attention_kernel_name(AttentionKernel kernel) {
   switch (kernel) {
-    case AttentionKernel::kCudnnOrFlash:
-      return "cuDNN fused attention, or FlashAttention-2 varlen for micro-batches of short documents (no mask)";
     case AttentionKernel::kCudnnSegments:
-      return "cuDNN fused attention, every document of a micro-batch in one call (no mask)";
+      return "cuDNN fused attention, every document of a micro-batch in one call, short ones sharing windows "
+             "(no mask)";
     case AttentionKernel::kFlashVarlen: return "flash attention varlen (FlashAttention-2, no mask)";
     case AttentionKernel::kCpuSegments: return "segment attention (CPU, per document and query block, no mask)";
     case AttentionKernel::kMasked: break;
@@ -26,7 +25,6 @@ const char* attention_kernel_name(AttentionKernel kernel) {
 
 const char* attention_kernel_key(AttentionKernel kernel) {
   switch (kernel) {
-    case AttentionKernel::kCudnnOrFlash: return "cudnn+flash";
     case AttentionKernel::kCudnnSegments: return "cudnn";
     case AttentionKernel::kFlashVarlen: return "flash";
     case AttentionKernel::kCpuSegments: return "segments";
@@ -69,7 +67,7 @@ AttentionCaps assumed_attention_caps(bool cuda) {
   caps.cpu_segments = cpu_segment_attention_supported(torch::kCPU, torch::kFloat32);
   caps.why_no_cudnn = "no GPU visible to ask";
   caps.why_no_flash = cuda ? "" : "not CUDA";
-  caps.source = cuda ? "assumed: no GPU visible here; flash assumed, on Hopper a run takes cudnn+flash (the same bytes)"
+  caps.source = cuda ? "assumed: no GPU visible here; flash assumed, on Hopper a run takes cudnn"
                      : "assumed: CPU";
   return caps;
 }
@@ -102,8 +100,7 @@ AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, in
     case AttentionChoice::kMasked: return {AttentionKernel::kMasked, "(job.attention=masked)"};
     case AttentionChoice::kAuto: break;
   }
-  if (cudnn && caps.hopper && flash) return {AttentionKernel::kCudnnOrFlash, ""};
-  if (cudnn && caps.hopper) return {AttentionKernel::kCudnnSegments, "(no flash: " + no_flash + ")"};
+  if (cudnn && caps.hopper) return {AttentionKernel::kCudnnSegments, ""};
   if (flash) return {AttentionKernel::kFlashVarlen, caps.hopper || deterministic ? "(no cuDNN: " + no_cudnn + ")" : ""};
   if (segments) return {AttentionKernel::kCpuSegments, ""};
   return {AttentionKernel::kMasked, caps.cuda ? "(no flash: " + no_flash + ")" : ""};
@@ -117,22 +114,18 @@ torch::Tensor host_cu_seqlens(const torch::Tensor& cu, const torch::Tensor& cu_h
   return cu_host.defined() ? cu_host : cu.cpu();
 }
 
-// cudnn alone's warm-up covers micro-batches of documents this short on average (SFT-sized samples);
-// shorter ones build their graphs when first met.
-constexpr int64_t kCudnnWarmMinMeanTokens = 16;
-
-// The graphs of every micro-batch the kernel sends to cuDNN: the rule's, up to tokens /
-// kCudnnMinMeanTokens documents; cudnn alone's, up to tokens / kCudnnWarmMinMeanTokens.
-void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape,
-                int64_t min_mean_tokens) {
+// The graphs of every micro-batch the kernel meets: one sequence per document for up to tokens /
+// kCudnnWindowMeanTokens documents, and windows.
+void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_dim, const AttentionShape& shape) {
   if (shape.seq_len <= 0) return;
   const auto start = std::chrono::steady_clock::now();
   const int64_t tokens = std::max<int64_t>(shape.micro_bsz, 1) * shape.seq_len;
-  const int64_t most = warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len,
-                                            tokens, std::max<int64_t>(tokens / min_mean_tokens, 1), shape.recompute);
+  const int64_t most =
+      warm_cudnn_attention(device, dtype, shape.heads, shape.kv_heads, head_dim, shape.seq_len, tokens,
+                           std::max<int64_t>(tokens / kCudnnWindowMeanTokens, 1), shape.recompute, kCudnnWindow);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  log::info("attention: cuDNN's graphs for whole packs and for up to ", most, " documents a micro-batch built in ",
-            format_number(took.count(), 3), " s");
+  log::info("attention: cuDNN's graphs for whole packs, up to ", most, " documents a micro-batch and windows of ",
+            kCudnnWindow, " tokens built in ", format_number(took.count(), 3), " s");
 }
 
 }  // namespace
@@ -140,25 +133,16 @@ void warm_cudnn(const torch::Device& device, torch::Dtype dtype, int64_t head_di
 VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Device& device, torch::Dtype dtype,
                                         int64_t head_dim, const AttentionShape& shape, std::shared_ptr<AttentionUse> use) {
   switch (kernel) {
-    case AttentionKernel::kCudnnOrFlash:
-      warm_cudnn(device, dtype, head_dim, shape, kCudnnMinMeanTokens);
+    case AttentionKernel::kCudnnSegments:
+      warm_cudnn(device, dtype, head_dim, shape);
       return [use, seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                            const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t max_seqlen,
+                                            const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t,
                                             double scale) {
         const torch::Tensor host = host_cu_seqlens(cu, cu_host);
         const int64_t documents = std::max<int64_t>(host.size(0) - 1, 1);
-        if (q.size(0) >= kCudnnMinMeanTokens * documents) {
-          if (use) ++use->cudnn;
-          return cudnn_segment_attention(q, k, v, host, scale, seq_len);
-        }
-        if (use) ++use->flash;
-        return flash_varlen_attention(q, k, v, cu, max_seqlen, scale);
-      };
-    case AttentionKernel::kCudnnSegments:
-      warm_cudnn(device, dtype, head_dim, shape, kCudnnWarmMinMeanTokens);
-      return [seq_len = shape.seq_len](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                       const torch::Tensor& cu, const torch::Tensor& cu_host, int64_t, double scale) {
-        return cudnn_segment_attention(q, k, v, host_cu_seqlens(cu, cu_host), scale, seq_len);
+        const bool windows = q.size(0) < kCudnnWindowMeanTokens * documents;
+        if (use) ++(windows ? use->windows : use->documents);
+        return cudnn_segment_attention(q, k, v, host, scale, seq_len, windows ? kCudnnWindow : 0);
       };
     case AttentionKernel::kFlashVarlen:
       return [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu,

@@ -1,10 +1,9 @@
 // Which attention kernel a run uses (job.attention), chosen once at start by one pure rule
 // (choose_attention) over what the device offers (AttentionCaps), and held by the model
 // (InternLMImpl::set_attention); the memory plan, `loom-train plan` and the run name the same one:
-//   cudnn+flash  per micro-batch: cuDNN when its documents average at least kCudnnMinMeanTokens
-//                tokens, else FlashAttention-2 varlen (Hopper)
-//   cudnn        cuDNN's fused attention over every document in one call (kernels/cudnn_attention.h),
-//                CUDA bf16/fp16
+//   cudnn        cuDNN's fused attention over every document of a micro-batch in one call
+//                (kernels/cudnn_attention.h), CUDA bf16/fp16; a micro-batch whose documents average
+//                under kCudnnWindowMeanTokens tokens has them share windows (auto on Hopper)
 //   flash        FlashAttention-2 varlen (kernels/flash_attention.h), CUDA bf16/fp16
 //   segments     per-document segment attention (kernels/cpu_attention.h), CPU fp32
 //   masked       attention.h's math path with the block-diagonal causal mask, anywhere
@@ -21,21 +20,23 @@
 namespace loom {
 
 enum class AttentionKernel {
-  kCudnnOrFlash,   // per micro-batch: cuDNN (long documents) or FlashAttention-2 varlen
   kCudnnSegments,  // cuDNN's fused attention over the micro-batch's documents, CUDA, bf16/fp16
   kFlashVarlen,    // FlashAttention-2 varlen, CUDA, bf16/fp16
   kCpuSegments,    // cpu_attention.h: per document and query block, CPU, fp32
   kMasked,         // attention.h's math path with the block-diagonal causal mask
 };
 const char* attention_kernel_name(AttentionKernel kernel);
-// The short name job.attention takes for it ("cudnn+flash" is auto's on Hopper, no key value).
+// The short name job.attention takes for it.
 const char* attention_kernel_key(AttentionKernel kernel);
 
-// kCudnnOrFlash: a micro-batch whose documents average fewer tokens runs FlashAttention-2 varlen.
-// Above, cuDNN's Hopper kernel is 1.2-1.5x FlashAttention-2 per document; at paragraphs (~60 a pack)
-// both run a 1b step at the same speed, and at ~17-token documents FlashAttention-2 is 1.6% faster:
-// cuDNN's tiles of 128 rows hold one document each (bench/RESULTS.md).
-inline constexpr int64_t kCudnnMinMeanTokens = 512;
+// kCudnnSegments: a micro-batch whose documents average fewer tokens than this has its documents of
+// up to kCudnnWindow tokens share windows of that many, kept apart by a bias, and its longer ones
+// in a second call (cudnn_attention.h). One sequence per document costs a 128-row tile per
+// document: at ~16-token documents the 1b shape's attention took as long as on one-document packs,
+// and windows of 256 took 0.40x that; at ~68-token documents one sequence per document was faster
+// than windows of 512 (bench/RESULTS.md).
+inline constexpr int64_t kCudnnWindowMeanTokens = 64;
+inline constexpr int64_t kCudnnWindow = 256;
 
 // job.attention: "auto" (the fastest kernel that runs here), or one kernel by name: "cudnn",
 // "flash", "segments", "masked". Unknown names throw loom::Error.
@@ -62,7 +63,7 @@ struct AttentionPlan {
   std::string why;  // "" or a parenthesised reason ("(no cuDNN: ...)")
 };
 
-// The one rule. kAuto: on Hopper with cuDNN and flash, cudnn+flash; cuDNN alone there, cudnn; else
+// The one rule. kAuto: on Hopper with cuDNN, cudnn; else
 // flash where it runs; else segment attention on CPU fp32; else masked. Both kernels of CUDA take
 // bf16/fp16 and head dims that are multiples of 8 (cuDNN up to 128, flash up to 256). A named
 // kernel that cannot run here throws loom::Error saying why. `deterministic` (job.deterministic,
@@ -71,10 +72,10 @@ struct AttentionPlan {
 AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, int64_t head_dim,
                                AttentionChoice choice, bool deterministic = false);
 
-// How many attention calls took each branch of kCudnnOrFlash (every layer, forward and recompute
-// counted); the loop reads and resets it each step.
+// How many attention calls of kCudnnSegments ran one sequence per document, and how many shared
+// windows (every layer, forward and recompute counted); the loop reads and resets it each step.
 struct AttentionUse {
-  std::atomic<int64_t> cudnn{0}, flash{0};
+  std::atomic<int64_t> documents{0}, windows{0};
 };
 
 // The heads and the longest segment of a run, and whether any layer's forward is recomputed in the
@@ -87,7 +88,7 @@ struct AttentionShape {
 };
 
 // The kernel function of a plan, ready to run: cuDNN's graphs are built for `shape` (logged), and
-// kCudnnOrFlash counts its branches into `use` (may be null). Empty for kMasked.
+// kCudnnSegments counts its branches into `use` (may be null). Empty for kMasked.
 VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Device& device, torch::Dtype dtype,
                                         int64_t head_dim, const AttentionShape& shape = {},
                                         std::shared_ptr<AttentionUse> use = nullptr);

@@ -32,7 +32,7 @@ struct LayerBytes {
   uint64_t full = 0;          // a layer that is not recomputed
   uint64_t checkpointed = 0;  // a recomputed layer: its input
   uint64_t transient = 0;     // one layer's gradients in flight during backward
-  uint64_t shared = 0;        // once per micro-batch: the mask/bias of the masked path
+  uint64_t shared = 0;        // once per micro-batch: the mask/bias of the masked path, cuDNN's windows' bias
 };
 
 LayerBytes layer_bytes(const PlanInputs& in) {
@@ -44,7 +44,6 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   const uint64_t per_token = (4 * C + C + 2 * K * D + C + 3 * F) * b + 2 * 4;  // + fp32 rstd of each norm
   l.full = tok * per_token;
   switch (in.attention) {
-    case AttentionKernel::kCudnnOrFlash:   // either kernel of the rule: the same bytes
     case AttentionKernel::kCudnnSegments:
     case AttentionKernel::kFlashVarlen:
       l.full += tok * H * 4;  // log-sum-exp
@@ -77,9 +76,17 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   }
   l.checkpointed = tok * C * b;
   l.transient = tok * (3 * F + 2 * C) * b;
-  // cuDNN's attention backward accumulates dQ in fp32 and keeps a row sum per head, in its workspace.
-  if (in.attention == AttentionKernel::kCudnnOrFlash || in.attention == AttentionKernel::kCudnnSegments)
+  if (in.attention == AttentionKernel::kCudnnSegments) {
+    // Its backward accumulates dQ in fp32 and keeps a row sum per head, in its workspace.
     l.transient += tok * H * (D + 1) * 4;
+    // Short documents' windows: a bias [n, 1, W, W] for at most n windows (a power of two from
+    // 3 tok / W + 1), built from a bool comparison of as many entries, held by the forward's thread
+    // and by the recomputing backward's.
+    const uint64_t W = kCudnnWindow;
+    uint64_t n = 1;
+    while (n < 3 * tok / W + 1) n *= 2;
+    l.shared += n * W * W * (2 * b + 1);
+  }
   return l;
 }
 

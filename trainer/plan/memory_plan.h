@@ -23,7 +23,8 @@
 //                    probabilities). A recomputed layer (model.checkpoint) keeps only its input
 //                    (C b) and, in backward, one layer is live again at a time. Backward adds one
 //                    layer's transient gradients ((3 F + 2 C) b per token; with cuDNN attention also
-//                    its fp32 query-gradient accumulator and row sums, H (D + 1) 4). With model.precision=fp8
+//                    its fp32 query-gradient accumulator and row sums, H (D + 1) 4, and once per
+//                    micro-batch the bias of its windows of short documents). With model.precision=fp8
 //                    the linears that run in FP8 (sizes multiples of 16) hold, per kept layer, their
 //                    transposed e4m3 weights (1 byte each) and 1-byte copies of their inputs: per
 //                    token 3 C + F bytes in place of the norm outputs and the SwiGLU product ((2 C + F) b).
