@@ -33,7 +33,8 @@
 #             One document a pack gives P/R = (T + 1) / 2: half the model convention's attention.
 # LOOM_DENSITY_STEPS (12) steps, the first LOOM_DENSITY_WARMUP (4) untimed; LOOM_DENSITIES
 # (default "one random paragraphs sft16"); LOOM_DENSITY_SDPA_PEER=0 skips HF compiled on one;
-# LOOM_FLEX_DEADLINE (epoch seconds) bounds the flex peer instead of LOOM_FLEX_TIMEOUT.
+# LOOM_FLEX_DEADLINE (epoch seconds) bounds the flex peer instead of LOOM_FLEX_TIMEOUT;
+# LOOM_DENSITY_PRESETS ("1b", "7b" or "1b 7b") overrides LOOM_DENSITY_7B; LOOM_DENSITY_FLEX=0 skips the peer.
 # Every step runs under timeout; the summary lands in OUT_DIR/density_targets.txt, the logs, the
 # packs' statistics and the JSON lines in OUT_DIR/density_logs.tgz (LOOM_DENSITY_TAR=0: loose).
 # Run on the GPU machine after scripts/device/build.sh. Usage: bash bench/gpu/targets.sh OUT_DIR
@@ -87,6 +88,7 @@ density() {
   local DENS=${LOOM_DENSITIES:-"one random paragraphs sft16"}
   local PRESETS="1b" W t0
   [ "${LOOM_DENSITY_7B:-0}" = 1 ] && PRESETS="1b 7b"
+  PRESETS=${LOOM_DENSITY_PRESETS:-$PRESETS}
   W=$(mktemp -d /tmp/loom-density-XXXX)
   t0=$(date +%s)
   if [ ! -x build-gpu/tokenize/loom-tokenize ] || [ ! -x build-gpu/packer/loom-pack ]; then
@@ -114,7 +116,7 @@ density() {
     local flex_s=${LOOM_FLEX_TIMEOUT:-360}
     [ -n "${LOOM_FLEX_DEADLINE:-}" ] && flex_s=$(( LOOM_FLEX_DEADLINE - $(date +%s) ))
     [ "$flex_s" -lt 1 ] && flex_s=1
-    [ -n "$data" ] && { timeout "$flex_s" python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
+    [ -n "$data" ] && [ "${LOOM_DENSITY_FLEX:-1}" = 1 ] && { timeout "$flex_s" python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
       --data "$data" --tags "$tags" --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
       > "$OUT/flex_$preset.jsonl" 2> "$OUT/flex_$preset.err" || echo "flex peer $preset: exit $? (see flex_$preset.err)"; }
     echo "density $preset flex peer done ($(( $(date +%s) - t0 )) s)"
