@@ -16,6 +16,11 @@
 // forward) on the autograd engine's. warm_cudnn_attention builds a run's before its first step; a
 // shape met later is built then (logged).
 //
+// Documents of tens of tokens would each hold a 128-row tile: with `window`, those of up to that
+// many tokens share windows kept apart by a bias, and the longer ones run in a second call
+// (cuda/cudnn_sdpa.h, sdpa_windows). A thread reuses the layouts and bias of the documents it met
+// last, so a micro-batch's are uploaded and built once for all its layers.
+//
 // Shapes: Tok = B*T flattened tokens, H query heads, K kv heads (H a multiple of K), D head dim.
 #pragma once
 
@@ -53,7 +58,8 @@ bool cudnn_attention_preferred(const torch::Device& device);
 // calls cudnn_segment_attention): whole packs (the dense graph of tokens / seq_len documents) and 2,
 // 4, ... documents up to the power of two max_documents rounds up to; the forward on the calling
 // thread and the backward on the autograd engine's (with recompute, the forward there too), so no
-// step pays for them. Returns how many documents the largest holds.
+// step pays for them; with `window`, also every count of windows and of longer documents beside
+// them a micro-batch can split into. Returns how many documents the largest holds.
 int64_t warm_cudnn_attention(const torch::Device& device, torch::Dtype dtype, int64_t heads, int64_t kv_heads,
                              int64_t head_dim, int64_t seq_len, int64_t tokens, int64_t max_documents, bool recompute,
                              int64_t window = 0);

@@ -37,8 +37,7 @@ struct SdpaShape {
   bool fp16 = false;   // else bf16
   bool ragged = true;  // false: `batch` sequences of exactly max_seq tokens, back to back (no layout)
   // An additive bias on the scores (SdpaLayout::bias), after the scale and before the masks: short
-  // documents sharing one sequence (a window) kept apart by -inf across them. Measured only by
-  // bench/gpu/cudnn_sdpa_probe.cpp --windows so far; the trainer does not use it.
+  // documents sharing one sequence (a window) kept apart by -inf across them (sdpa_windows below).
   bool bias = false;
   bool operator==(const SdpaShape& o) const {
     return batch == o.batch && max_seq == o.max_seq && heads == o.heads && kv_heads == o.kv_heads &&
