@@ -182,7 +182,7 @@ TEST_CASE("cudnn equals per-document attention at every density and takes the br
     });
     const bool windows = 4096 < loom::kCudnnWindowMeanTokens * docs;
     CHECK(windows == (documents == 250));
-    CHECK(use->documents.load() == (windows ? 0 : 2));  // one call per head dim
+    CHECK(use->per_document.load() == (windows ? 0 : 2));  // one call per head dim
     CHECK(use->windows.load() == (windows ? 2 : 0));
   }
 }
@@ -221,8 +221,8 @@ TEST_CASE("cuDNN attention over documents of every count and length equals per-d
 
 // Short documents sharing windows kept apart by a bias, longer ones in a second call (cuda/
 // cudnn_sdpa.h, sdpa_windows): documents of 1 token, exactly a window, one past it, empty ones and
-// one cut at the end, then packs of 60 and 250 documents. The first two cases hold as many tokens
-// as each other, so the second meets the first's cached calls and must not reuse them.
+// one cut at the end, then packs of 60 and 250 documents. Last, the calls a thread planned last:
+// replanned for other documents of as many tokens, reused for the same ones.
 TEST_CASE("cuDNN attention with short documents in windows equals per-document attention") {
   const std::vector<std::vector<int32_t>> cases{{0, 1, 17, 145, 146, 274, 275, 600, 600, 640},
                                                 {0, 40, 80, 120, 121, 380, 400, 401, 529, 640},
@@ -246,6 +246,17 @@ TEST_CASE("cuDNN attention with short documents in windows equals per-document a
       return loom::cudnn_segment_attention(q, k, v, cu_t, 1.0 / std::sqrt(double(D)), 4096, 256);
     });
   }
+  const torch::Tensor first = torch::tensor(cases[0], torch::kInt32), second = torch::tensor(cases[1], torch::kInt32);
+  check_per_document(cases[1], 34, [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       int64_t D) {
+    const double scale = 1.0 / std::sqrt(double(D));
+    {
+      const torch::NoGradGuard no_grad;
+      loom::cudnn_segment_attention(q, k, v, first, scale, 0, 128);
+      loom::cudnn_segment_attention(q, k, v, second, scale, 0, 128);  // other documents: planned again
+    }
+    return loom::cudnn_segment_attention(q, k, v, second, scale, 0, 128);  // the same: reused
+  });
   const std::vector<int32_t> half{0, 1, 20, 200, 230, 640};
   check_per_document(
       half, 33,

@@ -80,6 +80,15 @@ cuda::SdpaShape base_shape(const torch::Tensor& q, const torch::Tensor& k) {
   return {0, 0, q.size(1), k.size(1), q.size(2), q.scalar_type() == torch::kHalf, /*ragged=*/true, /*bias=*/false};
 }
 
+// Shapes travel through autograd's saved data and the warm-up as 8 integers each.
+void push_shape(std::vector<int64_t>& out, const cuda::SdpaShape& s) {
+  out.insert(out.end(), {s.batch, s.max_seq, s.heads, s.kv_heads, s.head_dim, s.fp16, s.ragged, s.bias});
+}
+
+cuda::SdpaShape shape_at(const std::vector<int64_t>& v, size_t i) {
+  return {v[i], v[i + 1], v[i + 2], v[i + 3], v[i + 4], v[i + 5] != 0, v[i + 6] != 0, v[i + 7] != 0};
+}
+
 // A call's layout on the device, or none for a dense graph; the bias's address with it.
 cuda::SdpaLayout layout_of(const Call& c, int64_t tokens) {
   cuda::SdpaLayout l;
@@ -153,13 +162,13 @@ std::vector<Call> plan_calls(const torch::Tensor& cu_host, const Documents& d, i
     s.ragged = false;
     return {{s, {}, {}}};
   }
-  const int64_t longest = pow2_at_least(std::max(d.longest, max_seq), kCudnnMinSeq);
+  const int64_t long_max_seq = pow2_at_least(std::max(d.longest, max_seq), kCudnnMinSeq);
   if (window <= 0) {
     s.batch = pow2_at_least(d.count, 1);
-    s.max_seq = longest;
-    torch::Tensor words = pinned(cuda::sdpa_layout_words(s.batch), torch::kLong);
-    cuda::fill_sdpa_layout(cu, d.count, s, words.data_ptr<int64_t>());
-    return {{s, upload(words, q.device()), {}}};
+    s.max_seq = long_max_seq;
+    std::vector<int32_t> start(cu, cu + d.count), length(static_cast<size_t>(d.count));
+    for (int64_t i = 0; i < d.count; ++i) length[static_cast<size_t>(i)] = cu[i + 1] - cu[i];
+    return {sequences_call(s, start, length, tokens, q.device())};
   }
   const cuda::SdpaWindows w = cuda::sdpa_windows(cu, d.count, window);
   std::vector<Call> calls;
@@ -180,7 +189,7 @@ std::vector<Call> plan_calls(const torch::Tensor& cu_host, const Documents& d, i
   if (!w.long_start.empty()) {
     cuda::SdpaShape ls = s;
     ls.batch = pow2_at_least(static_cast<int64_t>(w.long_start.size()), 1);
-    ls.max_seq = longest;
+    ls.max_seq = long_max_seq;
     calls.push_back(sequences_call(ls, w.long_start, w.long_length, tokens, q.device()));
   }
   return calls;
@@ -203,6 +212,8 @@ const std::vector<Call>& calls_of(const torch::Tensor& cu_host, const Documents&
                                  static_cast<int64_t>(q.scalar_type())};
   const int32_t* cu = cu_host.data_ptr<int32_t>();
   if (key != last.key || !std::equal(cu, cu + d.count + 1, last.cu.begin(), last.cu.end())) {
+    last.key.clear();  // the old calls go before the new ones are built (and stay gone if that throws)
+    last.calls.clear();
     last.calls = plan_calls(cu_host, d, max_seq, window, q, k);
     last.key = key;
     last.cu.assign(cu, cu + d.count + 1);
@@ -246,7 +257,7 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
       LOOM_CHECK(err == nullptr, "cuDNN attention forward: ", err);
       saved.push_back(c.layout);
       saved.push_back(c.bias);
-      shapes.insert(shapes.end(), {c.shape.batch, c.shape.max_seq, c.shape.ragged, c.shape.bias});
+      push_shape(shapes, c.shape);
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["scale"] = scale;
@@ -260,14 +271,7 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
     const c10::cuda::CUDAGuard guard(q.device());
     const std::vector<int64_t> shapes = ctx->saved_data["shapes"].toIntVector();
     std::vector<Call> calls;
-    for (size_t i = 0; i < shapes.size(); i += 4) {
-      cuda::SdpaShape shape = base_shape(q, k);
-      shape.batch = shapes[i];
-      shape.max_seq = shapes[i + 1];
-      shape.ragged = shapes[i + 2] != 0;
-      shape.bias = shapes[i + 3] != 0;
-      calls.push_back({shape, s[5 + i / 2], s[6 + i / 2]});
-    }
+    for (size_t i = 0, j = 5; i + 8 <= shapes.size(); i += 8, j += 2) calls.push_back({shape_at(shapes, i), s[j], s[j + 1]});
     const int64_t tokens = q.size(0);
     const torch::Tensor g = grads[0].contiguous();
     torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
@@ -390,28 +394,26 @@ void run_every_count(const torch::TensorOptions& opt, const std::vector<int64_t>
 }
 
 #if LOOM_CUDNN_SDPA
-// With windows, a micro-batch meets the biased graph of every power of two of windows up to the most
-// it can hold (two neighbouring windows hold more than `window` tokens together, and each longer
-// document may close a window early: at most 3 tokens / window + 1), and beside it the plain graph
-// of every power of two of longer documents up to tokens / (window + 1). They are built directly
-// (graph_of), as no one micro-batch meets them all; entries of 8: SdpaShape's fields.
+// With windows, a micro-batch meets the biased graph of every power of two of windows up to
+// cudnn_most_windows, and beside it the plain graph of every power of two of longer documents up to
+// tokens / (window + 1) (none when no document can be longer than a window). They are built
+// directly (graph_of), as no one micro-batch meets them all.
 std::vector<int64_t> window_shapes(const torch::TensorOptions& opt, const std::vector<int64_t>& s, int64_t window) {
   const int64_t seq_len = s[3], tokens = s[4];
+  const bool half = opt.dtype() == torch::kHalf;
   std::vector<int64_t> shapes;
-  const int64_t half = opt.dtype() == torch::kHalf;
-  for (int64_t b = 1; b <= pow2_at_least(3 * tokens / window + 1, 1); b *= 2)
-    shapes.insert(shapes.end(), {b, window, s[0], s[1], s[2], half, 1, 1});
-  for (int64_t b = 1; b <= pow2_at_least(std::max<int64_t>(tokens / (window + 1), 1), 1); b *= 2)
-    shapes.insert(shapes.end(), {b, pow2_at_least(seq_len, kCudnnMinSeq), s[0], s[1], s[2], half, 1, 0});
+  for (int64_t b = 1; b <= cudnn_most_windows(tokens, window); b *= 2)
+    push_shape(shapes, {b, window, s[0], s[1], s[2], half, /*ragged=*/true, /*bias=*/true});
+  if (seq_len > window)
+    for (int64_t b = 1; b <= pow2_at_least(std::max<int64_t>(tokens / (window + 1), 1), 1); b *= 2)
+      push_shape(shapes, {b, pow2_at_least(seq_len, kCudnnMinSeq), s[0], s[1], s[2], half, true, false});
   return shapes;
 }
 
 void build_graphs(const std::vector<int64_t>& shapes, bool forward, bool backward) {
   for (size_t i = 0; i + 8 <= shapes.size(); i += 8) {
-    const cuda::SdpaShape shape{shapes[i],         shapes[i + 1],     shapes[i + 2],     shapes[i + 3],
-                                shapes[i + 4],     shapes[i + 5] != 0, shapes[i + 6] != 0, shapes[i + 7] != 0};
-    if (forward) graph_of(cuda::SdpaGraph::Pass::kForward, shape);
-    if (backward) graph_of(cuda::SdpaGraph::Pass::kBackward, shape);
+    if (forward) graph_of(cuda::SdpaGraph::Pass::kForward, shape_at(shapes, i));
+    if (backward) graph_of(cuda::SdpaGraph::Pass::kBackward, shape_at(shapes, i));
   }
 }
 #else

@@ -1,5 +1,5 @@
 // Per-document causal attention through cuDNN's fused flash attention: every document of a
-// micro-batch in one call, forward and backward, read and written in place in the packed rows
+// micro-batch in one call (two with windows, below), forward and backward, read and written in place in the packed rows
 // (kernels/cuda/cudnn_sdpa.h: loom's own cuDNN graphs, the rows taken as cuDNN's ragged layout).
 //
 // Why: on Hopper cuDNN's SDPA runs causal attention 1.35-1.75x faster than the FlashAttention-2
@@ -11,7 +11,8 @@
 // A graph fixes how many documents a call holds and how long the longest may be. A call rounds the
 // count up to a power of two, and the longest up to a power of two from kCudnnMinSeq and at least
 // max_seq (a run passes its seq_len: tiles past a document's end cost nothing measurable, bench/
-// RESULTS.md), so a run meets one graph per power of two of documents. Graphs are built per thread,
+// RESULTS.md), so a run meets one graph per power of two of documents (and with windows, per power
+// of two of windows and of longer documents beside them). Graphs are built per thread,
 // as cuDNN's handles are: the forward on the caller's thread, the backward (and a recomputed
 // forward) on the autograd engine's. warm_cudnn_attention builds a run's before its first step; a
 // shape met later is built then (logged).
@@ -34,6 +35,16 @@ namespace loom {
 inline constexpr int64_t kCudnnMaxHeadDim = 128;
 // A graph's longest document is at least this many tokens (the call's longest is rounded up to it).
 inline constexpr int64_t kCudnnMinSeq = 128;
+
+// The most windows `tokens` tokens split into (cuda/cudnn_sdpa.h, sdpa_windows), as the power of two
+// a graph holds: a window was closed by a short document that did not fit, so two neighbours hold
+// more than `window` tokens together, and each run of windows between longer documents (at most
+// tokens / (window + 1) of them) adds one: 2 tokens / (window + 1) + 1 at most.
+inline int64_t cudnn_most_windows(int64_t tokens, int64_t window) {
+  int64_t n = 1;
+  while (n < 2 * tokens / (window + 1) + 1) n *= 2;
+  return n;
+}
 
 // q [Tok, H, D], k/v [Tok, K, D] bf16/fp16 on CUDA; cu_seqlens_host [S+1] int32 on the CPU (document
 // s = tokens [cu[s], cu[s+1]), cu[0] = 0, cu[S] = Tok); scale = softmax scale; max_seq: the longest

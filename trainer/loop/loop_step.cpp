@@ -142,7 +142,7 @@ void Loop::log_step(const StepRecord& s) {
     f.emplace_back("mfu", tflops / peak_tflops_);
     f.emplace_back("hfu", hardware_tflops / peak_tflops_);
   }
-  const int64_t per_document = attention_use_->documents.exchange(0), windows = attention_use_->windows.exchange(0);
+  const int64_t per_document = attention_use_->per_document.exchange(0), windows = attention_use_->windows.exchange(0);
   if (attention_ == AttentionKernel::kCudnnSegments && per_document + windows > 0) {  // which branch this step took
     const double share = double(windows) / double(per_document + windows);
     f.emplace_back("attention_windows_share", share);

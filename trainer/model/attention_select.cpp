@@ -14,8 +14,8 @@ namespace loom {
 const char* attention_kernel_name(AttentionKernel kernel) {
   switch (kernel) {
     case AttentionKernel::kCudnnSegments:
-      return "cuDNN fused attention, every document of a micro-batch in one call, short ones sharing windows "
-             "(no mask)";
+      return "cuDNN fused attention over a micro-batch's documents in one call, short ones sharing windows in "
+             "a second (no mask)";
     case AttentionKernel::kFlashVarlen: return "flash attention varlen (FlashAttention-2, no mask)";
     case AttentionKernel::kCpuSegments: return "segment attention (CPU, per document and query block, no mask)";
     case AttentionKernel::kMasked: break;
@@ -67,7 +67,8 @@ AttentionCaps assumed_attention_caps(bool cuda) {
   caps.cpu_segments = cpu_segment_attention_supported(torch::kCPU, torch::kFloat32);
   caps.why_no_cudnn = "no GPU visible to ask";
   caps.why_no_flash = cuda ? "" : "not CUDA";
-  caps.source = cuda ? "assumed: no GPU visible here; flash assumed, on Hopper a run takes cudnn"
+  caps.source = cuda ? "assumed: no GPU visible here; flash assumed (on Hopper a run takes cudnn, whose plan adds "
+                       "its dQ accumulator and windows' bias)"
                      : "assumed: CPU";
   return caps;
 }
@@ -141,7 +142,7 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
         const torch::Tensor host = host_cu_seqlens(cu, cu_host);
         const int64_t documents = std::max<int64_t>(host.size(0) - 1, 1);
         const bool windows = q.size(0) < kCudnnWindowMeanTokens * documents;
-        if (use) ++(windows ? use->windows : use->documents);
+        if (use) ++(windows ? use->windows : use->per_document);
         return cudnn_segment_attention(q, k, v, host, scale, seq_len, windows ? kCudnnWindow : 0);
       };
     case AttentionKernel::kFlashVarlen:

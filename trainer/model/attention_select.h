@@ -3,7 +3,8 @@
 // (InternLMImpl::set_attention); the memory plan, `loom-train plan` and the run name the same one:
 //   cudnn        cuDNN's fused attention over every document of a micro-batch in one call
 //                (kernels/cudnn_attention.h), CUDA bf16/fp16; a micro-batch whose documents average
-//                under kCudnnWindowMeanTokens tokens has them share windows (auto on Hopper)
+//                under kCudnnWindowMeanTokens tokens has its short ones share windows. Auto's choice
+//                on Hopper
 //   flash        FlashAttention-2 varlen (kernels/flash_attention.h), CUDA bf16/fp16
 //   segments     per-document segment attention (kernels/cpu_attention.h), CPU fp32
 //   masked       attention.h's math path with the block-diagonal causal mask, anywhere
@@ -32,9 +33,11 @@ const char* attention_kernel_key(AttentionKernel kernel);
 // kCudnnSegments: a micro-batch whose documents average fewer tokens than this has its documents of
 // up to kCudnnWindow tokens share windows of that many, kept apart by a bias, and its longer ones
 // in a second call (cudnn_attention.h). One sequence per document costs a 128-row tile per
-// document: at ~16-token documents the 1b shape's attention took as long as on one-document packs,
-// and windows of 256 took 0.40x that; at ~68-token documents one sequence per document was faster
-// than windows of 512 (bench/RESULTS.md).
+// document: at ~16-token documents the 1b shape's attention took 1.13x as long as on one-document
+// packs, and windows of 256 took 0.40x of one sequence per document; at ~68-token documents one
+// sequence per document was faster than windows of 512 (windows of 256 beside a second call were
+// not measured there), and on paragraphs (~56 a pack, 64-75 tokens a document) a 1b step ran at
+// the same speed either way (bench/RESULTS.md).
 inline constexpr int64_t kCudnnWindowMeanTokens = 64;
 inline constexpr int64_t kCudnnWindow = 256;
 
@@ -75,7 +78,7 @@ AttentionPlan choose_attention(const AttentionCaps& caps, torch::Dtype dtype, in
 // How many attention calls of kCudnnSegments ran one sequence per document, and how many shared
 // windows (every layer, forward and recompute counted); the loop reads and resets it each step.
 struct AttentionUse {
-  std::atomic<int64_t> documents{0}, windows{0};
+  std::atomic<int64_t> per_document{0}, windows{0};
 };
 
 // The heads and the longest segment of a run, and whether any layer's forward is recomputed in the

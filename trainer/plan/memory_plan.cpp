@@ -7,6 +7,7 @@
 
 #include "chunked_loss.h"
 #include "cpu_attention.h"
+#include "cudnn_attention.h"
 #include "loom/error.h"
 #include "loom/json_text.h"
 #include "loom/progress.h"
@@ -79,12 +80,11 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   if (in.attention == AttentionKernel::kCudnnSegments) {
     // Its backward accumulates dQ in fp32 and keeps a row sum per head, in its workspace.
     l.transient += tok * H * (D + 1) * 4;
-    // Short documents' windows: a bias [n, 1, W, W] for at most n windows (a power of two from
-    // 3 tok / W + 1), built from a bool comparison of as many entries, held by the forward's thread
-    // and by the recomputing backward's.
+    // Short documents' windows: a bias [n, 1, W, W] for at most n windows, built from a bool
+    // comparison of as many entries, held by the forward's thread and by the recomputing
+    // backward's.
     const uint64_t W = kCudnnWindow;
-    uint64_t n = 1;
-    while (n < 3 * tok / W + 1) n *= 2;
+    const uint64_t n = static_cast<uint64_t>(cudnn_most_windows(static_cast<int64_t>(tok), kCudnnWindow));
     l.shared += n * W * W * (2 * b + 1);
   }
   return l;

@@ -14,7 +14,8 @@
 // The graph is the one cuDNN's fused flash-attention engines match (the same operations, in the same
 // order, as cudnn-frontend lowers its SDPA node to on cuDNN 9.19): Q K^T, scale, a padding mask from
 // seq_len, a causal mask from the row and column indices, softmax with its log-sum-exp saved, then
-// P V; the backward recomputes P from the log-sum-exp. A graph fixes the number of sequences
+// P V (with SdpaShape::bias, an additive bias after the scale); the backward recomputes P from the
+// log-sum-exp. A graph fixes the number of sequences
 // (`batch`) and the longest (`max_seq`); a call may use fewer of either: unused sequences have
 // length 0 and start at the end of the tokens.
 //
@@ -46,8 +47,9 @@ struct SdpaShape {
 };
 
 // Where the sequences lie, in device memory: seq_len [batch] int32; offsets [batch + 1] int64 in
-// elements, the exclusive prefix sums of seq_len times heads * head_dim (q_offsets),
-// kv_heads * head_dim (kv_offsets) and heads (stats_offsets). `tokens` = the sum of seq_len.
+// elements, each sequence's first row times heads * head_dim (q_offsets), kv_heads * head_dim
+// (kv_offsets) and heads (stats_offsets). `tokens` = the rows of the packed tensors (the call's
+// sequences may leave some to another call).
 struct SdpaLayout {
   const int32_t* seq_len = nullptr;
   const int64_t* q_offsets = nullptr;
