@@ -119,7 +119,7 @@ density() {
     [ -n "$data" ] && [ "${LOOM_DENSITY_FLEX:-1}" = 1 ] && { timeout "$flex_s" python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
       --data "$data" --tags "$tags" --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
       > "$OUT/flex_$preset.jsonl" 2> "$OUT/flex_$preset.err" || echo "flex peer $preset: exit $? (see flex_$preset.err)"; }
-    echo "density $preset flex peer done ($(( $(date +%s) - t0 )) s)"
+    [ "${LOOM_DENSITY_FLEX:-1}" = 1 ] && echo "density $preset flex peer done ($(( $(date +%s) - t0 )) s)"
     if [ "${LOOM_DENSITY_SDPA_PEER:-1}" = 1 ] && [[ " $DENS " == *" one "* ]]; then
       timeout 240 python3 bench/gpu/hf_llama.py --preset "$preset" --mode compile --micro-bsz "$bsz" \
         --data "$W/$preset/one/part0.bin" --tags one --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
