@@ -97,6 +97,7 @@ cuda::SdpaLayout layout_of(const Call& c, int64_t tokens) {
   if (c.bias.defined()) l.bias = c.bias.data_ptr();
   return l;
 }
+
 // This thread's graph of a pass and shape on the current device, built the first time it is asked for.
 cuda::SdpaGraph& graph_of(cuda::SdpaGraph::Pass pass, const cuda::SdpaShape& shape) {
   struct Entry {
@@ -271,7 +272,8 @@ class CudnnAttention : public torch::autograd::Function<CudnnAttention> {
     const c10::cuda::CUDAGuard guard(q.device());
     const std::vector<int64_t> shapes = ctx->saved_data["shapes"].toIntVector();
     std::vector<Call> calls;
-    for (size_t i = 0, j = 5; i + 8 <= shapes.size(); i += 8, j += 2) calls.push_back({shape_at(shapes, i), s[j], s[j + 1]});
+    for (size_t i = 0, j = 5; i + 8 <= shapes.size(); i += 8, j += 2)
+      calls.push_back({shape_at(shapes, i), s[j], s[j + 1]});
     const int64_t tokens = q.size(0);
     const torch::Tensor g = grads[0].contiguous();
     torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
