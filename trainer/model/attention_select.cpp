@@ -141,7 +141,9 @@ VarlenAttentionFn make_attention_kernel(AttentionKernel kernel, const torch::Dev
                                             double scale) {
         const torch::Tensor host = host_cu_seqlens(cu, cu_host);
         const int64_t documents = std::max<int64_t>(host.size(0) - 1, 1);
-        const bool windows = q.size(0) < kCudnnWindowMeanTokens * documents;
+        // Whole packs (a document of seq_len tokens each; none crosses a pack) run the dense graph.
+        const bool whole = documents * seq_len == q.size(0);
+        const bool windows = q.size(0) < kCudnnWindowMeanTokens * documents && !whole;
         if (use) ++(windows ? use->windows : use->per_document);
         return cudnn_segment_attention(q, k, v, host, scale, seq_len, windows ? kCudnnWindow : 0);
       };
