@@ -5,7 +5,8 @@
 # with room to spare, dense graphs, short documents sharing biased windows), then times the 1b
 # shape's attention at several densities.
 # Usage (device tool): bash bench/gpu/cudnn_sdpa_call.sh   (LOOM_SDPA_CASES: extra probe lines;
-# LOOM_SDPA_SET=windows runs only the biased windows and the lines they are compared with)
+# LOOM_SDPA_SET=windows runs only the biased windows and the lines of one sequence per document
+# beside them)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/loom-out}
@@ -51,5 +52,14 @@ run 8 8 64 1,127,30,40,50,8,100,76,3,128 --windows 256 --batch 8 --iters 3
 run 16 16 128 pack:4096:250 --no-check --iters 20 --windows 256
 run 16 16 128 pack:4096:250 --no-check --iters 20 --windows 512
 run 16 16 128 pack:4096:60 --no-check --iters 20 --windows 512
+# Windows of 256 beside a second call for the longer documents, as the trainer runs them: a check
+# with documents longer than the window, then one sequence per document against windows at ~34,
+# ~68 and ~136 tokens a document (where the trainer's threshold of 64 should sit).
+run 8 2 128 1,127,30,300,50,8,700,76,3,128 --windows 128 --iters 3
+run 16 16 128 pack:4096:120 --no-check --iters 20 --batch 512
+run 16 16 128 pack:4096:120 --no-check --iters 20 --windows 256
+run 16 16 128 pack:4096:60 --no-check --iters 20 --windows 256
+run 16 16 128 pack:4096:30 --no-check --iters 20 --batch 128
+run 16 16 128 pack:4096:30 --no-check --iters 20 --windows 256
 while read -r line; do [ -n "$line" ] && run $line; done <<< "${LOOM_SDPA_CASES:-}"
 cp "$OUT/sdpa.txt" "$OUT/summary.txt"

@@ -6,7 +6,8 @@
 // Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense]
 //                         [--windows W]
 //   --windows W: consecutive documents share sequences of up to W tokens (windows), kept apart by an
-//   additive bias of -inf across documents (SdpaShape::bias); the check is still per document.
+//   additive bias of -inf across documents (SdpaShape::bias); longer documents run in a second graph
+//   after it, as in the trainer; the check is still per document, the times are of both calls.
 //   LENGTHS: comma-separated document lengths, or pack:T:N (N documents a pack of T tokens, random
 //   lengths, repeated to fill --packs packs, default 4).
 #include <cuda_runtime.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -131,23 +133,25 @@ int main(int argc, char** argv) {
     }
   }
   const int64_t n = static_cast<int64_t>(cu.size()) - 1, T = cu.back();
-  // The graph's sequences: the documents, or with --windows the windows that hold them (as the
-  // trainer groups them: loom::cuda::sdpa_windows; here every document must fit one).
-  std::vector<int32_t> seqs = cu;
+  // The graph's sequences: the documents, or with --windows the windows that hold them, the longer
+  // documents then running in a second, unbiased call (as the trainer groups them:
+  // loom::cuda::sdpa_windows).
+  std::vector<int32_t> starts, lengths;
   loom::cuda::SdpaWindows windows;
   if (window > 0) {
     windows = loom::cuda::sdpa_windows(cu.data(), n, window);
-    if (!windows.long_start.empty()) {
-      std::fprintf(stderr, "--windows %lld: a document has %d tokens\n", (long long)window, windows.long_length[0]);
-      return 2;
-    }
-    seqs = windows.start;
-    seqs.push_back(cu[n]);
+    starts = windows.start;
+    lengths = windows.length;
     max_seq = std::max(max_seq, window);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      starts.push_back(cu[i]);
+      lengths.push_back(cu[i + 1] - cu[i]);
+    }
   }
-  const int64_t ns = static_cast<int64_t>(seqs.size()) - 1;
+  const int64_t ns = static_cast<int64_t>(starts.size());
   int64_t longest = 0;
-  for (int64_t i = 0; i < ns; ++i) longest = std::max<int64_t>(longest, seqs[i + 1] - seqs[i]);
+  for (int64_t i = 0; i < ns; ++i) longest = std::max<int64_t>(longest, lengths[i]);
   if (batch == 0) batch = ns;
   // A graph holds sequences of up to max_seq tokens: by default the longest rounded up to a power of
   // two from 128, as a caller bucketing graphs would.
@@ -158,7 +162,7 @@ int main(int argc, char** argv) {
   // --dense: the graph of whole sequences (every document max_seq tokens, batch = their count).
   if (dense) {
     for (int64_t i = 0; i < ns; ++i)
-      if (seqs[i + 1] - seqs[i] != longest) {
+      if (lengths[i] != longest) {
         std::fprintf(stderr, "--dense needs sequences of one length\n");
         return 2;
       }
@@ -179,6 +183,19 @@ int main(int argc, char** argv) {
   std::printf("built forward in %.1f ms, backward in %.1f ms\n",
               std::chrono::duration<double, std::milli>(t1 - t0).count(),
               std::chrono::duration<double, std::milli>(t2 - t1).count());
+  // With --windows, the documents longer than a window: a second graph, as the trainer's.
+  const int64_t nl = static_cast<int64_t>(windows.long_start.size());
+  loom::cuda::SdpaShape long_shape{1, 128, H, K, D, false, true, false};
+  while (long_shape.batch < nl) long_shape.batch *= 2;
+  for (int64_t i = 0; i < nl; ++i)
+    while (long_shape.max_seq < windows.long_length[static_cast<size_t>(i)]) long_shape.max_seq *= 2;
+  std::unique_ptr<loom::cuda::SdpaGraph> long_fwd, long_bwd;
+  if (nl > 0) {
+    long_fwd = std::make_unique<loom::cuda::SdpaGraph>(loom::cuda::SdpaGraph::Pass::kForward, long_shape);
+    long_bwd = std::make_unique<loom::cuda::SdpaGraph>(loom::cuda::SdpaGraph::Pass::kBackward, long_shape);
+    std::printf("and %lld longer documents in a second graph: batch %lld max_seq %lld\n", (long long)nl,
+                (long long)long_shape.batch, (long long)long_shape.max_seq);
+  }
 
   const size_t qn = T * H * D, kn = T * K * D;
   const std::vector<uint16_t> hq = random_bf16(qn, rng), hk = random_bf16(kn, rng), hv = random_bf16(kn, rng),
@@ -191,7 +208,7 @@ int main(int argc, char** argv) {
   cuda_ok(cudaMemcpy(d_o.p, hdo.data(), qn * 2, cudaMemcpyHostToDevice), "upload");
   std::vector<int64_t> words(static_cast<size_t>(loom::cuda::sdpa_layout_words(batch)));
   Buf layout_dev(words.size() * 8);
-  loom::cuda::fill_sdpa_layout(seqs.data(), ns, shape, words.data());
+  loom::cuda::fill_sdpa_layout(starts.data(), lengths.data(), ns, T, shape, words.data());
   loom::cuda::SdpaLayout layout = loom::cuda::sdpa_layout(static_cast<const int64_t*>(layout_dev.p), shape, T);
   cuda_ok(cudaMemcpy(layout_dev.p, words.data(), words.size() * 8, cudaMemcpyHostToDevice), "upload layout");
   // The windows' bias [batch, 1, max_seq, max_seq]: 0 within a document, -inf across documents.
@@ -208,18 +225,42 @@ int main(int argc, char** argv) {
     cuda_ok(cudaMemcpy(bias_dev.p, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice), "upload bias");
     layout.bias = bias_dev.p;
   }
-  Buf ws(std::max(fwd.workspace_bytes(T), bwd.workspace_bytes(T)));
-  std::printf("workspace: forward %zu bytes, backward %zu bytes\n", fwd.workspace_bytes(T), bwd.workspace_bytes(T));
+  std::vector<int64_t> long_words(static_cast<size_t>(loom::cuda::sdpa_layout_words(long_shape.batch)));
+  Buf long_layout_dev(long_words.size() * 8);
+  loom::cuda::fill_sdpa_layout(windows.long_start.data(), windows.long_length.data(), nl, T, long_shape,
+                               long_words.data());
+  const loom::cuda::SdpaLayout long_layout =
+      loom::cuda::sdpa_layout(static_cast<const int64_t*>(long_layout_dev.p), long_shape, T);
+  cuda_ok(cudaMemcpy(long_layout_dev.p, long_words.data(), long_words.size() * 8, cudaMemcpyHostToDevice),
+          "upload layout");
+  size_t ws_bytes = std::max(fwd.workspace_bytes(T), bwd.workspace_bytes(T));
+  if (nl > 0) ws_bytes = std::max({ws_bytes, long_fwd->workspace_bytes(T), long_bwd->workspace_bytes(T)});
+  Buf ws(ws_bytes);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // A pass runs the graph's call, then with longer documents the second graph's.
+  auto forward = [&] {
+    ok(fwd.forward(layout, q.p, k.p, v.p, o.p, static_cast<float*>(stats.p), scale, ws.p, nullptr), "forward");
+    if (nl > 0)
+      ok(long_fwd->forward(long_layout, q.p, k.p, v.p, o.p, static_cast<float*>(stats.p), scale, ws.p, nullptr),
+         "forward of the longer documents");
+  };
+  auto backward = [&] {
+    ok(bwd.backward(layout, q.p, k.p, v.p, o.p, d_o.p, static_cast<const float*>(stats.p), dq.p, dk.p, dv.p, scale,
+                    ws.p, nullptr),
+       "backward");
+    if (nl > 0)
+      ok(long_bwd->backward(long_layout, q.p, k.p, v.p, o.p, d_o.p, static_cast<const float*>(stats.p), dq.p, dk.p,
+                            dv.p, scale, ws.p, nullptr),
+         "backward of the longer documents");
+  };
+  std::printf("workspace: forward %zu bytes, backward %zu bytes\n", fwd.workspace_bytes(T), bwd.workspace_bytes(T));
   cuda_ok(cudaMemset(o.p, 0xff, qn * 2), "poison");  // NaN-like bf16: rows left unwritten show
   cuda_ok(cudaMemset(dq.p, 0xff, qn * 2), "poison");
   cuda_ok(cudaMemset(dk.p, 0xff, kn * 2), "poison");
   cuda_ok(cudaMemset(dv.p, 0xff, kn * 2), "poison");
   cuda_ok(cudaMemset(ws.p, 0xff, ws.bytes), "poison");  // the backward's accumulator must not read old bytes
-  ok(fwd.forward(layout, q.p, k.p, v.p, o.p, static_cast<float*>(stats.p), scale, ws.p, nullptr), "forward");
-  ok(bwd.backward(layout, q.p, k.p, v.p, o.p, d_o.p, static_cast<const float*>(stats.p), dq.p, dk.p, dv.p, scale,
-                  ws.p, nullptr),
-     "backward");
+  forward();
+  backward();
   cuda_ok(cudaDeviceSynchronize(), "run");
 
   int failed = 0;
@@ -296,13 +337,9 @@ int main(int argc, char** argv) {
     cuda_ok(cudaEventCreate(&e1), "event");
     cuda_ok(cudaEventCreate(&e2), "event");
     cuda_ok(cudaEventRecord(e0), "record");
-    for (int64_t i = 0; i < iters; ++i)
-      ok(fwd.forward(layout, q.p, k.p, v.p, o.p, static_cast<float*>(stats.p), scale, ws.p, nullptr), "forward");
+    for (int64_t i = 0; i < iters; ++i) forward();
     cuda_ok(cudaEventRecord(e1), "record");
-    for (int64_t i = 0; i < iters; ++i)
-      ok(bwd.backward(layout, q.p, k.p, v.p, o.p, d_o.p, static_cast<const float*>(stats.p), dq.p, dk.p, dv.p, scale,
-                      ws.p, nullptr),
-         "backward");
+    for (int64_t i = 0; i < iters; ++i) backward();
     cuda_ok(cudaEventRecord(e2), "record");
     cuda_ok(cudaEventSynchronize(e2), "sync");
     float f_ms = 0, b_ms = 0;
