@@ -144,10 +144,7 @@ int main(int argc, char** argv) {
     lengths = windows.length;
     max_seq = std::max(max_seq, window);
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      starts.push_back(cu[i]);
-      lengths.push_back(cu[i + 1] - cu[i]);
-    }
+    loom::cuda::sdpa_documents(cu.data(), n, starts, lengths);
   }
   const int64_t ns = static_cast<int64_t>(starts.size());
   int64_t longest = 0;

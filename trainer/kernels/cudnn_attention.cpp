@@ -167,8 +167,8 @@ std::vector<Call> plan_calls(const torch::Tensor& cu_host, const Documents& d, i
   if (window <= 0) {
     s.batch = pow2_at_least(d.count, 1);
     s.max_seq = long_max_seq;
-    std::vector<int32_t> start(cu, cu + d.count), length(static_cast<size_t>(d.count));
-    for (int64_t i = 0; i < d.count; ++i) length[static_cast<size_t>(i)] = cu[i + 1] - cu[i];
+    std::vector<int32_t> start, length;
+    cuda::sdpa_documents(cu, d.count, start, length);
     return {sequences_call(s, start, length, tokens, q.device())};
   }
   const cuda::SdpaWindows w = cuda::sdpa_windows(cu, d.count, window);

@@ -86,12 +86,19 @@ inline void fill_sdpa_layout(const int32_t* start, const int32_t* length, int64_
   }
 }
 
-inline void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words) {
-  std::vector<int32_t> start(static_cast<size_t>(n)), length(static_cast<size_t>(n));
+// The documents [cu[i], cu[i+1]) of cu[0..n] as sequences: their first rows (from cu[0]) and lengths.
+inline void sdpa_documents(const int32_t* cu, int64_t n, std::vector<int32_t>& start, std::vector<int32_t>& length) {
+  start.resize(static_cast<size_t>(n));
+  length.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     start[static_cast<size_t>(i)] = cu[i] - cu[0];
     length[static_cast<size_t>(i)] = cu[i + 1] - cu[i];
   }
+}
+
+inline void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words) {
+  std::vector<int32_t> start, length;
+  sdpa_documents(cu, n, start, length);
   fill_sdpa_layout(start.data(), length.data(), n, cu[n] - cu[0], shape, words);
 }
 
