@@ -61,5 +61,9 @@ run 16 16 128 pack:4096:120 --no-check --iters 20 --windows 256
 run 16 16 128 pack:4096:60 --no-check --iters 20 --windows 256
 run 16 16 128 pack:4096:30 --no-check --iters 20 --batch 128
 run 16 16 128 pack:4096:30 --no-check --iters 20 --windows 256
+# Windows of 128 against 256: fewer empty tiles where documents are short (a window of 128 is one
+# tile), twice the windows.
+run 16 16 128 pack:4096:250 --no-check --iters 20 --windows 128
+run 16 16 128 pack:4096:120 --no-check --iters 20 --windows 128
 while read -r line; do [ -n "$line" ] && run $line; done <<< "${LOOM_SDPA_CASES:-}"
 cp "$OUT/sdpa.txt" "$OUT/summary.txt"
