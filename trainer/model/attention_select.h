@@ -34,10 +34,10 @@ const char* attention_kernel_key(AttentionKernel kernel);
 // up to kCudnnWindow tokens share windows of that many, kept apart by a bias, and its longer ones
 // in a second call (cudnn_attention.h). One sequence per document costs a 128-row tile per
 // document: at ~16-token documents the 1b shape's attention took 1.13x as long as on one-document
-// packs, and windows of 256 took 0.40x of one sequence per document; at ~68-token documents one
-// sequence per document was faster than windows of 512 (windows of 256 beside a second call were
-// not measured there), and on paragraphs (~56 a pack, 64-75 tokens a document) a 1b step ran at
-// the same speed either way (bench/RESULTS.md).
+// packs, and windows of 256 took 0.40x of one sequence per document. The two cross between ~34
+// and ~68 tokens a document (windows of 256 beside a second call: 0.72x at ~34, 1.07x at ~68;
+// windows of 128 are no faster than 256), and on paragraphs (~56 a pack, 64-75 tokens a document)
+// a 1b step ran at the same speed either way (bench/RESULTS.md).
 inline constexpr int64_t kCudnnWindowMeanTokens = 64;
 inline constexpr int64_t kCudnnWindow = 256;
 
