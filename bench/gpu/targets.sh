@@ -23,7 +23,9 @@
 # density >= tokens/s on one-document packs), and the peer: HF transformers' Llama with
 # torchtitan-style document masking (flex_attention, a BlockMask that is causal AND same document,
 # torch.compile; bench/gpu/hf_llama.py --mode flex), its tokens/s and loom/peer (goal >= 1.3x). On
-# one-document packs also HF compiled with SDPA (full causal, exact there).
+# one-document packs also HF compiled with SDPA (full causal, exact there). The peers recompute
+# layers (HF's gradient checkpointing: all of them) only where loom's plan recomputed some, so both
+# do the same work; the summary says which did.
 # MFU conventions (peak 989 TFLOP/s, real tokens; N = matmul parameters, docs/GPU.md):
 #   model:    6 N + 12 L C T per token: the full T x T square of every pack, whatever its documents
 #             (PaLM; what loom-train logs).
@@ -83,6 +85,17 @@ else:
 PY
 }
 
+# The flex peer on density()'s packs of $preset (its locals), one process compiled once, under
+# LOOM_FLEX_DEADLINE (epoch seconds: what is left before it) or LOOM_FLEX_TIMEOUT. Args: hf_llama.py flags.
+flex_peer() {
+  local s=${LOOM_FLEX_TIMEOUT:-360}
+  [ -n "${LOOM_FLEX_DEADLINE:-}" ] && s=$(( LOOM_FLEX_DEADLINE - $(date +%s) ))
+  [ "$s" -lt 1 ] && s=1
+  timeout "$s" python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" --data "$data" \
+    --tags "$tags" --steps $((STEPS - WARMUP)) --warmup "$WARMUP" "$@" \
+    > "$OUT/flex_$preset.jsonl" 2> "$OUT/flex_$preset.err" || echo "flex peer $preset: exit $? (see flex_$preset.err)"
+}
+
 density() {
   local STEPS=${LOOM_DENSITY_STEPS:-12} WARMUP=${LOOM_DENSITY_WARMUP:-4}
   local DENS=${LOOM_DENSITIES:-"one random paragraphs sft16"}
@@ -97,7 +110,7 @@ density() {
   fi
   for preset in $PRESETS; do
     local bsz=4 ckpt=0 hfck=""
-    [ "$preset" = 7b ] && { bsz=1; ckpt=auto; hfck=--checkpoint; }
+    [ "$preset" = 7b ] && { bsz=1; ckpt=auto; }
     local data="" tags=""
     for d in $DENS; do
       mkdir -p "$W/$preset/$d"
@@ -111,14 +124,16 @@ density() {
         || echo "{\"failed\": \"loom $preset $d\"}" >> "$OUT/density_${preset}_$d.json"
       echo "density $preset $d: $(tail -1 "$OUT/density_${preset}_$d.json") ($(( $(date +%s) - t0 )) s)"
     done
-    # The peer: one process, compiled once, every density's packs in turn (one JSON line each).
-    # LOOM_FLEX_DEADLINE (epoch seconds): the peer gets what is left before it, else LOOM_FLEX_TIMEOUT.
-    local flex_s=${LOOM_FLEX_TIMEOUT:-360}
-    [ -n "${LOOM_FLEX_DEADLINE:-}" ] && flex_s=$(( LOOM_FLEX_DEADLINE - $(date +%s) ))
-    [ "$flex_s" -lt 1 ] && flex_s=1
-    [ -n "$data" ] && [ "${LOOM_DENSITY_FLEX:-1}" = 1 ] && { timeout "$flex_s" python3 bench/gpu/hf_llama.py --preset "$preset" --mode flex --micro-bsz "$bsz" \
-      --data "$data" --tags "$tags" --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
-      > "$OUT/flex_$preset.jsonl" 2> "$OUT/flex_$preset.err" || echo "flex peer $preset: exit $? (see flex_$preset.err)"; }
+    # The peer does the work loom did: HF's gradient checkpointing recomputes every layer or none,
+    # so it is on only where loom's plan recomputed layers of this preset (the 7b on an H200: none).
+    grep -qE "model.checkpoint=auto: [1-9][0-9]* of" "$OUT"/loom_"${preset}"_*.log 2>/dev/null && hfck=--checkpoint
+    if [ -n "$data" ] && [ "${LOOM_DENSITY_FLEX:-1}" = 1 ]; then
+      flex_peer $hfck
+      if [ -z "$hfck" ] && grep -qiE "OutOfMemoryError|out of memory" "$OUT/flex_$preset.err"; then
+        echo "flex peer $preset: out of memory without checkpointing; again with it (the peer then recomputes every layer)"
+        flex_peer --checkpoint
+      fi
+    fi
     [ "${LOOM_DENSITY_FLEX:-1}" = 1 ] && echo "density $preset flex peer done ($(( $(date +%s) - t0 )) s)"
     if [ "${LOOM_DENSITY_SDPA_PEER:-1}" = 1 ] && [[ " $DENS " == *" one "* ]]; then
       timeout 240 python3 bench/gpu/hf_llama.py --preset "$preset" --mode compile --micro-bsz "$bsz" \
@@ -128,7 +143,7 @@ density() {
     fi
   done
   python3 - "$OUT" "$W" "$WARMUP" "$STEPS" "$PRESETS" "$DENS" <<'PY' | tee "$OUT/density_targets.txt"
-import json, os, sys
+import json, os, re, sys
 sys.path.insert(0, "bench/gpu")
 from hf_llama import PRESETS, PEAK_BF16_TFLOPS, flops_per_token, read_packed_shard
 
@@ -159,8 +174,18 @@ for preset in presets:
     sdpa = {r.get("data"): r for r in lines(f"hf_compile_{preset}_one.jsonl")}
     loom = {d: (lines(f"density_{preset}_{d}.json") or [{}])[-1] for d in dens}
     ref = loom.get("one", {}).get("tokens_per_s")
+    recomputed = set()
+    for d in dens:
+        try:
+            log = open(os.path.join(out, f"loom_{preset}_{d}.log"), errors="replace").read()
+        except OSError:
+            continue
+        m = re.search(r"model\.checkpoint=auto: (\d+) of (\d+) layers recomputed", log)
+        recomputed.add(f"{m.group(1)} of {m.group(2)}" if m else f"0 of {p['layers']}")
+    peer_ck = {bool(r.get("checkpoint")) for r in flex.values()}
     print(f"== density targets, {preset} (micro_bsz {bsz}, seq_len 4096, {steps - warmup} timed steps after {warmup}; "
-          f"MFU model = 6N+12LCT, executed = 6N+12LC*pairs/token; peak {PEAK_BF16_TFLOPS:g})")
+          f"MFU model = 6N+12LCT, executed = 6N+12LC*pairs/token; peak {PEAK_BF16_TFLOPS:g}; layers recomputed: "
+          f"loom {' / '.join(sorted(recomputed)) or '?'}, peer {' / '.join('all' if c else 'none' for c in sorted(peer_ck)) or '?'})")
     for d in dens:
         st = (lines(f"packs_{preset}_{d}.json") or [{}])[-1]
         r, f = loom[d], flex.get(d, {})
