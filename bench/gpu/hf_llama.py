@@ -38,6 +38,8 @@ PRESETS = {
     # hidden, layers, heads, kv heads, mlp_ratio, vocab; InternLM: biased QKV and output projection.
     "1b": dict(hidden=2048, layers=24, heads=16, kv_heads=16, mlp_ratio=8 / 3, vocab=103168),
     "7b": dict(hidden=4096, layers=32, heads=32, kv_heads=32, mlp_ratio=8 / 3, vocab=103168),
+    # The 7b's layers, 12 of them: its per-layer work where the 7b does not fit (an 80 GB card).
+    "7b12": dict(hidden=4096, layers=12, heads=32, kv_heads=32, mlp_ratio=8 / 3, vocab=103168),
 }
 PEAK_BF16_TFLOPS = 989.0  # H100/H200 SXM dense bf16
 

@@ -23,6 +23,7 @@ BIN=${LOOM_BENCH_BIN:-build-gpu/trainer/loom-train} SEQ=${LOOM_BENCH_SEQ_LEN:-40
 case "$PRESET" in
   1b) SHAPE="--model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16" ;;
   7b) SHAPE="--model.hidden_size=4096 --model.num_layers=32 --model.num_attention_heads=32" ;;
+  7b12) SHAPE="--model.hidden_size=4096 --model.num_layers=12 --model.num_attention_heads=32" ;;  # fits 80 GB
   *) echo "unknown preset $PRESET" >&2; exit 2 ;;
 esac
 WORK=$(mktemp -d /tmp/loom-bench-XXXX)

@@ -36,7 +36,8 @@
 # LOOM_DENSITY_STEPS (12) steps, the first LOOM_DENSITY_WARMUP (4) untimed; LOOM_DENSITIES
 # (default "one random paragraphs sft16"); LOOM_DENSITY_SDPA_PEER=0 skips HF compiled on one;
 # LOOM_FLEX_DEADLINE (epoch seconds) bounds the flex peer instead of LOOM_FLEX_TIMEOUT;
-# LOOM_DENSITY_PRESETS ("1b", "7b" or "1b 7b") overrides LOOM_DENSITY_7B; LOOM_DENSITY_FLEX=0 skips the peer.
+# LOOM_DENSITY_PRESETS ("1b", "7b" or "1b 7b"; "7b12": the 7b's layers, 12 of them, for an 80 GB
+# card) overrides LOOM_DENSITY_7B; LOOM_DENSITY_FLEX=0 skips the peer.
 # Every step runs under timeout; the summary lands in OUT_DIR/density_targets.txt, the logs, the
 # packs' statistics and the JSON lines in OUT_DIR/density_logs.tgz (LOOM_DENSITY_TAR=0: loose).
 # Run on the GPU machine after scripts/device/build.sh. Usage: bash bench/gpu/targets.sh OUT_DIR
@@ -110,7 +111,7 @@ density() {
   fi
   for preset in $PRESETS; do
     local bsz=4 ckpt=0 hfck=""
-    [ "$preset" = 7b ] && { bsz=1; ckpt=auto; }
+    [[ "$preset" == 7b* ]] && { bsz=1; ckpt=auto; }
     local data="" tags=""
     for d in $DENS; do
       mkdir -p "$W/$preset/$d"
@@ -168,7 +169,7 @@ def timed_pairs(path, bsz):
 
 for preset in presets:
     p = PRESETS[preset]
-    bsz = 1 if preset == "7b" else 4
+    bsz = 1 if preset.startswith("7b") else 4
     fpt, n = flops_per_token(p, 4096)
     flex = {r.get("data"): r for r in lines(f"flex_{preset}.jsonl")}
     sdpa = {r.get("data"): r for r in lines(f"hf_compile_{preset}_one.jsonl")}
