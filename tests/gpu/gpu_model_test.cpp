@@ -45,9 +45,7 @@ std::map<std::string, torch::Tensor> grads(loom::InternLM& m) {
 }  // namespace
 
 TEST_CASE("InternLM forward and backward on CUDA equal the CPU in fp32") {
-  // Exact fp32 matmuls on the GPU for this comparison (TF32 would round to 10 bits).
-  at::globalContext().setAllowTF32CuBLAS(false);
-  at::globalContext().setAllowTF32CuDNN(false);
+  const loom::test::ExactFp32Matmuls exact;
   const loom::ModelOptions o = small_model(torch::kFloat32);
   torch::manual_seed(51);
   loom::InternLM cpu(o);
@@ -75,7 +73,6 @@ TEST_CASE("InternLM forward and backward on CUDA equal the CPU in fp32") {
     INFO(name);
     CHECK(rel_err(gg.at(name), g) < 1e-4);
   }
-  at::globalContext().setAllowTF32CuBLAS(true);
 }
 
 TEST_CASE("a short bf16 run with flash or cuDNN attention, fused kernels, chunked loss and fused AdamW learns a batch") {
@@ -128,7 +125,7 @@ TEST_CASE("layers that leave their output split for the next norm compute what u
   // model.checkpoint=1 recomputes every layer, and a recomputed layer returns its residual stream
   // as one tensor; with 0 every layer leaves its MLP output for the next norm's kernel to add, and
   // with 0.5 the first layer does not split and the later ones do. Same weights, same batch.
-  at::globalContext().setAllowTF32CuBLAS(false);
+  const loom::test::ExactFp32Matmuls exact;
   const torch::Dtype dtype = GENERATE(torch::kFloat32, torch::kBFloat16);
   const double fraction = GENERATE(0.0, 0.5);
   INFO(loom::dtype_name(dtype) << ", checkpoint " << fraction);
@@ -159,5 +156,4 @@ TEST_CASE("layers that leave their output split for the next norm compute what u
     INFO(name);
     CHECK(rel_err(g.at(name), gr) < tol);
   }
-  at::globalContext().setAllowTF32CuBLAS(true);
 }

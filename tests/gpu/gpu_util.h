@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include <ATen/Context.h>
 #include <torch/torch.h>
 
 #include "batch.h"
@@ -11,6 +12,25 @@
 namespace loom::test {
 
 inline torch::Device cuda() { return torch::Device(torch::kCUDA, 0); }
+
+// fp32 matmuls in fp32, not TF32's 10-bit mantissa, while it lives: for comparisons against fp32
+// references. Restores the process's setting (the trainer's tests turn TF32 on, as a run does).
+class ExactFp32Matmuls {
+ public:
+  ExactFp32Matmuls() : cublas_(at::globalContext().allowTF32CuBLAS()), cudnn_(at::globalContext().allowTF32CuDNN()) {
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+  ~ExactFp32Matmuls() {
+    at::globalContext().setAllowTF32CuBLAS(cublas_);
+    at::globalContext().setAllowTF32CuDNN(cudnn_);
+  }
+  ExactFp32Matmuls(const ExactFp32Matmuls&) = delete;
+  ExactFp32Matmuls& operator=(const ExactFp32Matmuls&) = delete;
+
+ private:
+  bool cublas_, cudnn_;
+};
 
 // max |a - b| / (max |b| + 1e-6): the error relative to the reference's scale.
 inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
