@@ -134,8 +134,8 @@ TEST_CASE("memory plan: activations grow with the tokens and shrink with recompu
   const MemoryPlan masked = loom::plan_memory(in);
   CHECK(masked.layer_full_bytes - twice.layer_full_bytes == 4u * 8 * 128 * 128 * 2 - 4u * 128 * 8 * 4);
   // cuDNN keeps what flash keeps; its backward adds the fp32 dQ accumulator and row sums, B T H (D + 1) 4,
-  // and a micro-batch the bias of at most 4 windows (2 * 512 / 257 + 1 = 4) of 256 x 256, bf16
-  // and the bool mask it comes from.
+  // and a micro-batch the bias of at most 4 windows (2 * 512 / 257 + 1 = 4) of 256 x 256: two bf16
+  // copies (the forward's thread and the recomputing backward's) and the bool mask it comes from.
   in.attention = loom::AttentionKernel::kCudnnSegments;
   const MemoryPlan cudnn = loom::plan_memory(in);
   CHECK(cudnn.layer_full_bytes == twice.layer_full_bytes);

@@ -1,6 +1,7 @@
 // Per-document causal attention through cuDNN's fused flash attention: every document of a
-// micro-batch in one call (two with windows, below), forward and backward, read and written in place in the packed rows
-// (kernels/cuda/cudnn_sdpa.h: loom's own cuDNN graphs, the rows taken as cuDNN's ragged layout).
+// micro-batch in one call (two with windows, below), forward and backward, read and written in
+// place in the packed rows (kernels/cuda/cudnn_sdpa.h: loom's own cuDNN graphs, the rows taken as
+// cuDNN's ragged layout).
 //
 // Why: on Hopper cuDNN's SDPA runs causal attention 1.35-1.75x faster than the FlashAttention-2
 // kernel LibTorch ships (bench/RESULTS.md). LibTorch 2.11 reaches it only through entries that
