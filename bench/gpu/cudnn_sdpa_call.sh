@@ -6,7 +6,7 @@
 # shape's attention at several densities.
 # Usage (device tool): bash bench/gpu/cudnn_sdpa_call.sh   (LOOM_SDPA_CASES: extra probe lines;
 # LOOM_SDPA_SET=windows runs only the biased windows and the lines of one sequence per document
-# beside them)
+# beside them; LOOM_SDPA_SET=order only packs of a few documents in pack order against longest first)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/loom-out}
@@ -23,6 +23,22 @@ timeout 120 g++ -std=c++17 -O2 bench/gpu/cudnn_sdpa_probe.cpp trainer/kernels/cu
   -L"$CUDA_HOME/lib64" -lcudart -o /tmp/cudnn_sdpa_probe 2>&1 | tail -20 | tee -a "$OUT/sdpa.txt"
 P=/tmp/cudnn_sdpa_probe
 run() { echo "== probe $*" | tee -a "$OUT/sdpa.txt"; timeout 120 "$P" "$@" 2>&1 | tail -12 | tee -a "$OUT/sdpa.txt"; }
+if [ "${LOOM_SDPA_SET:-all}" = order ]; then
+# The sequences' order in the layout: pack order against longest first, checked, then timed on the
+# 1b's attention (four packs) and the 7b's (one pack: micro_bsz 1) at 2 and 3 documents a pack.
+run 8 2 128 1,127,128,129,300,15,324,76 --iters 3 --longest-first
+for spec in "16 16 128 4096,4096,4096,4096 --dense" "32 32 128 4096 --dense --packs 1"; do
+  run $spec --no-check --iters 20
+done
+# (graph batches as the trainer rounds the documents up to a power of two)
+for spec in "16 16 128 pack:4096:2 --batch 8" "16 16 128 pack:4096:3 --batch 16" \
+            "32 32 128 pack:4096:2 --packs 1 --batch 2" "32 32 128 pack:4096:3 --packs 1 --batch 4"; do
+  run $spec --no-check --iters 20
+  run $spec --no-check --iters 20 --longest-first
+done
+cp "$OUT/sdpa.txt" "$OUT/summary.txt"
+exit 0
+fi
 if [ "${LOOM_SDPA_SET:-all}" = all ]; then
 # Correctness: a 1-token document, 127/128/129 around a tile, documents cut anywhere (GQA 8/2, D 128);
 # MHA at D 64; the same documents in a graph with room to spare (unused sequences of length 0).

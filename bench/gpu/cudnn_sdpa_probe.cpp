@@ -4,10 +4,12 @@
 // --iters forward and backward calls, and TFLOP/s of the causal work done (4 n^2/2 D H a
 // document forward, 2.5x that backward). Built and run on the device by bench/gpu/cudnn_sdpa_call.sh.
 // Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense]
-//                         [--windows W]
+//                         [--windows W] [--longest-first]
 //   --windows W: consecutive documents share sequences of up to W tokens (windows), kept apart by an
 //   additive bias of -inf across documents (SdpaShape::bias); longer documents run in a second graph
 //   after it, as in the trainer; the check is still per document, the times are of both calls.
+//   --longest-first: the graph's sequences in order of length, longest first (the layout's offsets
+//   let them come in any order), to see whether cuDNN's ragged kernels schedule the long ones late.
 //   LENGTHS: comma-separated document lengths, or pack:T:N (N documents a pack of T tokens, random
 //   lengths, repeated to fill --packs packs, default 4).
 #include <cuda_runtime.h>
@@ -91,14 +93,14 @@ int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr,
                  "usage: %s H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense] "
-                 "[--windows W]\n",
+                 "[--windows W] [--longest-first]\n",
                  argv[0]);
     return 2;
   }
   const int64_t H = std::atoll(argv[1]), K = std::atoll(argv[2]), D = std::atoll(argv[3]);
   std::string spec = argv[4];
   int64_t batch = 0, max_seq = 0, iters = 20, packs = 4, window = 0;
-  bool check = true, dense = false;
+  bool check = true, dense = false, longest_first = false;
   for (int i = 5; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--batch") batch = std::atoll(argv[++i]);
@@ -108,6 +110,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-check") check = false;
     else if (a == "--dense") dense = true;
     else if (a == "--windows") window = std::atoll(argv[++i]);
+    else if (a == "--longest-first") longest_first = true;
   }
   std::mt19937_64 rng(1234);
   std::vector<int32_t> cu{0};
@@ -146,6 +149,22 @@ int main(int argc, char** argv) {
   } else {
     loom::cuda::sdpa_documents(cu.data(), n, starts, lengths);
   }
+  if (longest_first && window > 0) {
+    std::fprintf(stderr, "--longest-first orders documents, not windows\n");
+    return 2;
+  }
+  if (longest_first) {
+    std::vector<size_t> order(starts.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lengths[a] > lengths[b]; });
+    std::vector<int32_t> s2, l2;
+    for (size_t i : order) {
+      s2.push_back(starts[i]);
+      l2.push_back(lengths[i]);
+    }
+    starts.swap(s2);
+    lengths.swap(l2);
+  }
   const int64_t ns = static_cast<int64_t>(starts.size());
   int64_t longest = 0;
   for (int64_t i = 0; i < ns; ++i) longest = std::max<int64_t>(longest, lengths[i]);
@@ -168,9 +187,10 @@ int main(int argc, char** argv) {
   }
   const loom::cuda::SdpaShape shape{batch, max_seq, H, K, D, false, !dense, window > 0};
   std::printf("documents %lld, tokens %lld; %lld sequences, longest %lld; graph batch %lld max_seq %lld%s; "
-              "heads %lld/%lld, dim %lld\n",
+              "heads %lld/%lld, dim %lld%s\n",
               (long long)n, (long long)T, (long long)ns, (long long)longest, (long long)batch, (long long)max_seq,
-              window > 0 ? " with a bias" : "", (long long)H, (long long)K, (long long)D);
+              window > 0 ? " with a bias" : "", (long long)H, (long long)K, (long long)D,
+              longest_first ? "; longest first" : "");
 
   auto t0 = std::chrono::steady_clock::now();
   loom::cuda::SdpaGraph fwd(loom::cuda::SdpaGraph::Pass::kForward, shape);
