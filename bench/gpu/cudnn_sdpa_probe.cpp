@@ -8,8 +8,8 @@
 //   --windows W: consecutive documents share sequences of up to W tokens (windows), kept apart by an
 //   additive bias of -inf across documents (SdpaShape::bias); longer documents run in a second graph
 //   after it, as in the trainer; the check is still per document, the times are of both calls.
-//   --longest-first: the graph's sequences in order of length, longest first (the layout's offsets
-//   let them come in any order), to see whether cuDNN's ragged kernels schedule the long ones late.
+//   --longest-first: the graph's sequences longest first (loom::cuda::longest_first, as the trainer
+//   orders them); without it, in the packs' order.
 //   LENGTHS: comma-separated document lengths, or pack:T:N (N documents a pack of T tokens, random
 //   lengths, repeated to fill --packs packs, default 4).
 #include <cuda_runtime.h>
@@ -153,18 +153,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--longest-first orders documents, not windows\n");
     return 2;
   }
-  if (longest_first) {
-    std::vector<size_t> order(starts.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lengths[a] > lengths[b]; });
-    std::vector<int32_t> s2, l2;
-    for (size_t i : order) {
-      s2.push_back(starts[i]);
-      l2.push_back(lengths[i]);
-    }
-    starts.swap(s2);
-    lengths.swap(l2);
-  }
+  if (longest_first) loom::cuda::longest_first(starts, lengths);
   const int64_t ns = static_cast<int64_t>(starts.size());
   int64_t longest = 0;
   for (int64_t i = 0; i < ns; ++i) longest = std::max<int64_t>(longest, lengths[i]);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda/cudnn_sdpa.h"
@@ -81,6 +82,32 @@ TEST_CASE("the cuDNN layout of sequences with other calls' rows between them") {
   CHECK(std::vector<int64_t>(l.kv_offsets, l.kv_offsets + 5) == std::vector<int64_t>{0, 240, 2400, 4800, 4800});
   CHECK(std::vector<int64_t>(l.stats_offsets, l.stats_offsets + 5) == std::vector<int64_t>{0, 60, 600, 1200, 1200});
   CHECK(std::vector<int32_t>(l.seq_len, l.seq_len + 4) == std::vector<int32_t>{30, 0, 30, 0});
+}
+
+TEST_CASE("sequences longest first keep their rows, ties in pack order") {
+  std::vector<int32_t> start{0, 5, 12, 12, 40, 41}, length{5, 7, 0, 28, 1, 28};
+  loom::cuda::longest_first(start, length);
+  CHECK(start == std::vector<int32_t>{12, 41, 5, 0, 40, 12});
+  CHECK(length == std::vector<int32_t>{28, 28, 7, 5, 1, 0});
+  // Random documents: the same (start, length) pairs, lengths never rising.
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 100; ++round) {
+    const int64_t n = static_cast<int64_t>(rng() % 50);
+    std::vector<int32_t> cu{0};
+    for (int64_t i = 0; i < n; ++i) cu.push_back(cu.back() + static_cast<int32_t>(rng() % 200));
+    std::vector<int32_t> s, l;
+    loom::cuda::sdpa_documents(cu.data(), n, s, l);
+    std::vector<std::pair<int32_t, int32_t>> before;
+    for (size_t i = 0; i < s.size(); ++i) before.emplace_back(s[i], l[i]);
+    loom::cuda::longest_first(s, l);
+    std::vector<std::pair<int32_t, int32_t>> after;
+    for (size_t i = 0; i < s.size(); ++i) after.emplace_back(s[i], l[i]);
+    INFO("round " << round);
+    CHECK(std::is_sorted(l.begin(), l.end(), [](int32_t a, int32_t b) { return a > b; }));
+    std::sort(before.begin(), before.end());
+    std::sort(after.begin(), after.end());
+    CHECK(after == before);
+  }
 }
 
 TEST_CASE("short documents share windows, longer ones keep their own sequence") {

@@ -169,6 +169,7 @@ std::vector<Call> plan_calls(const torch::Tensor& cu_host, const Documents& d, i
     s.max_seq = long_max_seq;
     std::vector<int32_t> start, length;
     cuda::sdpa_documents(cu, d.count, start, length);
+    cuda::longest_first(start, length);
     return {sequences_call(s, start, length, tokens, q.device())};
   }
   const cuda::SdpaWindows w = cuda::sdpa_windows(cu, d.count, window);
@@ -191,7 +192,9 @@ std::vector<Call> plan_calls(const torch::Tensor& cu_host, const Documents& d, i
     cuda::SdpaShape ls = s;
     ls.batch = pow2_at_least(static_cast<int64_t>(w.long_start.size()), 1);
     ls.max_seq = long_max_seq;
-    calls.push_back(sequences_call(ls, w.long_start, w.long_length, tokens, q.device()));
+    std::vector<int32_t> start = w.long_start, length = w.long_length;
+    cuda::longest_first(start, length);
+    calls.push_back(sequences_call(ls, start, length, tokens, q.device()));
   }
   return calls;
 }

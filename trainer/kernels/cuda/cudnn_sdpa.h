@@ -96,6 +96,23 @@ inline void sdpa_documents(const int32_t* cu, int64_t n, std::vector<int32_t>& s
   }
 }
 
+// Sequences (start[i], length[i]) reordered longest first, ties in their order. The layout's offsets
+// let sequences come in any order, and cuDNN's ragged kernels take their tiles in layout order: long
+// documents first keeps one from starting last (1.8-1.9% off the attention of packs of 2-3
+// documents on the 1b shape, H100, bench/RESULTS.md).
+inline void longest_first(std::vector<int32_t>& start, std::vector<int32_t>& length) {
+  std::vector<size_t> order(start.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return length[a] > length[b]; });
+  std::vector<int32_t> s(order.size()), l(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    s[i] = start[order[i]];
+    l[i] = length[order[i]];
+  }
+  start.swap(s);
+  length.swap(l);
+}
+
 inline void fill_sdpa_layout(const int32_t* cu, int64_t n, const SdpaShape& shape, int64_t* words) {
   std::vector<int32_t> start, length;
   sdpa_documents(cu, n, start, length);
