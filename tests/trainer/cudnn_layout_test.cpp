@@ -1,8 +1,9 @@
 // The layout loom's cuDNN attention graphs read (kernels/cuda/cudnn_sdpa.h): element offsets of
 // every document in q, k/v and the log-sum-exp, and the documents' lengths, in one array of int64
 // words whose parts start 16-byte aligned. Host code, checked here against offsets computed by hand
-// and, for random documents, against the rows the packed tensors give each document; sequences reordered longest first; then
-// short documents grouped into windows (sdpa_windows) and the document of each window's row.
+// and, for random documents, against the rows the packed tensors give each document; sequences
+// reordered longest first; then short documents grouped into windows (sdpa_windows) and the
+// document of each window's row.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
