@@ -172,7 +172,7 @@ std::vector<Call> plan_calls(const torch::Tensor& cu_host, const Documents& d, i
     cuda::longest_first(start, length);
     return {sequences_call(s, start, length, tokens, q.device())};
   }
-  const cuda::SdpaWindows w = cuda::sdpa_windows(cu, d.count, window);
+  cuda::SdpaWindows w = cuda::sdpa_windows(cu, d.count, window);
   std::vector<Call> calls;
   if (!w.start.empty()) {
     cuda::SdpaShape ws = s;
@@ -192,9 +192,8 @@ std::vector<Call> plan_calls(const torch::Tensor& cu_host, const Documents& d, i
     cuda::SdpaShape ls = s;
     ls.batch = pow2_at_least(static_cast<int64_t>(w.long_start.size()), 1);
     ls.max_seq = long_max_seq;
-    std::vector<int32_t> start = w.long_start, length = w.long_length;
-    cuda::longest_first(start, length);
-    calls.push_back(sequences_call(ls, start, length, tokens, q.device()));
+    cuda::longest_first(w.long_start, w.long_length);  // the windows keep their order: the bias rows follow it
+    calls.push_back(sequences_call(ls, w.long_start, w.long_length, tokens, q.device()));
   }
   return calls;
 }
