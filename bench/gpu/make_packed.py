@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Writes a loom packed shard (docs/FORMAT.md, format version 1) for the GPU benchmark, with one of
-four document densities (--docs):
+five document densities (--docs):
 
   random      (default, as before) random documents: uniform random ids in [3, vocab) with lengths
               drawn log-uniformly in [64, 4 * seq_len]; packs filled in order (strategy concat), a
               document cut at a pack end continues in the next pack (~2 documents a pack at 4096).
+  cuts        random's documents over real text: the one mode's tokens (the same text, in the same
+              order), cut where random cuts (the same seed draws the same document lengths). Against
+              one, only the documents differ; against random, only the ids.
   one         real text as ONE long document cut into packs (strategy concat): the text (--text,
               default tests/data/botchan.txt) repeated as often as the packs need, tokenized as a
               single document (loom-tokenize --txt-doc file), so every pack is one segment: full
@@ -30,7 +33,7 @@ lengths, padding, and the attention FLOPs fraction sum(len^2 over segments) / (p
 with causal_pairs = sum(len * (len + 1) / 2), what causal attention over the segments executes.
 
 Usage: make_packed.py OUT.bin --seq-len 4096 --packs 64 [--vocab 103168] [--seed 0]
-                      [--docs random|one|paragraphs|sft16] [--text F] [--model M] [--tools DIR]
+                      [--docs random|cuts|one|paragraphs|sft16] [--text F] [--model M] [--tools DIR]
                       [--stats-json F]
 """
 import argparse
@@ -108,6 +111,7 @@ def stats(seg_offsets, segments, seq_len, mode):
 
 
 def random_docs(a):
+    """random's packs: (tokens, seg_offsets, segments, documents)."""
     rng = np.random.default_rng(a.seed)
     L = a.seq_len
     tokens = np.empty(a.packs * L, dtype="<u4")
@@ -128,8 +132,27 @@ def random_docs(a):
             start += n
             doc_pos += n
         offsets.append(len(segs))
-    write_packed(a.out, tokens, offsets, np.array(segs, dtype=SEG_DTYPE), a.vocab, 1, 2, 0, L, 2, 0, doc + 1, 0,
-                 a.seed)
+    return tokens, offsets, np.array(segs, dtype=SEG_DTYPE), doc + 1
+
+
+def cut_text(a):
+    """random's documents (lengths and cuts) over the one mode's tokens: the ids draws only keep the
+    generator's sequence, so the cuts are random's to the token."""
+    _, offsets, segs, num_docs = random_docs(a)
+    one = argparse.Namespace(**vars(a))
+    one.docs, one.out = "one", a.out + ".one.bin"
+    extra = text_mode(one)
+    try:
+        hdr, tokens, _, _ = read_packed(one.out)
+    finally:
+        for f in (one.out, one.out + ".meta"):
+            if os.path.exists(f):
+                os.remove(f)
+    assert len(tokens) >= a.packs * a.seq_len, "the one mode wrote %d tokens" % len(tokens)
+    # flags 0: the cut documents do not begin with bos or end with eos.
+    write_packed(a.out, np.ascontiguousarray(tokens[: a.packs * a.seq_len]), offsets, segs, hdr["vocab"], hdr["bos"],
+                 hdr["eos"], 0, a.seq_len, hdr["pad_id"], 0, num_docs, hdr["fingerprint"], a.seed)
+    return extra
 
 
 def read_text(path):
@@ -306,7 +329,7 @@ def main():
     ap.add_argument("--packs", type=int, default=64)
     ap.add_argument("--vocab", type=int, default=103168, help="random mode only (text modes: the model's)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--docs", choices=["random", "one", "paragraphs", "sft16"], default="random")
+    ap.add_argument("--docs", choices=["random", "cuts", "one", "paragraphs", "sft16"], default="random")
     ap.add_argument("--text", default=os.path.join(ROOT, "tests", "data", "botchan.txt"))
     ap.add_argument("--model", default=os.path.join(ROOT, "tests", "data", "internlm_v7.model"))
     ap.add_argument("--tools", help="build folder with tokenize/loom-tokenize and packer/loom-pack")
@@ -314,11 +337,14 @@ def main():
     ap.add_argument("--stats-json", help="also write the statistics line here")
     a = ap.parse_args()
     extra = {}
+    if a.python_only:
+        a.tools = "/nonexistent"
     if a.docs == "random":
-        random_docs(a)
+        tokens, offsets, segs, num_docs = random_docs(a)
+        write_packed(a.out, tokens, offsets, segs, a.vocab, 1, 2, 0, a.seq_len, 2, 0, num_docs, 0, a.seed)
+    elif a.docs == "cuts":
+        extra = cut_text(a)
     else:
-        if a.python_only:
-            a.tools = "/nonexistent"
         extra = text_mode(a)
     _, _, seg_offsets, segments = read_packed(a.out)
     s = stats(seg_offsets, segments, a.seq_len, a.docs)

@@ -12,9 +12,11 @@
 #
 # density: "real short documents train at full speed". The 1b preset (bf16, micro_bsz 4, no
 # recompute; with LOOM_DENSITY_7B=1 also the 7b preset, micro_bsz 1, model.checkpoint=auto) on
-# packs of four densities made by bench/gpu/make_packed.py, the same packs for loom and the peer:
+# packs of five densities made by bench/gpu/make_packed.py, the same packs for loom and the peer:
 #   one         tests/data/botchan.txt as one long document: one document a pack, full causal
-#   random      make_packed.py's default: random documents, ~2 a pack
+#   cuts        one's tokens cut into random's documents: ~2 a pack, the same text as one
+#   random      make_packed.py's default: random ids in the same documents as cuts; no target (not
+#               the same text as one: it shows what the ids alone change)
 #   paragraphs  botchan's paragraphs, one a document, bestfit: ~56 a pack
 #   sft16       botchan's lines, ~17 tokens a document, bestfit: ~230 a pack
 # (tokenized with tests/data/internlm_v7.model by loom-tokenize and packed by loom-pack, built
@@ -34,7 +36,7 @@
 #             R = their real tokens: 2 matmuls x 2 FLOPs x C per pair and layer, x 3 for the backward.
 #             One document a pack gives P/R = (T + 1) / 2: half the model convention's attention.
 # LOOM_DENSITY_STEPS (12) steps, the first LOOM_DENSITY_WARMUP (4) untimed; LOOM_DENSITIES
-# (default "one random paragraphs sft16"); LOOM_DENSITY_SDPA_PEER=0 skips HF compiled on one;
+# (default "one cuts random paragraphs sft16"); LOOM_DENSITY_SDPA_PEER=0 skips HF compiled on one;
 # LOOM_FLEX_DEADLINE (epoch seconds) bounds the flex peer instead of LOOM_FLEX_TIMEOUT;
 # LOOM_DENSITY_PRESETS ("1b", "7b" or "1b 7b"; "7b12": the 7b's layers, 12 of them, for an 80 GB
 # card) overrides LOOM_DENSITY_7B; LOOM_DENSITY_FLEX=0 skips the peer.
@@ -99,7 +101,7 @@ flex_peer() {
 
 density() {
   local STEPS=${LOOM_DENSITY_STEPS:-12} WARMUP=${LOOM_DENSITY_WARMUP:-4}
-  local DENS=${LOOM_DENSITIES:-"one random paragraphs sft16"}
+  local DENS=${LOOM_DENSITIES:-"one cuts random paragraphs sft16"}
   local PRESETS="1b" W t0
   [ "${LOOM_DENSITY_7B:-0}" = 1 ] && PRESETS="1b 7b"
   PRESETS=${LOOM_DENSITY_PRESETS:-$PRESETS}
@@ -201,6 +203,10 @@ for preset in presets:
         mfu_e = round(tok * exec_fpt / 1e12 / PEAK_BF16_TFLOPS, 4) if tok and exec_fpt else None
         if d == "one":
             verdict = "reference" if tok else "missing"
+        elif d == "random":  # the target compares the same text; random ids are not
+            cut = loom.get("cuts", {}).get("tokens_per_s")
+            verdict = "no target, random ids" + (f" ({tok / ref:.3f}x one-document" if tok and ref else " (") + (
+                f", {tok / cut:.3f}x cuts: the same documents over the text)" if tok and cut else ")")
         else:
             verdict = "missing" if not (tok and ref) else (
                 f"{'met' if tok >= ref else 'not met'} ({tok / ref:.3f}x one-document)")
