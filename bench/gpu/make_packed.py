@@ -136,8 +136,8 @@ def random_docs(a):
 
 
 def cut_text(a):
-    """random's documents (lengths and cuts) over the one mode's tokens: the ids draws only keep the
-    generator's sequence, so the cuts are random's to the token."""
+    """random's documents (lengths and cuts) over the one mode's tokens. random's ids are drawn and
+    dropped: drawing them keeps the generator's sequence, so the cuts are random's to the token."""
     _, offsets, segs, num_docs = random_docs(a)
     one = argparse.Namespace(**vars(a))
     one.docs, one.out = "one", a.out + ".one.bin"
