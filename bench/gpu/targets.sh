@@ -205,8 +205,10 @@ for preset in presets:
             verdict = "reference" if tok else "missing"
         elif d == "random":  # the target compares the same text; random ids are not
             cut = loom.get("cuts", {}).get("tokens_per_s")
-            verdict = "no target, random ids" + (f" ({tok / ref:.3f}x one-document" if tok and ref else " (") + (
-                f", {tok / cut:.3f}x cuts: the same documents over the text)" if tok and cut else ")")
+            ratios = [f"{tok / ref:.3f}x one-document"] if tok and ref else []
+            if tok and cut:
+                ratios.append(f"{tok / cut:.3f}x cuts: the same documents over the text")
+            verdict = "no target, random ids" + (f" ({', '.join(ratios)})" if ratios else "")
         else:
             verdict = "missing" if not (tok and ref) else (
                 f"{'met' if tok >= ref else 'not met'} ({tok / ref:.3f}x one-document)")
