@@ -9,7 +9,8 @@
 # where loom-train writes one), so what no step_time holds (data waits, host gaps between steps)
 # counts. mfu is that rate times loom's FLOPs per token (its own mfu figures, weighted by
 # step_time, times sum(step_time) / wall); *_step_sum are the former figures from the sum of the
-# step times.
+# step times; step_s_median and step_s_sem (the standard error of the mean step) from the intervals
+# between the timed step lines.
 # Env: LOOM_BENCH_STEPS (10), LOOM_BENCH_WARMUP (3), LOOM_BENCH_DOCS (make_packed.py --docs:
 # random, one, paragraphs, sft16), LOOM_BENCH_DATA (a packed .bin to train on instead: its .meta
 # beside it), LOOM_BENCH_TAG (log names loom_TAG.log, default the preset), LOOM_TRAIN_EXTRA,
@@ -92,10 +93,19 @@ if warmup in when and last in when and last > warmup:
 else:
     wall, real, clock_src = t, n, "sum of step_time (no clock of steps %d and %d)" % (warmup, last)
 tok_s = real / wall
+# The spread of the timed steps' wall times (the intervals between step lines), so a ratio of two
+# runs can be read against its noise: the standard error of the mean step.
+gaps = [when[s] - when[s - 1] for s in range(warmup + 1, last + 1) if s in when and s - 1 in when]
+if len(gaps) < 2:
+    gaps = [r["step_time"] for r in timed]
+gap_mean = sum(gaps) / len(gaps)
+step_sem = (sum((g - gap_mean) ** 2 for g in gaps) / (len(gaps) - 1) / len(gaps)) ** 0.5 if len(gaps) > 1 else None
 mfu_wall = sum(r["mfu"] * r["step_time"] for r in timed) / wall
 mean = lambda k: sum(r[k] for r in timed) / len(timed)
 print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=int(sys.argv[9]), checkpoint=ckpt,
                       steps_timed=len(timed), step_s=round(wall / len(timed), 4), tokens_per_s=round(tok_s, 1),
+                      step_s_median=round(sorted(gaps)[len(gaps) // 2], 4),
+                      step_s_sem=round(step_sem, 5) if step_sem is not None else None,
                       tflops=round(mfu_wall * 989, 1),  # --job.peak_tflops=989
                       mfu=round(mfu_wall, 4), clock=clock_src, wall_s=round(wall, 3), real_tokens_timed=int(real),
                       step_s_step_sum=round(t / len(timed), 4), tokens_per_s_step_sum=round(n / t, 1),

@@ -35,7 +35,9 @@
 #             len (len + 1) / 2 (the query-key pairs causal attention within documents computes),
 #             R = their real tokens: 2 matmuls x 2 FLOPs x C per pair and layer, x 3 for the backward.
 #             One document a pack gives P/R = (T + 1) / 2: half the model convention's attention.
-# LOOM_DENSITY_STEPS (12) steps, the first LOOM_DENSITY_WARMUP (4) untimed; LOOM_DENSITIES
+# Each ratio to one-document packs carries one standard error (+-) from both runs' step spreads
+# (bench/gpu/loom_train.sh's step_s_sem); the verdict is the ratio itself against 1.0.
+# LOOM_DENSITY_STEPS (30) steps, the first LOOM_DENSITY_WARMUP (4) untimed; LOOM_DENSITIES
 # (default "one cuts random paragraphs sft16"); LOOM_DENSITY_SDPA_PEER=0 skips HF compiled on one;
 # LOOM_FLEX_DEADLINE (epoch seconds) bounds the flex peer instead of LOOM_FLEX_TIMEOUT;
 # LOOM_DENSITY_PRESETS ("1b", "7b" or "1b 7b"; "7b12": the 7b's layers, 12 of them, for an 80 GB
@@ -100,7 +102,7 @@ flex_peer() {
 }
 
 density() {
-  local STEPS=${LOOM_DENSITY_STEPS:-12} WARMUP=${LOOM_DENSITY_WARMUP:-4}
+  local STEPS=${LOOM_DENSITY_STEPS:-30} WARMUP=${LOOM_DENSITY_WARMUP:-4}
   local DENS=${LOOM_DENSITIES:-"one cuts random paragraphs sft16"}
   local PRESETS="1b" W t0
   [ "${LOOM_DENSITY_7B:-0}" = 1 ] && PRESETS="1b 7b"
@@ -169,6 +171,18 @@ def timed_pairs(path, bsz):
         real += int(n.sum())
     return pairs, real
 
+def noise(a, b):
+    """One standard error of the ratio of two runs' tokens/s, from their steps' spread."""
+    try:
+        return (a["step_s_sem"] / a["step_s"]) ** 2 + (b["step_s_sem"] / b["step_s"]) ** 2
+    except (KeyError, TypeError, ZeroDivisionError):
+        return None
+
+def ratio_text(a, b, what):
+    r = a["tokens_per_s"] / b["tokens_per_s"]
+    v = noise(a, b)
+    return f"{r:.3f}x" + (f" +- {r * v ** 0.5:.3f}" if v is not None else "") + f" {what}"
+
 for preset in presets:
     p = PRESETS[preset]
     bsz = 1 if preset.startswith("7b") else 4
@@ -205,13 +219,13 @@ for preset in presets:
             verdict = "reference" if tok else "missing"
         elif d == "random":  # the target compares the same text; random ids are not
             cut = loom.get("cuts", {}).get("tokens_per_s")
-            ratios = [f"{tok / ref:.3f}x one-document"] if tok and ref else []
+            ratios = [ratio_text(r, loom["one"], "one-document")] if tok and ref else []
             if tok and cut:
-                ratios.append(f"{tok / cut:.3f}x cuts: the same documents over the text")
+                ratios.append(ratio_text(r, loom["cuts"], "cuts: the same documents over the text"))
             verdict = "no target, random ids" + (f" ({', '.join(ratios)})" if ratios else "")
         else:
             verdict = "missing" if not (tok and ref) else (
-                f"{'met' if tok >= ref else 'not met'} ({tok / ref:.3f}x one-document)")
+                f"{'met' if tok >= ref else 'not met'} ({ratio_text(r, loom['one'], 'one-document')})")
         ft = f.get("tokens_per_s")
         ratio = round(tok / ft, 3) if tok and ft else None
         peer = (f"flex peer {ft} tokens/s (MFU {f.get('mfu')} / {f.get('mfu_executed_attention')}), "
