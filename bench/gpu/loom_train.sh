@@ -56,7 +56,7 @@ while True:
         print(m.group(1), repr(time.time()), flush=True)
 ' > "$WORK/stamps.txt" || { tail -30 "$OUT/loom_${TAG}.log" >&2; exit 1; }
 python3 - "$WORK/run/metrics.jsonl" "$PRESET" "$BSZ" "$CKPT" "$WARMUP" "$WORK/plan.json" "$OUT/loom_${TAG}.log" "$WORK/stamps.txt" "$SEQ" <<'PY'
-import json, re, sys
+import json, re, statistics, sys
 path, preset, bsz, ckpt, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 try:
     plan = json.load(open(sys.argv[6]))
@@ -98,13 +98,12 @@ tok_s = real / wall
 gaps = [when[s] - when[s - 1] for s in range(warmup + 1, last + 1) if s in when and s - 1 in when]
 if len(gaps) < 2:
     gaps = [r["step_time"] for r in timed]
-gap_mean = sum(gaps) / len(gaps)
-step_sem = (sum((g - gap_mean) ** 2 for g in gaps) / (len(gaps) - 1) / len(gaps)) ** 0.5 if len(gaps) > 1 else None
+step_sem = statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else None
 mfu_wall = sum(r["mfu"] * r["step_time"] for r in timed) / wall
 mean = lambda k: sum(r[k] for r in timed) / len(timed)
 print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=int(sys.argv[9]), checkpoint=ckpt,
                       steps_timed=len(timed), step_s=round(wall / len(timed), 4), tokens_per_s=round(tok_s, 1),
-                      step_s_median=round(sorted(gaps)[len(gaps) // 2], 4),
+                      step_s_median=round(statistics.median_high(gaps), 4),
                       step_s_sem=round(step_sem, 5) if step_sem is not None else None,
                       tflops=round(mfu_wall * 989, 1),  # --job.peak_tflops=989
                       mfu=round(mfu_wall, 4), clock=clock_src, wall_s=round(wall, 3), real_tokens_timed=int(real),

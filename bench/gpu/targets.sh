@@ -171,17 +171,13 @@ def timed_pairs(path, bsz):
         real += int(n.sum())
     return pairs, real
 
-def noise(a, b):
-    """One standard error of the ratio of two runs' tokens/s, from their steps' spread."""
-    try:
-        return (a["step_s_sem"] / a["step_s"]) ** 2 + (b["step_s_sem"] / b["step_s"]) ** 2
-    except (KeyError, TypeError, ZeroDivisionError):
-        return None
-
 def ratio_text(a, b, what):
+    """a's tokens/s over b's, with one standard error from both runs' step spreads where they have one."""
     r = a["tokens_per_s"] / b["tokens_per_s"]
-    v = noise(a, b)
-    return f"{r:.3f}x" + (f" +- {r * v ** 0.5:.3f}" if v is not None else "") + f" {what}"
+    if a.get("step_s_sem") is None or b.get("step_s_sem") is None:
+        return f"{r:.3f}x {what}"
+    rel = ((a["step_s_sem"] / a["step_s"]) ** 2 + (b["step_s_sem"] / b["step_s"]) ** 2) ** 0.5
+    return f"{r:.3f}x +- {r * rel:.3f} {what}"
 
 for preset in presets:
     p = PRESETS[preset]
