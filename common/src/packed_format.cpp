@@ -93,6 +93,14 @@ void PackedWriter::add_pack(const uint32_t* tokens, size_t n, const PackedSegmen
   num_tokens_ += covered;
 }
 
+void PackedWriter::set_output_set(uint64_t set_id, uint32_t shard_index, uint32_t shard_count) {
+  LOOM_ASSERT(set_id != 0 && shard_index < shard_count, bin_path_, ": bad output set ", set_id, " shard ", shard_index,
+              " of ", shard_count);
+  set_id_ = set_id;
+  shard_index_ = shard_index;
+  shard_count_ = shard_count;
+}
+
 void PackedWriter::commit(uint64_t num_source_docs) {
   seal(num_source_docs);
   publish();
@@ -113,6 +121,9 @@ void PackedWriter::seal(uint64_t num_source_docs) {
   h.num_source_docs = num_source_docs;
   h.bin_xxh64 = bin_.digest();
   h.seed = seed_;
+  h.set_id = set_id_;
+  h.shard_index = shard_index_;
+  h.shard_count = shard_count_;
   if (index_open_) {
     LOOM_ASSERT(num_packs() == declared_packs_ &&
                     xxh64(seg_offsets_.data(), seg_offsets_.size() * sizeof(uint64_t)) == declared_offsets_xxh64_,

@@ -31,7 +31,14 @@
 //    88    8 index_xxh64      u64, XXH64 of seg_offsets and segments (contiguous bytes)
 //    96    8 model_fingerprint u64, as in the token shards
 //   104    8 seed             u64, the seed the packer was run with
-//   112   16 reserved         zero
+//   112    8 set_id           u64, the output set's identity: unique per pack run, equal in every file
+//                             of the set (0: not recorded, files written before sets were)
+//   120    4 shard_index      u32, this file's place in its set, < shard_count (0 when set_id is 0)
+//   124    4 shard_count      u32, the number of files of the set (0 when set_id is 0)
+//
+// An output set is the files one `loom-pack pack` run writes: NAME.bin, or NAME-00000.bin ...
+// when rolled (--max-packs-per-shard). A reader of a folder refuses two set_ids side by side, or
+// a set missing a shard_index.
 //
 // PackedSegment, 24 bytes: a run of one document's tokens inside one pack.
 //     0    8 doc              u64, index of the source document (inputs in command-line order,
@@ -86,9 +93,14 @@ struct PackedHeader {
   uint64_t index_xxh64;
   uint64_t model_fingerprint;
   uint64_t seed;
-  uint8_t reserved[16];
+  uint64_t set_id;
+  uint32_t shard_index;
+  uint32_t shard_count;
 };
 static_assert(sizeof(PackedHeader) == 128, "the packed header is 128 bytes on disk");
+static_assert(offsetof(PackedHeader, set_id) == 112 && offsetof(PackedHeader, shard_index) == 120 &&
+                  offsetof(PackedHeader, shard_count) == 124,
+              "the output set's identity sits in what were the reserved bytes 112..127");
 static_assert(offsetof(PackedHeader, vocab_size) == offsetof(ShardHeader, vocab_size) &&
                   offsetof(PackedHeader, dtype_bytes) == offsetof(ShardHeader, dtype_bytes),
               "loom headers share their first 24 bytes (detail::read_loom_header)");
@@ -142,6 +154,9 @@ class PackedWriter {
   uint64_t num_packs() const { return seg_offsets_.size() - 1; }
   uint64_t num_tokens() const { return num_tokens_; }
   uint32_t pad_id() const { return pad_id_; }
+  // The output set this file belongs to (header bytes 112..127), before seal(); set_id != 0 and
+  // shard_index < shard_count. Without it the header records none (0, as older files).
+  void set_output_set(uint64_t set_id, uint32_t shard_index, uint32_t shard_count);
   // Writes the .meta and renames both files into place. Zero packs is an error.
   void commit(uint64_t num_source_docs);
   // commit() in two steps: seal() writes everything under temporary names and closes the files;
@@ -162,6 +177,8 @@ class PackedWriter {
   uint32_t seq_len_, pad_id_;
   PackStrategy strategy_;
   uint64_t seed_;
+  uint64_t set_id_ = 0;
+  uint32_t shard_index_ = 0, shard_count_ = 0;
   detail::TokenBinWriter bin_;
   std::vector<uint64_t> seg_offsets_{0};
   std::vector<PackedSegment> segments_;
