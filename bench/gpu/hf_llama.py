@@ -163,6 +163,7 @@ def main():
     ap.add_argument("--mode", choices=["eager", "sdpa", "compile", "flex"], default="sdpa")
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--micro-bsz", type=int, default=1)
+    ap.add_argument("--micro-num", type=int, default=1, help="micro-batches accumulated per optimizer step")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--checkpoint", action="store_true", help="activation checkpointing (gradient_checkpointing)")
@@ -198,7 +199,7 @@ def main():
     B, T = args.micro_bsz, args.seq_len
     block_mask = make_block_mask_fn(B, T) if args.mode == "flex" else None
 
-    def step(batch):
+    def forward_backward(batch, scale):
         kw = {}
         if batch is None:
             ids = labels = rand_ids
@@ -209,11 +210,18 @@ def main():
                 kw["position_ids"] = batch["pos"].to("cuda", non_blocking=True)
                 kw["block_mask"] = block_mask(batch["doc"].to("cuda", non_blocking=True))
         out = step_model(input_ids=ids, labels=labels, **kw)
-        out.loss.backward()
+        (out.loss * scale).backward()
+        return out.loss
+
+    def step(group):
+        """One optimizer step over --micro-num micro-batches (gradients accumulated, each loss scaled by
+        1/micro_num: the mean over the step, as Megatron and loom accumulate)."""
+        for b in group:
+            loss = forward_backward(b, 1.0 / len(group))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return out.loss
+        return loss
 
     if args.data:
         paths = args.data.split(",")
@@ -224,43 +232,45 @@ def main():
         rand_ids = torch.randint(0, p["vocab"], (B, T), device="cuda", generator=gen)
         runs = [(None, None)]
 
+    M = args.micro_num
     for tag, path in runs:
         if path:
             try:
-                batches = packed_batches(path, B, T, args.warmup + args.steps)
+                batches = packed_batches(path, B, T, (args.warmup + args.steps) * M)
             except Exception as e:
                 print(json.dumps(dict(system="hf-transformers", mode=args.mode, preset=args.preset, data=tag,
                                       error=str(e))), flush=True)
                 continue
         else:
-            batches = [None] * (args.warmup + args.steps)
+            batches = [None] * ((args.warmup + args.steps) * M)
+        groups = [batches[i:i + M] for i in range(0, len(batches), M)]
         t_start = time.perf_counter()
-        for b in batches[:args.warmup]:
-            loss = step(b)
+        for g in groups[:args.warmup]:
+            loss = step(g)
         torch.cuda.synchronize()
         warmup_s = time.perf_counter() - t_start
         torch.cuda.reset_peak_memory_stats()
         graphs0 = compile_count()
         t0 = time.perf_counter()
-        for b in batches[args.warmup:]:
-            loss = step(b)
+        for g in groups[args.warmup:]:
+            loss = step(g)
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
         graphs1 = compile_count()
         dt = wall / args.steps
-        timed = batches[args.warmup:]
-        real = sum(b["real"] for b in timed) if path else B * T * args.steps
+        timed = batches[args.warmup * M:]
+        real = sum(b["real"] for b in timed) if path else B * T * M * args.steps
         tok_s = real / wall
         tflops = tok_s * fpt / 1e12
         line = dict(
-            system="hf-transformers", mode=args.mode, preset=args.preset, micro_bsz=B, seq_len=T,
+            system="hf-transformers", mode=args.mode, preset=args.preset, micro_bsz=B, micro_num=M, seq_len=T,
             checkpoint=args.checkpoint, matmul_params=n, step_s=round(dt, 4),
             tokens_per_s=round(tok_s, 1), tflops=round(tflops, 1), mfu=round(tflops / PEAK_BF16_TFLOPS, 4))
         if path:
             pairs = sum(b["pairs"] for b in timed)
             exec_fpt = 6 * n + 12 * p["layers"] * p["hidden"] * pairs / real
             line.update(data=tag, doc_masking=args.mode == "flex", steps_timed=args.steps, real_tokens=real,
-                        docs_per_pack=round(sum(b["segments"] for b in timed) / (B * args.steps), 2),
+                        docs_per_pack=round(sum(b["segments"] for b in timed) / (B * M * args.steps), 2),
                         mfu_executed_attention=round(tok_s * exec_fpt / 1e12 / PEAK_BF16_TFLOPS, 4))
         line.update(
             peak_allocated_gib=round(torch.cuda.max_memory_allocated() / 2**30, 2),

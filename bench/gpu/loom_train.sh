@@ -13,13 +13,15 @@
 # between the timed step lines.
 # Env: LOOM_BENCH_STEPS (10), LOOM_BENCH_WARMUP (3), LOOM_BENCH_DOCS (make_packed.py --docs:
 # random, one, paragraphs, sft16), LOOM_BENCH_DATA (a packed .bin to train on instead: its .meta
-# beside it), LOOM_BENCH_TAG (log names loom_TAG.log, default the preset), LOOM_TRAIN_EXTRA,
+# beside it), LOOM_BENCH_TAG (log names loom_TAG.log, default the preset), LOOM_BENCH_MICRO_NUM
+# (data.micro_num, default 1: micro-batches accumulated per step), LOOM_TRAIN_EXTRA,
 # LOOM_BENCH_BIN (the loom-train to time, default build-gpu/trainer/loom-train: an older build's).
 # Usage: bench/gpu/loom_train.sh PRESET MICRO_BSZ CHECKPOINT(fraction or auto) OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PRESET=$1 BSZ=$2 CKPT=$3 OUT=$4
 STEPS=${LOOM_BENCH_STEPS:-10} WARMUP=${LOOM_BENCH_WARMUP:-3} TAG=${LOOM_BENCH_TAG:-$PRESET}
+MICRO_NUM=${LOOM_BENCH_MICRO_NUM:-1}
 BIN=${LOOM_BENCH_BIN:-build-gpu/trainer/loom-train} SEQ=${LOOM_BENCH_SEQ_LEN:-4096}
 case "$PRESET" in
   1b) SHAPE="--model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16" ;;
@@ -33,12 +35,12 @@ if [ -n "${LOOM_BENCH_DATA:-}" ]; then
   ln -s "$(realpath "$LOOM_BENCH_DATA")" "$WORK/train/synthetic/part0.bin"
   ln -s "$(realpath "$LOOM_BENCH_DATA.meta")" "$WORK/train/synthetic/part0.bin.meta"
 else
-  python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len "$SEQ" --packs $((BSZ * (STEPS + 2))) \
+  python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len "$SEQ" --packs $((BSZ * MICRO_NUM * (STEPS + 2))) \
     --docs "${LOOM_BENCH_DOCS:-random}" >&2
 fi
 ARGS=(--job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16
   --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false --job.log_every=1
-  --data.train_folder="$WORK/train" --data.seq_len="$SEQ" --data.micro_bsz="$BSZ" --data.micro_num=1
+  --data.train_folder="$WORK/train" --data.seq_len="$SEQ" --data.micro_bsz="$BSZ" --data.micro_num="$MICRO_NUM"
   --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint="$CKPT" $SHAPE ${LOOM_TRAIN_EXTRA:-})
 # The memory plan of the same run, to set beside the allocator's measured peak.
 "$BIN" plan --json "${ARGS[@]}" > "$WORK/plan.json" 2> "$OUT/plan_${TAG}.err" || true
@@ -55,7 +57,7 @@ while True:
     if m:
         print(m.group(1), repr(time.time()), flush=True)
 ' > "$WORK/stamps.txt" || { tail -30 "$OUT/loom_${TAG}.log" >&2; exit 1; }
-python3 - "$WORK/run/metrics.jsonl" "$PRESET" "$BSZ" "$CKPT" "$WARMUP" "$WORK/plan.json" "$OUT/loom_${TAG}.log" "$WORK/stamps.txt" "$SEQ" <<'PY'
+python3 - "$WORK/run/metrics.jsonl" "$PRESET" "$BSZ" "$CKPT" "$WARMUP" "$WORK/plan.json" "$OUT/loom_${TAG}.log" "$WORK/stamps.txt" "$SEQ" "$MICRO_NUM" <<'PY'
 import json, re, statistics, sys
 path, preset, bsz, ckpt, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 try:
@@ -101,7 +103,7 @@ if len(gaps) < 2:
 step_sem = statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else None
 mfu_wall = sum(r["mfu"] * r["step_time"] for r in timed) / wall
 mean = lambda k: sum(r[k] for r in timed) / len(timed)
-print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, seq_len=int(sys.argv[9]), checkpoint=ckpt,
+print(json.dumps(dict(system="loom", preset=preset, micro_bsz=bsz, micro_num=int(sys.argv[10]), seq_len=int(sys.argv[9]), checkpoint=ckpt,
                       steps_timed=len(timed), step_s=round(wall / len(timed), 4), tokens_per_s=round(tok_s, 1),
                       step_s_median=round(statistics.median_high(gaps), 4),
                       step_s_sem=round(step_sem, 5) if step_sem is not None else None,
