@@ -15,6 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { echo "usage: bench/gpu/call.sh SET [SET...] (tests precision density recipe ceilings)" >&2; exit 2; }
 source bench/gpu/call_env.sh
+export T0 LOOM_CALL_S=${LOOM_CALL_S:-570}
 targets="loom-train loom-tokenize loom-pack"
 [[ " $* " == *" tests "* ]] && targets="$targets test_gpu"
 build_for_call $targets
