@@ -2,7 +2,7 @@
 // q, k, v and output gradient over the given documents, one forward and one backward, compared
 // with attention computed document by document in float64 on the host; then the mean time of
 // --iters forward and backward calls, and TFLOP/s of the causal work done (4 n^2/2 D H a
-// document forward, 2.5x that backward). Built and run on the device by bench/gpu/cudnn_sdpa_call.sh.
+// document forward, 2.5x that backward). Built and run on the device by bench/gpu/cudnn_sdpa.sh (bench/gpu/call.sh sdpa).
 // Usage: cudnn_sdpa_probe H K D LENGTHS [--batch B] [--max-seq S] [--iters N] [--packs P] [--no-check] [--dense]
 //                         [--windows W] [--longest-first]
 //   --windows W: consecutive documents share sequences of up to W tokens (windows), kept apart by an

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=/tmp/loom-prefix
 mkdir -p "$P"
-# Unpacked once per machine: two builds at once (bench/gpu/loop_ab_call.sh) must not rewrite headers
+# Unpacked once per machine: two builds at once (bench/gpu/ab_base.sh) must not rewrite headers
 # the other is reading.
 if [ ! -f "$P/.unpacked" ]; then
   for f in .debs/*.deb; do dpkg -x "$f" "$P"; done

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# One device call for loom's own cuDNN attention graphs alone (trainer/kernels/cuda/cudnn_sdpa.cpp):
+# loom's own cuDNN attention graphs alone (trainer/kernels/cuda/cudnn_sdpa.cpp):
 # builds bench/gpu/cudnn_sdpa_probe.cpp with g++ against the image's cuDNN (no LibTorch, seconds),
 # checks forward and backward against float64 on packs of mixed documents (GQA and not, a graph
 # with room to spare, dense graphs, short documents sharing biased windows), then times the 1b
 # shape's attention at several densities.
-# Usage (device tool): bash bench/gpu/cudnn_sdpa_call.sh   (LOOM_SDPA_CASES: extra probe lines;
+# bench/gpu/call.sh's sdpa set; alone: bash bench/gpu/cudnn_sdpa.sh   (LOOM_SDPA_CASES: extra probe lines;
 # LOOM_SDPA_SET=windows runs only the biased windows and the lines of one sequence per document
 # beside them; LOOM_SDPA_SET=order only packs of a few documents in pack order against longest first)
 set -uo pipefail
