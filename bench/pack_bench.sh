@@ -9,6 +9,7 @@
 # around 1000 tokens, written by numpy as docs/FORMAT.md specifies) and all outputs are deleted.
 #
 # usage: bench/pack_bench.sh [BUILD_DIR] [GB]     (defaults: build-pack, 1.0; RUNS=7)
+# Appends its section to bench/history/log.md (LOOM_BENCH_LOG); the short mode only prints its own.
 #
 # Short real documents, where the cost per document shows:
 #        bench/pack_bench.sh BUILD_DIR short [MB]  (default 150; RUNS=7; needs loom-tokenize too)
@@ -24,6 +25,7 @@ GB=${2:-1.0}
 PACK="$BUILD/packer/loom-pack"
 PY=${PY:-/usr/bin/python3}
 RUNS=${RUNS:-7}
+LOG=${LOOM_BENCH_LOG:-bench/history/log.md}
 [ -x "$PACK" ] || { echo "build loom-pack first: ninja -C $BUILD loom-pack" >&2; exit 2; }
 
 secs() {  # wall seconds of "$@"
@@ -54,9 +56,13 @@ if [ "$GB" = short ]; then
   SHARD="$FAST/short.bin"
   BYTES=$(stat -c %s "$SHARD")
   STATS=$("$PACK" stats "$SHARD" 2>/dev/null)
-  # Only the copy or the pack is timed; outputs are deleted between runs, untimed.
+  # Only the copy or the pack is timed; outputs are deleted between runs, untimed. shellcheck
+  # cannot see the calls through secs "$@".
+  # shellcheck disable=SC2317
   cp_file() { cp "$SHARD" "$FAST/copy.bin"; }
+  # shellcheck disable=SC2317
   pack() { "$PACK" pack --seq-len 2048 --strategy "$1" --seed 1 --output-dir "$FAST/out" "$SHARD"; }
+  # shellcheck disable=SC2317
   clean() { rm -rf "$FAST/copy.bin" "$FAST/out"; }
   "$PACK" verify --deep "$SHARD" >/dev/null
   cat "$SHARD" > /dev/null
@@ -151,4 +157,4 @@ MEM=$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)
   echo "| \`cp FILE /dev/shm/\` / \`pack --seq-len 2048 --strategy bestfit\` | ${M[cp2]} | ${M[bestfit]} | $(gbs "${M[bestfit]}") | $(ratio "${M[cp2]}" "${M[bestfit]}") | 0.3 |"
   echo
   echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
-} | tee -a bench/RESULTS.md
+} | tee -a "$LOG"

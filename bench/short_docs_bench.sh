@@ -13,6 +13,8 @@
 # seconds, user + sys, for the pinned pairs) are printed as markdown, with machine, load and commit.
 #
 # usage: bench/short_docs_bench.sh [BUILD_DIR] [CPU]     (defaults: build, 0; RUNS=7, FILES=1000)
+# Sizes, for a quick check: DOC_LINES (0: whole corpora in 3., else their first lines), PIPE_RUNS (3
+# pipeline runs in 2.), PACK_MB (150, the shard of 4.).
 # Needs loom-tokenize and loom-pack built in BUILD_DIR, Debian's sentencepiece (spm_encode),
 # python3-numpy, make, taskset. Writes only under a temporary folder (on /dev/shm when there is one).
 set -euo pipefail
@@ -21,6 +23,9 @@ BUILD=${1:-build}
 CPU=${2:-0}
 RUNS=${RUNS:-7}
 FILES=${FILES:-1000}
+DOC_LINES=${DOC_LINES:-0}
+PIPE_RUNS=${PIPE_RUNS:-3}
+PACK_MB=${PACK_MB:-150}
 MODEL=tests/data/internlm_v7.model
 TOK="$BUILD/tokenize/loom-tokenize"
 PACK="$BUILD/packer/loom-pack"
@@ -57,7 +62,7 @@ echo "## The pipeline's stages on real short documents (bench/short_docs_bench.s
 echo
 echo "- machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet -- common spm tokenize packer || echo ' (+ uncommitted changes)')"
-echo "- command: \`RUNS=$RUNS FILES=$FILES bash bench/short_docs_bench.sh $BUILD $CPU\`; A and B alternate $RUNS times after a warm-up each; medians (min-max); CPU = user + sys of the whole process"
+echo "- command: \`RUNS=$RUNS FILES=$FILES DOC_LINES=$DOC_LINES PIPE_RUNS=$PIPE_RUNS PACK_MB=$PACK_MB bash bench/short_docs_bench.sh $BUILD $CPU\`; A and B alternate $RUNS times after a warm-up each; medians (min-max); CPU = user + sys of the whole process"
 echo
 
 # 1. One line, end to end.
@@ -74,10 +79,12 @@ echo
 # 2. Chinese and Japanese, whole process, one core; exact first.
 echo "### Chinese and Japanese per core, whole process (taskset -c $CPU)"
 echo
-$PY bench/tokenize_peer.py docs tests/data/wagahaiwa_nekodearu.txt "$WORK/wagahaiwa.docs" >/dev/null
-$PY bench/tokenize_peer.py docs bench/data/tang_poems.txt "$WORK/tang.docs" >/dev/null
-cp tests/data/wagahaiwa_nekodearu.txt "$WORK/wagahaiwa.txt"
-cp bench/data/tang_poems.txt "$WORK/tang.txt"
+corpus() {  # SOURCE NAME: the corpus (or its first DOC_LINES lines) as WORK/NAME.txt, its documents as NAME.docs
+  if [ "$DOC_LINES" = 0 ]; then cp "$1" "$WORK/$2.txt"; else head -n "$DOC_LINES" "$1" > "$WORK/$2.txt"; fi
+  $PY bench/tokenize_peer.py docs "$WORK/$2.txt" "$WORK/$2.docs" >/dev/null
+}
+corpus tests/data/wagahaiwa_nekodearu.txt wagahaiwa
+corpus bench/data/tang_poems.txt tang
 rows=()
 for c in tang wagahaiwa; do
   "$TOK" --model $MODEL --threads 1 --output-dir "$WORK/ids" "$WORK/$c.txt" >/dev/null 2>&1
@@ -128,16 +135,16 @@ for i in range(n):  # whole lines, up to 1024 bytes a file
     open(f"{out}/f{i:05d}.txt", "wb").write(text)
 PYEOF
 : > "$WORK/pipe"
-for ((i = 0; i < 3; i++)); do
+for ((i = 0; i < PIPE_RUNS; i++)); do
   rm -rf "$WORK/pipe_out"
   timed make -s -f scripts/pipeline.mk -j "$(nproc)" pack BIN="$BUILD" MODEL=$MODEL INPUT_DIR="$WORK/kb" \
     OUT="$WORK/pipe_out" SEQ_LEN=256 STEPS=1 VALID_FRACTION=0.5 >> "$WORK/pipe"
 done
 w=$(cut -d' ' -f1 "$WORK/pipe" | median)
-echo "- $FILES files of $(du -sb "$WORK/kb" | cut -f1) bytes; 3 runs from scratch: $w s median ($(cut -d' ' -f1 "$WORK/pipe" | spread)), $(awk -v w="$w" -v n="$FILES" 'BEGIN{printf "%.4f", w/n}') s a file"
+echo "- $FILES files of $(du -sb "$WORK/kb" | cut -f1) bytes; $PIPE_RUNS runs from scratch: $w s median ($(cut -d' ' -f1 "$WORK/pipe" | spread)), $(awk -v w="$w" -v n="$FILES" 'BEGIN{printf "%.4f", w/n}') s a file"
 echo
 
 # 4. loom-pack pack on short real documents.
 echo "### loom-pack pack on short real documents"
 echo
-RUNS=$RUNS bash bench/pack_bench.sh "$BUILD" short
+RUNS=$RUNS bash bench/pack_bench.sh "$BUILD" short "$PACK_MB"

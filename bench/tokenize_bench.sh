@@ -8,7 +8,7 @@
 #   (bench/spm_encode_bench: median thread CPU time of ROUNDS interleaved rounds)
 # Figures: MB/s = bytes of document text (stripped non-empty lines) / wall seconds; tokens/s =
 # tokens written (loom's count, BOS+EOS included) / wall seconds. Best of REPEAT runs each.
-# Appends a section to bench/RESULTS.md. Usage: bench/tokenize_bench.sh [BUILD_DIR] [REPEAT] [ROUNDS]
+# Appends a section to bench/history/log.md (LOOM_BENCH_LOG). Usage: bench/tokenize_bench.sh [BUILD_DIR] [REPEAT] [ROUNDS]
 # Inputs default to tests/data (MODEL=... and INPUTS="a.txt b.txt" in the environment override them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,7 @@ BUILD=${1:-build}
 REPEAT=${2:-3}
 ROUNDS=${3:-9}
 PY=/usr/bin/python3
+LOG=${LOOM_BENCH_LOG:-bench/history/log.md}
 TOK=$BUILD/tokenize/loom-tokenize
 MODEL=${MODEL:-tests/data/internlm_v7.model}
 read -r -a INPUTS <<< "${INPUTS:-tests/data/botchan.txt tests/data/wagahaiwa_nekodearu.txt}"
@@ -55,19 +56,22 @@ for f in "${INPUTS[@]}"; do
   bytes=$((bytes + n))
 done
 cat "$WORK"/*.docs > "$WORK/all.docs"
-tokens=$($TOK --model $MODEL --output-dir "$WORK/count" "${INPUTS[@]}" 2>&1 | sed -n 's/.* docs, \([0-9]*\) tokens, .*/\1/p' | tail -1)
+# The summary line writes counts with thousands separators ("4,288 docs, 74,345 tokens").
+tokens=$($TOK --model "$MODEL" --output-dir "$WORK/count" "${INPUTS[@]}" 2>&1 | sed -n 's/.* docs, \([0-9,]*\) tokens, .*/\1/p' | tail -1 | tr -d ,)
+[ -n "$tokens" ] || { echo "no token count in loom-tokenize's summary line" >&2; exit 1; }
 
-# The run_* functions execute in a fresh bash (timed): they see exported scalars only.
+# The run_* functions execute in a fresh bash (timed): they see exported scalars only, so the
+# inputs travel as one space-separated INPUT_LIST, read back into an array where they are used.
 export PY MODEL TOK CORES WORK INPUT_LIST="${INPUTS[*]}"
-run_a() { for f in $INPUT_LIST; do $PY bench/tokenize_peer.py internlm $MODEL "$f" "$WORK/a_$(basename "$f").bin"; done; }
-run_b() { spm_encode --model=$MODEL --output_format=id < "$WORK/all.docs" > "$WORK/b.ids"; }
-run_loom() { $TOK --model $MODEL --output-dir "$WORK/loom" --threads "$CORES" $INPUT_LIST; }
-run_loom_il() { $TOK --model $MODEL --output-dir "$WORK/il" --format internlm --threads "$CORES" $INPUT_LIST; }
-run_loom_1() { $TOK --model $MODEL --output-dir "$WORK/loom1" --threads 1 $INPUT_LIST; }
-run_loom_1_sp() { $TOK --model $MODEL --output-dir "$WORK/loom1sp" --encoder sentencepiece --threads 1 $INPUT_LIST; }
+run_a() { read -r -a in <<< "$INPUT_LIST"; for f in "${in[@]}"; do $PY bench/tokenize_peer.py internlm "$MODEL" "$f" "$WORK/a_$(basename "$f").bin"; done; }
+run_b() { spm_encode --model="$MODEL" --output_format=id < "$WORK/all.docs" > "$WORK/b.ids"; }
+run_loom() { read -r -a in <<< "$INPUT_LIST"; $TOK --model "$MODEL" --output-dir "$WORK/loom" --threads "$CORES" "${in[@]}"; }
+run_loom_il() { read -r -a in <<< "$INPUT_LIST"; $TOK --model "$MODEL" --output-dir "$WORK/il" --format internlm --threads "$CORES" "${in[@]}"; }
+run_loom_1() { read -r -a in <<< "$INPUT_LIST"; $TOK --model "$MODEL" --output-dir "$WORK/loom1" --threads 1 "${in[@]}"; }
+run_loom_1_sp() { read -r -a in <<< "$INPUT_LIST"; $TOK --model "$MODEL" --output-dir "$WORK/loom1sp" --encoder sentencepiece --threads 1 "${in[@]}"; }
 
 ra=$(best_of run_a); rb=$(best_of run_b); rl=$(best_of run_loom); ri=$(best_of run_loom_il); r1=$(best_of run_loom_1); r1s=$(best_of run_loom_1_sp)
-ta=${ra% *}; tb=${rb% *}; tl=${rl% *}; ti=${ri% *}; t1=${r1% *}
+ta=${ra% *}; tb=${rb% *}; tl=${rl% *}; ti=${ri% *}
 # Same bytes as the Python peer: the comparison is of equal work.
 for f in "${INPUTS[@]}"; do cmp -s "$WORK/a_$(basename "$f").bin" "$WORK/il/$(basename "${f%.txt}").bin" || { echo "internlm output differs from the peer: $f"; exit 1; }; done
 
@@ -79,8 +83,8 @@ row() { printf "| %s | %.3f | %.2f | %.0f | %.3f | %.0f |\n" "$1" "${2% *}" "$(c
   echo
   echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- commit: $(git rev-parse --short HEAD)"
-  echo "- command: bench/tokenize_bench.sh $BUILD $REPEAT (best of $REPEAT wall times)"
-  echo "- input: botchan.txt + wagahaiwa_nekodearu.txt, internlm_v7.model; $bytes bytes of documents, $tokens tokens"
+  echo "- command: bench/tokenize_bench.sh $BUILD $REPEAT $ROUNDS (best of $REPEAT wall times)"
+  echo "- input: ${INPUTS[*]}, $MODEL; $bytes bytes of documents, $tokens tokens"
   echo
   echo "| run | wall s | MB/s | tokens/s | CPU s | tokens per CPU s |"
   echo "| --- | --- | --- | --- | --- | --- |"
@@ -110,4 +114,4 @@ row() { printf "| %s | %.3f | %.2f | %.0f | %.3f | %.0f |\n" "$1" "${2% *}" "$(c
     echo "processes got a fraction of a core each: wall-clock figures and the parallel speedup are not"
     echo "representative; the CPU-second columns compare the work each tool does."
   fi
-} | tee -a bench/RESULTS.md
+} | tee -a "$LOG"

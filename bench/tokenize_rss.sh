@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Does loom-tokenize's memory stay flat as the input grows? tests/data/botchan.txt repeated to
-# SMALL_GB and to GB gigabytes in SCRATCH, each tokenized with --threads N (default nproc) under
-# /usr/bin/time; prints peak RSS and throughput of both, and the ratio of the peaks (flat: ~1).
+# SMALL_GB and to GB gigabytes in SCRATCH, each tokenized with --threads N (default nproc);
+# prints peak RSS and throughput of both, and the ratio of the peaks (flat: ~1).
 # The outputs are deleted as soon as they are measured. Needs GB + GB/2 of free space in SCRATCH.
 # Usage: bench/tokenize_rss.sh BUILD_DIR [GB] [N]     Environment: SMALL_GB (0.5), SCRATCH (/tmp),
 # MODEL (tests/data/internlm_v7.model)
@@ -32,11 +32,21 @@ with open(path, "wb") as f:
         f.write(d)
 PY
   bytes=$(stat -c %s "$WORK/in.txt")
-  start=$(date +%s.%N)
-  /usr/bin/time -f "%M" -o "$WORK/rss" "$TOK" --model "$MODEL" --output-dir "$WORK/out" --threads "$N" \
-    "$WORK/in.txt" > "$WORK/log" 2>&1 || { tail -5 "$WORK/log" >&2; exit 1; }
-  wall=$(python3 -c "import time; print(f'{time.time() - $start:.2f}')")
-  rss[$size]=$(( $(cat "$WORK/rss") / 1024 ))
+  # Wall seconds and the child's peak RSS in KiB (getrusage, what /usr/bin/time reports, without it).
+  if ! m=$(python3 - "$WORK/log" "$TOK" --model "$MODEL" --output-dir "$WORK/out" --threads "$N" "$WORK/in.txt" <<'PY'
+import resource, subprocess, sys, time
+t0 = time.monotonic()
+with open(sys.argv[1], "w") as log:
+    rc = subprocess.run(sys.argv[2:], stdout=log, stderr=subprocess.STDOUT).returncode
+print(f"{time.monotonic() - t0:.2f} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")
+sys.exit(rc)
+PY
+  ); then
+    tail -5 "$WORK/log" >&2
+    exit 1
+  fi
+  read -r wall kib <<< "$m"
+  rss[$size]=$((kib / 1024))
   echo "| $(python3 -c "print(f'{$bytes / 1e9:.2f} GB')") | $N | $wall | $(python3 -c "print(f'{$bytes / 1e6 / $wall:.0f}')") | ${rss[$size]} |"
   rm -rf "$WORK/out" "$WORK/in.txt"
 done

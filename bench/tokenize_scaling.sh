@@ -18,7 +18,8 @@
 # Writes OUT_DIR/tokenize_scaling.md (and the logs beside it). Usage:
 #   bench/tokenize_scaling.sh BUILD_DIR OUT_DIR [N]          N defaults to nproc
 # Environment: SIZE_MB (600), REPEAT (2), REPEAT1 (1), MODEL (tests/data/internlm_v7.model),
-# SCRATCH (/dev/shm; needs about 15 * SIZE_MB free at the peak: inputs, outputs, N limit runs). Also the English text as 64 inputs of one call
+# SCRATCH (/dev/shm; needs about 15 * SIZE_MB free at the peak: inputs, outputs, N limit runs), LOOP
+# (6000000: iterations of limit (a)'s Python loop), MANY (64). Also the English text as MANY inputs of one call
 # (many small inputs), 1 and N threads. On 16 cores it runs in about 2 minutes (SIZE_MB=600; the
 # 1-thread runs take most of it). SIZE_MB=300 halves that; at 300 MB the 16-thread run of the English
 # text lasts about 1 s, so the fixed costs above are a quarter of it.
@@ -37,6 +38,8 @@ REPEAT=${REPEAT:-2}
 REPEAT1=${REPEAT1:-1}
 MODEL=${MODEL:-tests/data/internlm_v7.model}
 SCRATCH=${SCRATCH:-/dev/shm}
+LOOP=${LOOP:-6000000}
+MANY=${MANY:-64}
 PY=${PY:-python3}
 TOK=$BUILD/tokenize/loom-tokenize
 [ -x "$TOK" ] || { echo "build loom-tokenize first ($TOK)" >&2; exit 1; }
@@ -48,9 +51,9 @@ REPORT=$OUT/tokenize_scaling.md
 T0=$(date +%s)
 
 # Inputs: whole copies of the corpus up to SIZE_MB, and a quarter of that for the limit runs.
-$PY - "$WORK" "$SIZE_MB" <<'PYEOF'
+$PY - "$WORK" "$SIZE_MB" "$MANY" <<'PYEOF'
 import sys
-work, mb = sys.argv[1], float(sys.argv[2])
+work, mb, many = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 for name, src in (("en", "tests/data/botchan.txt"), ("ja", "tests/data/wagahaiwa_nekodearu.txt")):
     d = open(src, "rb").read()
     if not d.endswith(b"\n"):
@@ -58,11 +61,11 @@ for name, src in (("en", "tests/data/botchan.txt"), ("ja", "tests/data/wagahaiwa
     n = max(1, int(mb * 1e6 / len(d)))
     open(f"{work}/{name}.txt", "wb").write(d * n)
     open(f"{work}/{name}q.txt", "wb").write(d * max(1, n // 4))
-    if name == "en":  # the same text as 64 inputs of whole copies (many small inputs)
+    if name == "en":  # the same text as `many` inputs of whole copies (many small inputs)
         import os
         os.makedirs(f"{work}/many", exist_ok=True)
-        for i in range(64):
-            open(f"{work}/many/part-{i:02d}.txt", "wb").write(d * max(1, n // 64))
+        for i in range(many):
+            open(f"{work}/many/part-{i:02d}.txt", "wb").write(d * max(1, n // many))
 PYEOF
 
 # timed CMD: "wall cpu maxrss_mib" of a bash command (its stderr goes to $WORK/last.log).
@@ -96,11 +99,11 @@ load_s() { sed -n 's/.*, loaded in \([0-9.]*\) s$/\1/p' "$OUT/$1.log" | tail -1;
 f() { $PY -c "print(f'{$1:.2f}')"; }
 
 # (a) the machine: a CPU-bound Python loop, one process alone, then N at once.
-cpu_limit=$($PY - "$N" <<'PYEOF'
+cpu_limit=$($PY - "$N" "$LOOP" <<'PYEOF'
 import multiprocessing as mp, sys, time
 def work(_):
     s = 0
-    for i in range(6_000_000):
+    for i in range(int(sys.argv[2])):
         s += i * i
     return s
 n = int(sys.argv[1])
@@ -137,13 +140,13 @@ for lang in en ja; do
   rows+=("| $lang, $mb MB | $(f "${r1%% *}") s | $(f "${rn%% *}") s | $(f "$s")x | $(f "$sb")x | $wl | $(f "$s / $wl") / $(f "$s / ${cpu_limit%% *}") | $(f "$p1 / $pn")x ($p1 / $pn s; load $(load_s "${lang}_t$N") s) | $rd1 + $wr1 / $rdn + $wrn | $rss1 / $rssn MiB |")
 done
 
-# Many small inputs: the English text as 64 files in one call.
+# Many small inputs: the English text as MANY files in one call.
 m1=$(best many_t1 "$TOK --model $MODEL --output-dir $WORK/m1 --threads 1 $WORK/many" "$REPEAT1")
 mn=$(best "many_t$N" "$TOK --model $MODEL --output-dir $WORK/mn --threads $N $WORK/many")
 many_mb=$($PY -c "import glob, os; print(f'{sum(os.path.getsize(p) for p in glob.glob(\"$WORK/many/*\")) / 1e6:.1f}')")
 for b in "$WORK"/m1/*.bin; do cmp -s "$b" "$WORK/mn/$(basename "$b")" || { echo "many: $(basename "$b") differs at $N threads" >&2; exit 1; }; done
 pm1=$(pipeline_s many_t1); pmn=$(pipeline_s "many_t$N")
-rows+=("| en as 64 inputs, $many_mb MB | $(f "${m1%% *}") s | $(f "${mn%% *}") s | $($PY -c "print(f'{${m1%% *} / ${mn%% *}:.2f}')")x | - | - | - | $(f "$pm1 / $pmn")x ($pm1 / $pmn s) | - | $(echo "$m1" | cut -d' ' -f3) / $(echo "$mn" | cut -d' ' -f3) MiB |")
+rows+=("| en as $MANY inputs, $many_mb MB | $(f "${m1%% *}") s | $(f "${mn%% *}") s | $($PY -c "print(f'{${m1%% *} / ${mn%% *}:.2f}')")x | - | - | - | $(f "$pm1 / $pmn")x ($pm1 / $pmn s) | - | $(echo "$m1" | cut -d' ' -f3) / $(echo "$mn" | cut -d' ' -f3) MiB |")
 
 # Diagnostics (LOOM_SCALING_DIAG=1): where the CPU goes at 1 and N threads on the English input.
 diag_summary=()
@@ -151,19 +154,19 @@ if [ "${LOOM_SCALING_DIAG:-0}" = 1 ]; then
   in=$WORK/en.txt
   { lscpu 2>/dev/null | grep -iE 'numa|socket|model name|^cpu\(s\)|mhz' || true; } > "$OUT/diag_machine.txt"
   for t in 1 "$N"; do
-    cmd="$TOK --model $MODEL --output-dir $WORK/od --threads $t $in"
+    cmd=("$TOK" --model "$MODEL" --output-dir "$WORK/od" --threads "$t" "$in")
     if command -v perf >/dev/null; then
-      perf stat -e task-clock,page-faults,context-switches,cpu-migrations -o "$OUT/diag_perf_stat_t$t.txt" -- $cmd 2> "$OUT/diag_log_t$t.txt" || true
-      perf record -q -F 499 -o "$WORK/perf_t$t.data" -- $cmd 2>/dev/null >/dev/null || true
+      perf stat -e task-clock,page-faults,context-switches,cpu-migrations -o "$OUT/diag_perf_stat_t$t.txt" -- "${cmd[@]}" 2> "$OUT/diag_log_t$t.txt" || true
+      perf record -q -F 499 -o "$WORK/perf_t$t.data" -- "${cmd[@]}" 2>/dev/null >/dev/null || true
       { echo "per thread:"; perf report -i "$WORK/perf_t$t.data" --stdio --no-children --sort pid -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -24
         echo "symbols, all threads:"; perf report -i "$WORK/perf_t$t.data" --stdio --no-children --sort sym -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40
       } > "$OUT/diag_perf_top_t$t.txt" || true
       rm -f "$WORK/perf_t$t.data"
     else
-      $cmd 2> "$OUT/diag_log_t$t.txt" || true
+      "${cmd[@]}" 2> "$OUT/diag_log_t$t.txt" || true
     fi
     if command -v strace >/dev/null; then
-      strace -f -c -o "$OUT/diag_strace_t$t.txt" $cmd 2>/dev/null || true
+      strace -f -c -o "$OUT/diag_strace_t$t.txt" "${cmd[@]}" 2>/dev/null || true
     fi
     rm -rf "$WORK/od"
     ev() { grep -E " $1( |$)" "$OUT/diag_perf_stat_t$t.txt" 2>/dev/null | awk '{print $1}' | head -1; }

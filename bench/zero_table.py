@@ -11,7 +11,7 @@ M = data.micro_num:
   stage 2     reduce-scatter fp32 per micro-batch, all-gather:   4P*M + 2P
   stage 3     all-gather bf16 twice per micro-batch (forward and backward), reduce-scatter fp32: 8P*M
 
-usage: zero_table.py LOOM_TRAIN LAYER_FWD_BWD_SECONDS [--config configs/internlm_20b.ini]
+usage: zero_table.py LOOM_TRAIN LAYER_FWD_BWD_SECONDS [--config configs/internlm_20b.ini] [--worlds 8,16,64]
 """
 import argparse
 import json
@@ -31,12 +31,13 @@ def main():
     ap.add_argument("loom_train")
     ap.add_argument("layer_seconds", type=float, help="fwd+bwd of one layer, one micro-batch (measured)")
     ap.add_argument("--config", default="configs/internlm_20b.ini")
+    ap.add_argument("--worlds", default="8,16,64", help="world sizes, comma-separated")
     a = ap.parse_args()
     names = {0: "replicated", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
     print("| W | mode | per rank, 80 GB | fits 80 GB (recompute) | per rank, 141 GB | fits 141 GB (recompute) |"
           " sent per step | bandwidth to hide it |")
     print("|---|---|---|---|---|---|---|---|")
-    for world in (8, 16, 64):
+    for world in map(int, a.worlds.split(",")):
         for stage in (0, 1, 2, 3):
             p80, p141 = plan(a.loom_train, a.config, world, stage, 80 * 1e9 / 2**30), \
                 plan(a.loom_train, a.config, world, stage, 141 * 1e9 / 2**30)

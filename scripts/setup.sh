@@ -11,6 +11,8 @@ pkgs=(
   libopenblas0-openmp
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes, llvm-symbolizer for stacks.
   clang llvm libclang-rt-dev
+  # tests/bench: every benchmark script is shellchecked.
+  shellcheck
 )
 missing=()
 for p in "${pkgs[@]}"; do

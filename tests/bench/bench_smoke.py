@@ -1,0 +1,238 @@
+#!/usr/bin/python3
+"""Smoke test of one benchmark script: the benchmarks are run by hand, rarely, so nothing else
+notices when a tool's output changes under them (train_bench.sh once failed on the thousands
+separators of loom-train's log line, unnoticed).
+
+  bench_smoke.py SOURCE_DIR BUILD_DIR SCRIPT [--tree TREE] [--work DIR]
+
+SCRIPT is a path under bench/ (train_bench.sh, gpu/run.sh). The script is read from TREE (default
+SOURCE_DIR; a test points it at a copy with a planted fault) and run with TREE as the repository root.
+Every script is first parsed: bash -n and shellcheck for .sh, py_compile for .py. Then:
+  - bench/*.sh, bench/*.py: a RECIPE below runs the script on tiny inputs (sizes through the
+    scripts' own knobs), under a timeout, and requires exit 0 and its summary lines (regular
+    expressions over its output and over the log it appends to, redirected by LOOM_BENCH_LOG).
+    A helper that another script runs is covered by that script's recipe (COVERED_BY). A script
+    with neither fails: every benchmark must run here.
+  - bench/gpu/*: parsed only, unless it has a CPU path (a RECIPE entry, e.g. gpu/make_packed.py).
+Exit 0 when everything passed; else 1, and the first line of stderr says which check failed.
+"""
+import argparse
+import os
+import pathlib
+import py_compile
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+TIMEOUT_S = 150
+
+
+class Run:
+    """One invocation: argv and environment (strings with {S} the script, {B} the build folder,
+    {W} the scratch folder, {T} the tree), the output's required lines, the log's, and files that
+    must exist afterwards."""
+
+    def __init__(self, argv, env=None, out=(), log=(), files=(), setup=None):
+        self.argv, self.env, self.out, self.log, self.files, self.setup = argv, env or {}, out, log, files, setup
+
+
+def small_texts(work, tree):
+    """The first lines of the English and Japanese corpora, as two small .txt inputs."""
+    for name, src, n in (("en", "tests/data/botchan.txt", 200), ("ja", "tests/data/wagahaiwa_nekodearu.txt", 40)):
+        lines = (tree / src).read_text(encoding="utf-8").splitlines(keepends=True)
+        (work / f"{name}.txt").write_text("".join(lines[:n]), encoding="utf-8")
+
+
+def tang_checkout(work, tree):
+    """A chinese-poetry checkout of two files in its layout (tang_corpus.py reads files in N order)."""
+    d = work / "poetry" / "全唐诗"
+    d.mkdir(parents=True)
+    (d / "poet.tang.1000.json").write_text('[{"paragraphs": ["白日依山盡，", "黃河入海流。"]}]', encoding="utf-8")
+    (d / "poet.tang.0.json").write_text('[{"paragraphs": ["床前明月光，", "疑是地上霜。"]}, {"paragraphs": []}]',
+                                        encoding="utf-8")
+
+
+def chrome_trace(work, tree):
+    """A Kineto trace of one step: a GEMM launched by aten::mm, a host sync, attention, a copy."""
+    ev = [("user_annotation", "ProfilerStep#2", 1, 0, 1000, {}),
+          ("cpu_op", "aten::mm", 1, 10, 50, {"External id": 1}),
+          ("cuda_runtime", "cudaLaunchKernel", 1, 20, 5, {"correlation": 11, "External id": 1}),
+          ("kernel", "sm90_xmma_gemm_bf16", 7, 100, 300, {"correlation": 11, "stream": 7}),
+          ("cuda_runtime", "cudaStreamSynchronize", 1, 450, 100, {"correlation": 12}),
+          ("kernel", "flash_fwd_kernel", 7, 600, 200, {"correlation": 13, "stream": 7}),
+          ("gpu_memcpy", "Memcpy HtoD", 8, 50, 20, {"correlation": 14, "stream": 8})]
+    import json
+    events = [{"ph": "X", "cat": c, "name": n, "pid": 0, "tid": t, "ts": ts, "dur": d, "args": a}
+              for c, n, t, ts, d, a in ev]
+    (work / "trace.json").write_text(json.dumps({"traceEvents": events}))
+
+
+ROW = r"[0-9.]+"
+RECIPES = {
+    "train_bench.sh": [Run(["bash", "{S}", "{B}"], {"STEPS": "4", "HIDDEN": "64", "LAYERS": "1", "SEQ_LEN": "64"},
+                           out=[rf"^loom-train {ROW} tokens/s .* ratio {ROW}x \(masked {ROW}x; [0-9]+ parameters each\)$"],
+                           log=[r"^## loom-train vs python3-torch on CPU", rf"^- ratio loom-train / python3-torch: {ROW}x"])],
+    "dist_bench.sh": [Run(["bash", "{S}", "{B}"], {"STEPS": "3", "WORLDS": "1 2"},
+                          out=[rf"^W=2 zero1=-1: {ROW} tokens/s$"],
+                          log=[rf"^\| 2 \| {ROW} \| {ROW} \| {ROW}x \|$"])],
+    "pack_bench.sh": [Run(["bash", "{S}", "{B}", "0.002"], {"RUNS": "1"},
+                          out=[rf"^\| `cp FILE /dev/shm/` / `pack --seq-len 2048 --strategy bestfit` \| {ROW} \| {ROW} \| "
+                               rf"{ROW} \| {ROW} \| 0.3 \|$"],
+                          log=[r"^### loom-pack throughput against cat and cp", rf"^\| `cat FILE > /dev/null` / .* \| {ROW} \| 0.7 \|$"])],
+    "short_docs_bench.sh": [Run(["bash", "{S}", "{B}", "0"],
+                                {"RUNS": "1", "FILES": "4", "DOC_LINES": "200", "PIPE_RUNS": "1", "PACK_MB": "1"},
+                                out=[r"^\| tang: loom-tokenize --threads 1 / spm_encode, [0-9]+ B of documents \|",
+                                     r"^- 4 files of [0-9]+ bytes; 1 runs from scratch:",
+                                     rf"^\| `cp` / `pack --seq-len 2048 --strategy bestfit` \| .* \| {ROW} \| 0.5 \|$"])],
+    "tokenize_bench.sh": [Run(["bash", "{S}", "{B}", "1", "1"], {"INPUTS": "{W}/en.txt {W}/ja.txt"}, setup=small_texts,
+                              out=[r"^- input: .*; [1-9][0-9]* bytes of documents, [1-9][0-9]* tokens$",
+                                   rf"^\| loom-tokenize --threads 1 \(loom's encoder\) \| {ROW} \| {ROW} \| [1-9][0-9]* \|",
+                                   rf"^Ratios: loom \([0-9]+ threads\) / \(a\) = {ROW}x",
+                                   rf"^ratio loom/libsentencepiece {ROW}x$"],
+                              log=[r"^## tokenize — "])],
+    "tokenize_rss.sh": [Run(["bash", "{S}", "{B}", "0.002", "2"], {"SMALL_GB": "0.001", "SCRATCH": "{W}"},
+                            out=[rf"^peak RSS at 0.002 GB / at 0.001 GB: {ROW}$"])],
+    "tokenize_scaling.sh": [Run(["bash", "{S}", "{B}", "{W}/out", "2"],
+                                {"SIZE_MB": "0.2", "REPEAT": "1", "REPEAT1": "1", "SCRATCH": "{W}", "LOOP": "100000",
+                                 "MODEL": "data_samples/spm_2k.model",
+                                 "MANY": "4"},
+                                out=[r"^\| en, [0-9.]+ MB \| [0-9.]+ s \| [0-9.]+ s \| [0-9.]+x \|",
+                                     r"^- the \.bin of 2 threads equals the one of 1 thread for every input$"],
+                                files=["{W}/out/tokenize_scaling.md"])],
+    "tokenize_peer.py": [Run(["{P}", "{S}", "docs", "{W}/en.txt", "{W}/en.docs"], setup=small_texts, out=[r"^[0-9]+$"]),
+                         Run(["{P}", "{S}", "internlm", "{T}/tests/data/internlm_v7.model", "{W}/en.txt", "{W}/en.bin"],
+                             files=["{W}/en.bin", "{W}/en.bin.meta"])],
+    "tang_corpus.py": [Run(["{P}", "{S}", "{W}/poetry", "{W}/tang.txt"], setup=tang_checkout,
+                           out=[r"tang\.txt: 2 poems, [0-9]+ bytes$"], files=["{W}/tang.txt"])],
+    "fp8_quality_plot.py": [Run(["{P}", "{S}", "{T}/bench/data/fp8_quality_bf16.jsonl",
+                                 "{T}/bench/data/fp8_quality_fp8.jsonl", "{W}/plot.png"],
+                                out=[r"^wrote .*plot\.png$"], files=["{W}/plot.png"])],
+    "zero_table.py": [Run(["{P}", "{S}", "{B}/trainer/loom-train", "0.00947", "--worlds", "8"],
+                          out=[r"^\| 8 \| ZeRO-3 \| [0-9.]+ GB \| (yes|no)", r"^compute per step: "])],
+    "gpu/make_packed.py": [Run(["{P}", "{S}", "{W}/p.bin", "--seq-len", "64", "--packs", "4", "--vocab", "1000"],
+                               out=[r'^\{"docs": "random", "packs": 4, "seq_len": 64,'], files=["{W}/p.bin.meta"]),
+                           Run(["{B}/packer/loom-pack", "verify", "--deep", "{W}/p.bin"])],
+    "gpu/trace_summary.py": [Run(["{P}", "{S}", "{W}/trace.json"], setup=chrome_trace,
+                                 out=[r"^  gemm +0\.30 ms", r"^kernel launches per step: 1$"])],
+}
+# Helpers another script runs: their recipe is that script's.
+COVERED_BY = {"train_bench.py": "train_bench.sh"}
+
+
+class Failure(Exception):
+    pass
+
+
+def parse(path, work):
+    """bash -n and shellcheck (Debian's, scripts/setup.sh) for .sh, py_compile for .py."""
+    if path.suffix == ".sh":
+        for argv in (["bash", "-n", str(path)], ["shellcheck", str(path)]):
+            if shutil.which(argv[0]) is None:
+                raise Failure(f"{argv[0]} not found (bash scripts/setup.sh installs it)")
+            r = subprocess.run(argv, cwd=path.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if r.returncode != 0:
+                print(r.stdout)
+                raise Failure(f"{path}: {argv[0]} found errors (above)")
+    elif path.suffix == ".py":
+        try:
+            py_compile.compile(str(path), cfile=str(work / "compiled.pyc"), doraise=True)
+        except py_compile.PyCompileError as e:
+            raise Failure(f"{path}: does not compile: {e.msg}") from None
+    print(f"parsed: {path}")
+
+
+def expand(s, ctx):
+    for k, v in ctx.items():
+        s = s.replace("{" + k + "}", v)
+    return s
+
+
+def check_lines(what, text, patterns):
+    for rx in patterns:
+        if not re.search(rx, text, re.M):
+            raise Failure(f"{what}: no line matches {rx!r} (the summary line is missing or changed)")
+
+
+def run_one(name, run, ctx, tree, work):
+    if run.setup:
+        run.setup(work, tree)
+    log = work / "bench_log.md"
+    log.unlink(missing_ok=True)
+    env = dict(os.environ)
+    # Debian's python3 first: the scripts' own python3 calls need its numpy and sentencepiece.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update({"LOOM_BENCH_LOG": str(log), "TMPDIR": str(work)})
+    env.update({k: expand(v, ctx) for k, v in run.env.items()})
+    argv = [expand(a, ctx) for a in run.argv]
+    knobs = " ".join(f"{k}={expand(v, ctx)}" for k, v in run.env.items())
+    print(f"run: {knobs} {' '.join(argv)}".strip(), flush=True)
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(argv, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        print(e.stdout if isinstance(e.stdout, str) else (e.stdout or b"").decode(errors="replace"))
+        raise Failure(f"{name}: still running after {TIMEOUT_S} s") from None
+    print(r.stdout)
+    print(f"({time.monotonic() - t0:.1f} s, exit {r.returncode})", flush=True)
+    if r.returncode != 0:
+        raise Failure(f"{name}: exit {r.returncode} (its output is above)")
+    check_lines(f"{name}'s output", r.stdout, run.out)
+    if run.log:
+        check_lines(f"{name}'s log ({log})", log.read_text(encoding="utf-8") if log.exists() else "", run.log)
+    for f in run.files:
+        if not os.path.exists(expand(f, ctx)):
+            raise Failure(f"{name}: did not write {expand(f, ctx)}")
+
+
+def smoke(script, build, tree, work):
+    path = tree / "bench" / script
+    if not path.is_file():
+        raise Failure(f"no such benchmark script: {path}")
+    parse(path, work)
+    if script in RECIPES:
+        ctx = {"S": str(path), "B": str(build), "W": str(work), "T": str(tree), "P": sys.executable}
+        for run in RECIPES[script]:
+            run_one(f"bench/{script}", run, ctx, tree, work)
+    elif script in COVERED_BY:
+        parent = COVERED_BY[script]
+        if parent not in RECIPES or f"bench/{script}" not in (tree / "bench" / parent).read_text(encoding="utf-8"):
+            raise Failure(f"bench/{script}: said to be run by bench/{parent}, which does not run it")
+        print(f"bench/{script} runs inside bench/{parent}'s smoke test")
+    elif script.startswith("gpu/"):
+        print(f"bench/{script}: GPU only, parsed")
+    else:
+        raise Failure(f"bench/{script}: no smoke recipe; add one to RECIPES in {pathlib.Path(__file__).name} "
+                      "(tiny inputs, its summary line)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("source")
+    ap.add_argument("build")
+    ap.add_argument("script", help="path under bench/")
+    ap.add_argument("--tree", help="repository root to take bench/SCRIPT from and run in (default: source)")
+    ap.add_argument("--work", help="folder for the scratch folder (default: BUILD/test_tmp)")
+    a = ap.parse_args()
+    build = pathlib.Path(a.build).resolve()
+    tree = pathlib.Path(a.tree or a.source).resolve()
+    parent = pathlib.Path(a.work or build / "test_tmp")
+    parent.mkdir(parents=True, exist_ok=True)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench_smoke.", dir=parent))
+    try:
+        smoke(a.script, build, tree, work)
+    except Failure as e:
+        sys.stdout.flush()
+        print(f"FAILED: {e}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"ok: bench/{a.script}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
