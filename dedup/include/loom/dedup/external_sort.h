@@ -1,0 +1,64 @@
+// Sorting more pairs of u64 than memory holds: pairs are buffered up to a budget, each full buffer
+// is sorted and spilled to a run file beside the output (sys::AtomicFile temporaries, so a killed
+// process leaves only temporaries that the next run of the same stage removes), and finish()
+// merges the runs into a work file. Memory: the budget, plus one read buffer per run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/dedup/work_file.h"
+#include "loom/sys.h"
+
+namespace loom::dedup {
+
+struct Pair {
+  uint64_t first, second;
+  bool operator<(const Pair& o) const { return first < o.first || (first == o.first && second < o.second); }
+  bool operator==(const Pair& o) const { return first == o.first && second == o.second; }
+};
+static_assert(sizeof(Pair) == 16, "a pair record is 16 bytes on disk");
+
+class PairSorter {
+ public:
+  // run_prefix: the path the run files are named after (the output's path); memory_bytes: the
+  // buffer's budget. unique: equal pairs are written once.
+  PairSorter(std::string run_prefix, uint64_t memory_bytes, bool unique);
+  ~PairSorter();
+  PairSorter(const PairSorter&) = delete;
+  PairSorter& operator=(const PairSorter&) = delete;
+  void add(uint64_t first, uint64_t second) {
+    buf_.push_back(Pair{first, second});
+    if (buf_.size() >= capacity_) spill();
+  }
+  uint64_t runs() const { return runs_.size(); }
+  // Every pair added, in order, to out; the runs are removed.
+  void finish(WorkWriter& out);
+
+ private:
+  void spill();
+  std::string prefix_;
+  size_t capacity_;
+  bool unique_;
+  std::vector<Pair> buf_;
+  std::vector<std::unique_ptr<sys::AtomicFile>> runs_;
+};
+
+// Reads a sorted run of pairs front to back through a small buffer.
+class PairStream {
+ public:
+  PairStream(const std::string& path, uint64_t offset, uint64_t count);
+  bool done() const { return pos_ >= count_; }
+  const Pair& head() const { return buf_[pos_ - buf_begin_]; }
+  void next();
+
+ private:
+  void fill();
+  sys::File file_;
+  uint64_t offset_, count_, pos_ = 0, buf_begin_ = 0;
+  std::vector<Pair> buf_;
+};
+
+}  // namespace loom::dedup

@@ -1,0 +1,147 @@
+#include "job.h"
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "loom/cli.h"
+#include "loom/error.h"
+#include "loom/hash.h"
+#include "loom/log.h"
+#include "loom/sys.h"
+
+namespace loom::dedup {
+
+uint64_t mix_hash(std::initializer_list<uint64_t> values) {
+  Xxh64 h;
+  for (uint64_t v : values) h.update(&v, sizeof v);
+  return h.digest();
+}
+
+const char* reason_name(Reason r) {
+  switch (r) {
+    case Reason::kExact: return "exact";
+    case Reason::kNear: return "near";
+    case Reason::kContaminated:
+    case Reason::kContaminatedReported: return "contaminated";
+  }
+  return "unknown";
+}
+
+Job::Job(const DedupOptions& o) : o_(o) {
+  LOOM_CHECK(!o_.inputs.empty(), "no input shards");
+  const size_t n = o_.references.size() + o_.inputs.size();
+  LOOM_CHECK(n < (size_t{1} << (64 - kDocIndexBits)), n, " sources, at most ", size_t{1} << (64 - kDocIndexBits));
+  std::vector<std::string> paths = o_.references;
+  paths.insert(paths.end(), o_.inputs.begin(), o_.inputs.end());
+  const Source* first_loom = nullptr;
+  for (const std::string& p : paths) {
+    sources_.push_back(std::make_unique<Source>(p));
+    const Source& s = *sources_.back();
+    LOOM_CHECK(s.num_docs() < (uint64_t{1} << kDocIndexBits), p, ": ", s.num_docs(), " documents, at most 2^40");
+    if (!s.loom()) continue;
+    if (!first_loom) first_loom = &s;
+    else check_same_tokenizer(*first_loom->tokenizer(), first_loom->path(), *s.tokenizer(), s.path());
+  }
+  for (size_t s = 0; s < o_.references.size(); ++s)
+    for (size_t t = o_.references.size(); t < n; ++t)
+      LOOM_CHECK(!sys::same_file(paths[s], paths[t]), paths[t], ": is also given as a reference set");
+  const std::string text = str("loom-dedup 1 ngram=", o_.minhash.ngram, " bands=", o_.minhash.bands, " rows=",
+                               o_.minhash.rows, " seed=", o_.minhash.seed, " near=", o_.near);
+  settings_ = xxh64(text.data(), text.size());
+  std::set<std::string> seen;
+  for (const std::string& p : o_.inputs) {
+    LOOM_CHECK(seen.insert(sys::basename(p)).second, p, ": another input is also named ", sys::basename(p),
+               "; outputs are named after inputs, so input names must differ");
+  }
+  std::vector<std::string> outputs;
+  for (size_t s = o_.references.size(); s < n; ++s)
+    for (const std::string& f : SourceWriter::files_for(source(s).format(), output_path(s))) outputs.push_back(f);
+  std::vector<std::string> inputs;
+  for (const auto& s : sources_)
+    for (const std::string& f : s->files()) inputs.push_back(f);
+  sys::check_outputs_spare_inputs(inputs, outputs);
+}
+
+std::vector<uint32_t> Job::units() const {
+  std::vector<uint32_t> u;
+  if (o_.near)
+    for (uint32_t b = 0; b < o_.minhash.bands; ++b) u.push_back(b);
+  u.push_back(exact_unit());
+  return u;
+}
+
+namespace {
+std::string source_stem(const std::string& work, size_t s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%05zu", s);
+  return work + "/sources/" + buf;
+}
+}  // namespace
+
+std::string Job::sig_path(size_t s) const { return source_stem(o_.work_dir, s) + ".sig"; }
+std::string Job::band_path(size_t s, uint32_t unit) const {
+  return source_stem(o_.work_dir, s) + (unit == exact_unit() ? std::string(".band-exact") : str(".band-", unit));
+}
+std::string Job::contam_path(size_t s) const { return source_stem(o_.work_dir, s) + ".contam"; }
+std::string Job::edges_path(uint32_t unit) const {
+  return o_.work_dir + "/edges/" + (unit == exact_unit() ? std::string("band-exact") : str("band-", unit)) + ".edges";
+}
+std::string Job::apply_stamp_path(size_t s) const { return source_stem(o_.work_dir, s) + ".applied"; }
+std::string Job::output_path(size_t s) const { return o_.output_dir + "/" + sys::basename(source(s).path()); }
+
+uint64_t Job::sig_params(size_t s) const { return mix_hash({settings_, s, is_reference(s), source(s).identity()}); }
+uint64_t Job::contam_params(size_t s, uint64_t eval_fingerprint) const {
+  return mix_hash({eval_fingerprint, s, source(s).identity()});
+}
+
+WorkHeader Job::finished(const std::string& path, WorkKind kind, uint32_t record_bytes, const char* stage) const {
+  LOOM_CHECK(sys::exists(path), path, ": missing; run the ", stage, " stage first (--stage ", stage, ")");
+  return WorkReader(path, kind, record_bytes).header();
+}
+
+void parallel_for(uint32_t threads, size_t n, const std::function<void(size_t)>& f) {
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex mu;
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        f(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (uint32_t t = 1; t < threads && t < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+void run_stage(const DedupOptions& options, Stage stage, StageTask task) {
+  LOOM_ASSERT(task.tasks > 0 && task.task < task.tasks, "task ", task.task, " of ", task.tasks);
+  const Job job(options);
+  sys::make_dirs(options.work_dir + "/sources");
+  sys::make_dirs(options.work_dir + "/edges");
+  if (stage == Stage::kAll || stage == Stage::kSignatures) run_signatures(job, task);
+  if (stage == Stage::kAll || stage == Stage::kBuckets) run_buckets(job, task);
+  if (stage == Stage::kAll || stage == Stage::kClusters) {
+    run_clusters(job);
+    write_report(job);
+  }
+  if (stage == Stage::kAll || stage == Stage::kApply) {
+    sys::make_dirs(options.output_dir);
+    run_apply(job, task);
+  }
+}
+
+}  // namespace loom::dedup

@@ -1,0 +1,218 @@
+// loom-dedup end to end on botchan.txt tokenized with internlm_v7.model: planted exact copies and
+// near copies (exact 5-gram Jaccard computed here) found and reported, a 30% copy left alone,
+// --keep none, reference sets, decontamination, the three input formats, usage errors.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "fixtures.h"
+#include "loom/internlm_format.h"
+#include "loom/json_text.h"
+#include "loom/megatron_format.h"
+#include "loom/sys.h"
+
+using namespace loom;
+using namespace loom::test;
+
+namespace {
+Docs slice(size_t begin, size_t end) { return Docs(botchan_docs().begin() + begin, botchan_docs().begin() + end); }
+
+// a.bin: botchan 0..59, then a copy of 5, a ~80% copy of 7, a ~30% copy of 8;
+// b.bin: botchan 60..99, then a copy of 10 and a copy of 5.
+struct Corpus {
+  TempDir dir{"dedup_e2e"};
+  Docs a, b;
+  Corpus() {
+    const Docs& d = botchan_docs();
+    a = slice(0, 60);
+    a.push_back(d[5]);
+    a.push_back(perturb(d[7], 45));
+    a.push_back(perturb(d[8], 9));
+    b = slice(60, 100);
+    b.push_back(d[10]);
+    b.push_back(d[5]);
+    write_shard(dir / "in/a.bin", a);
+    write_shard(dir / "in/b.bin", b);
+  }
+  std::string args(const std::string& work = "work", const std::string& out = "out") const {
+    return "--work-dir " + quote(dir / work) + " --output-dir " + quote(dir / out) + " " + quote(dir / "in/a.bin") +
+           " " + quote(dir / "in/b.bin");
+  }
+};
+
+Docs without(const Docs& docs, std::vector<size_t> drop) {
+  Docs out;
+  for (size_t i = 0; i < docs.size(); ++i)
+    if (std::find(drop.begin(), drop.end(), i) == drop.end()) out.push_back(docs[i]);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("exact and near duplicates are removed, the first kept, a 30% copy is not", "[dedup][e2e]") {
+  Corpus c;
+  const Docs& d = botchan_docs();
+  REQUIRE(jaccard5(d[7], c.a[61]) > 0.75);
+  REQUIRE(jaccard5(d[7], c.a[61]) < 0.85);
+  REQUIRE(jaccard5(d[8], c.a[62]) < 0.35);
+  const RunResult r = loom_dedup(c.args());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(c.dir / "out/a.bin") == without(c.a, {60, 61}));
+  CHECK(read_shard(c.dir / "out/b.bin") == without(c.b, {40, 41}));
+  const auto report = lines_of(c.dir / "work/report.jsonl");
+  REQUIRE(report.size() == 4);
+  const std::string a = json_quote(c.dir / "in/a.bin"), b = json_quote(c.dir / "in/b.bin");
+  CHECK(report[0].rfind("{\"input\":" + a + ",\"index\":60,\"tokens\":" + std::to_string(d[5].size()) +
+                            ",\"reason\":\"exact\",\"removed\":true,\"matched_input\":" + a +
+                            ",\"matched_index\":5,\"matched_is_reference\":false,\"jaccard_estimate\":1,\"jaccard\":1}",
+                        0) == 0);
+  CHECK(report[1].find("\"index\":61,") != std::string::npos);
+  CHECK(report[1].find("\"reason\":\"near\"") != std::string::npos);
+  CHECK(report[1].find("\"matched_index\":7,") != std::string::npos);
+  CHECK(report[1].find("\"jaccard\":") == std::string::npos);  // not verified
+  CHECK(report[2].find("\"input\":" + b + ",\"index\":40,") != std::string::npos);
+  CHECK(report[2].find("\"matched_index\":10,") != std::string::npos);
+  CHECK(report[3].find("\"input\":" + b + ",\"index\":41,") != std::string::npos);
+  CHECK(report[3].find("\"matched_input\":" + a + ",\"matched_index\":5,") != std::string::npos);
+  const std::string summary = read_all(c.dir / "work/summary.json");
+  const uint64_t near_tokens = c.a[61].size();
+  CHECK(summary.find("\"near\":{\"documents\":1,\"tokens\":" + std::to_string(near_tokens) + "}") != std::string::npos);
+  CHECK(summary.find("\"total\":{\"documents_in\":105,") != std::string::npos);
+  CHECK(summary.find("\"documents_out\":101,") != std::string::npos);
+}
+
+TEST_CASE("--verify reports the exact Jaccard and drops pairs below the threshold", "[dedup][e2e]") {
+  Corpus c;
+  const double j = jaccard5(botchan_docs()[7], c.a[61]);
+  RunResult r = loom_dedup(c.args() + " --verify=true --threshold 0.7");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto report = lines_of(c.dir / "work/report.jsonl");
+  REQUIRE(report.size() == 4);
+  CHECK(report[1].find(",\"jaccard\":" + json_number(j) + "}") != std::string::npos);
+  r = loom_dedup(c.args("work2", "out2") + " --verify=true --threshold 0.9");
+  REQUIRE(r.exit_code == 0);
+  CHECK(lines_of(c.dir / "work2/report.jsonl").size() == 3);  // the 80% copy stays
+}
+
+TEST_CASE("--keep none removes every member of a cluster", "[dedup][e2e]") {
+  Corpus c;
+  const RunResult r = loom_dedup(c.args() + " --keep none");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(c.dir / "out/a.bin") == without(c.a, {5, 7, 10, 60, 61}));
+  CHECK(read_shard(c.dir / "out/b.bin") == without(c.b, {40, 41}));
+  const auto report = lines_of(c.dir / "work/report.jsonl");
+  REQUIRE(report.size() == 7);
+  CHECK(report[0].find("\"index\":5,") != std::string::npos);
+  CHECK(report[0].find("\"matched_index\":60,") != std::string::npos);  // the next member
+}
+
+TEST_CASE("a reference set removes its duplicates and is never written", "[dedup][e2e]") {
+  TempDir dir("dedup_ref");
+  const Docs& d = botchan_docs();
+  write_shard(dir / "ref/old.bin", {d[20], perturb(d[21], 45), d[200]});
+  write_shard(dir / "in/new.bin", slice(0, 60));
+  const RunResult r = loom_dedup("--reference " + quote(dir / "ref") + " --work-dir " + quote(dir / "w") +
+                                 " --output-dir " + quote(dir / "out") + " " + quote(dir / "in/new.bin"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(dir / "out/new.bin") == without(slice(0, 60), {20, 21}));
+  CHECK(!sys::exists(dir / "out/old.bin"));
+  const auto report = lines_of(dir / "w/report.jsonl");
+  REQUIRE(report.size() == 2);
+  CHECK(report[0].find("\"reason\":\"exact\"") != std::string::npos);
+  CHECK(report[0].find("\"matched_index\":0,\"matched_is_reference\":true") != std::string::npos);
+  CHECK(report[1].find("\"reason\":\"near\"") != std::string::npos);
+  CHECK(report[1].find("\"matched_index\":1,\"matched_is_reference\":true") != std::string::npos);
+}
+
+TEST_CASE("documents sharing a 13-gram with an evaluation item are removed or reported", "[dedup][e2e]") {
+  TempDir dir("dedup_decontam");
+  write_shard(dir / "in/a.bin", slice(0, 40));
+  // The longest line of document 12, alone: its 13-grams appear inside document 12.
+  std::string line, text = botchan_texts()[12];
+  for (size_t s = 0, e; s <= text.size(); s = e + 1) {
+    e = std::min(text.find('\n', s), text.size());
+    if (e - s > line.size()) line = text.substr(s, e - s);
+  }
+  REQUIRE(encode(line).size() >= 15);
+  write_all(dir / "eval.jsonl", "{\"text\": \"An unrelated question about the boiling point of water at sea level?\"}\n" +
+                                    std::string("{\"text\": ") + json_quote(line) + "}\n");
+  const std::string args = "--eval " + quote(dir / "eval.jsonl") + " --model " + quote(internlm_model()) +
+                           " --output-dir " + quote(dir / "out") + " " + quote(dir / "in/a.bin");
+  RunResult r = loom_dedup(args + " --work-dir " + quote(dir / "w"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(dir / "out/a.bin") == without(slice(0, 40), {12}));
+  auto report = lines_of(dir / "w/report.jsonl");
+  REQUIRE(report.size() == 1);
+  CHECK(report[0].find("\"index\":12,") != std::string::npos);
+  CHECK(report[0].find("\"reason\":\"contaminated\",\"removed\":true") != std::string::npos);
+  CHECK(report[0].find("\"eval_item\":" + json_quote(dir / "eval.jsonl:2")) != std::string::npos);
+  r = loom_dedup(args + " --work-dir " + quote(dir / "w2") + " --decontaminate report");
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(dir / "out/a.bin") == slice(0, 40));
+  report = lines_of(dir / "w2/report.jsonl");
+  REQUIRE(report.size() == 1);
+  CHECK(report[0].find("\"reason\":\"contaminated\",\"removed\":false") != std::string::npos);
+}
+
+TEST_CASE("InternLM and Megatron inputs come out in their own format", "[dedup][e2e]") {
+  TempDir dir("dedup_formats");
+  const Docs& d = botchan_docs();
+  Docs di = slice(0, 30), dm = slice(30, 50), all_copies{d[1], d[2]};
+  di.push_back(d[4]);
+  dm.push_back(d[35]);
+  dm.push_back(d[2]);
+  sys::make_dirs(dir / "in");
+  {
+    InternlmWriter w(dir / "in/i.bin");
+    for (const auto& doc : di) w.add_doc(doc);
+    w.commit();
+    MegatronWriter m(dir / "in/m.bin", kMegatronInt32, 103168);
+    for (const auto& doc : dm) m.add_doc(doc);
+    m.commit();
+    InternlmWriter c(dir / "in/copies.bin");
+    for (const auto& doc : all_copies) c.add_doc(doc);
+    c.commit();
+  }
+  const RunResult r = loom_dedup("--work-dir " + quote(dir / "w") + " --output-dir " + quote(dir / "out") + " " +
+                                 quote(dir / "in/i.bin") + " " + quote(dir / "in/m") + " " + quote(dir / "in/copies.bin"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  Docs got_i, got_m;
+  InternlmReader ri(dir / "out/i.bin");
+  MegatronReader rm(dir / "out/m.bin");
+  CHECK(rm.dtype_code() == kMegatronInt32);
+  std::vector<uint32_t> ids;
+  for (uint64_t i = 0; i < ri.num_docs(); ++i) ids.clear(), ri.read_doc(i, ids), got_i.push_back(ids);
+  for (uint64_t i = 0; i < rm.num_docs(); ++i) ids.clear(), rm.read_doc(i, ids), got_m.push_back(ids);
+  CHECK(got_i == slice(0, 30));
+  CHECK(got_m == slice(30, 50));
+  CHECK(!sys::exists(dir / "out/copies.bin"));  // every document a copy of an earlier input's
+  CHECK(r.output.find("copies.bin: every document removed, no output") != std::string::npos);
+}
+
+TEST_CASE("bad usage and inputs are refused with what was expected", "[dedup][e2e]") {
+  Corpus c;
+  RunResult r = loom_dedup(c.args() + " --tasks 2");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--tasks > 1 needs --stage") != std::string::npos);
+  r = loom_dedup(c.args() + " --stage buckets");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("run the signatures stage first") != std::string::npos);
+  TokenizerInfo other = internlm_info();
+  other.vocab_size = 200000;
+  {
+    ShardWriter w(c.dir / "in/x.bin", other);
+    w.add_doc(std::vector<uint32_t>{1, 2, 3});
+    w.commit();
+  }
+  r = loom_dedup("--work-dir " + quote(c.dir / "w") + " --output-dir " + quote(c.dir / "o") + " " +
+                 quote(c.dir / "in/a.bin") + " " + quote(c.dir / "in/x.bin"));
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("tokenizer differs") != std::string::npos);
+  r = loom_dedup(c.args() + " --keep some");
+  CHECK(r.exit_code == 2);
+}
