@@ -3,13 +3,15 @@
 #include <cstring>
 #include <iostream>
 
+#include "loom/build_info.h"
 #include "loom/cli.h"
 #include "loom/log.h"
 #include "loom/packer/commands.h"
 
 namespace {
 void usage(std::ostream& os) {
-  os << "Usage: loom-pack SUBCOMMAND [options] ...   (loom-pack SUBCOMMAND --help for its options)\n\n";
+  os << "Usage: loom-pack SUBCOMMAND [options] ...   (loom-pack SUBCOMMAND --help for its options)\n"
+        "       loom-pack --version\n\n";
   for (const auto& c : loom::packer::commands()) os << "  " << c.name << std::string(10 - std::strlen(c.name), ' ') << c.summary << "\n";
   os << "\n" << loom::exit_codes_help() << "\n";
 }
@@ -24,6 +26,10 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     usage(std::cout);
+    return loom::kExitOk;
+  }
+  if (name == "--version") {
+    std::cout << loom::version_text("loom-pack");
     return loom::kExitOk;
   }
   const Args args(argv + 2, argv + argc);
