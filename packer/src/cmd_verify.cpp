@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cmd_common.h"
+#include "loom/count_text.h"
 #include "loom/log.h"
 #include "loom/packer/verify.h"
 
@@ -27,11 +28,11 @@ int cmd_verify(const Args& args) {
   for (const auto& p : paths) total += verify_bytes(p);
   Progress progress(options.deep ? "verify --deep" : "verify", options.deep ? total : 0);
   size_t failed = 0;
-  uint64_t docs = 0, tokens = 0;
+  uint64_t docs = 0, packs = 0, tokens = 0;  // documents of token shards, packs of packed shards
   for (const auto& p : paths) {
     const VerifyResult r = verify_shard(p, options, &progress);
     if (r.ok) {
-      docs += r.documents;
+      (r.kind == "packed" ? packs : docs) += r.documents;
       tokens += r.tokens;
       std::cout << "OK   " << p << " (" << r.kind << ", " << r.documents << (r.kind == "packed" ? " packs, " : " documents, ")
                 << r.tokens << " tokens)\n";
@@ -44,7 +45,10 @@ int cmd_verify(const Args& args) {
   std::cout << "verify" << (options.deep ? " --deep" : "") << ": " << paths.size() << " shards, "
             << paths.size() - failed << " passed, " << failed << " failed\n";
   std::cout.flush();
-  log::info("verify: ", docs, " documents/packs and ", tokens, " tokens in the shards that passed, ",
+  const std::string units = !packs  ? counted(docs, "document")
+                            : !docs ? counted(packs, "pack")
+                                    : counted(docs, "document") + ", " + counted(packs, "pack");
+  log::info("verify: ", units, " and ", counted(tokens, "token"), " in the shards that passed, ",
             format_duration(progress.elapsed_s()));
   return failed ? kExitFailed : kExitOk;
 }

@@ -3,6 +3,7 @@
 #include <thread>
 #include <utility>
 
+#include "loom/count_text.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "loom/options.h"
@@ -107,9 +108,11 @@ void read_megatron_options(const OptionParser& p, uint64_t partitions, TokenizeO
 
 }  // namespace
 
-int tokenize_main(const std::vector<std::string>& args) {
-  OptionParser p("loom-tokenize", "loom-tokenize --model M.model --output-dir DIR [options] INPUT...\n"
-                                  "       loom-tokenize train-spm --vocab-size N --model-prefix P [options] INPUT...");
+namespace {
+
+// loom-tokenize's options, with Megatron-LM's tools/preprocess_data.py and InternLM's
+// tools/tokenizer.py spellings.
+void declare_tokenize_options(OptionParser& p) {
   add_input_options(p.options());
   p.options().add_options()
       ("model", po::value<std::string>(), "SentencePiece model (required)")
@@ -150,36 +153,28 @@ int tokenize_main(const std::vector<std::string>& args) {
       ("resume", po::bool_switch(), "skip inputs whose complete shards already exist in --output-dir")
       ("encoder", po::value<std::string>()->default_value("auto"),
        "auto (loom's own where it encodes the model, else libsentencepiece), loom or sentencepiece; "
-       "the ids are the same");
+       "the ids are the same")
+      ("verbose", po::bool_switch(), "also log where each input's time went: the CPU seconds of the reading, "
+       "writing and encoding threads and the pipeline's waits");
   p.positional("input");
-  // Megatron-LM's tools/preprocess_data.py and InternLM's tools/tokenizer.py spellings (--input and
-  // --text_input_path are the positional INPUT; '-' = '_' makes --text-input-path one too).
+  // --input and --text_input_path are the positional INPUT; '-' = '_' makes --text-input-path one too.
   p.alias("text_input_path", "input");
   p.alias("tokenizer-model", "model");
   p.alias("workers", "threads");
   p.alias("append-eod", "eos");
   p.alias("output-format", "format");
-  if (!p.parse(args)) return kExitOk;  // --help
-  // First, so that a type loom does not reproduce is refused for what it is, not for a missing model.
-  if (p.has("tokenizer-type")) parse_megatron_tokenizer_type(p.get<std::string>("tokenizer-type"));
-  if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
-  const int outputs = static_cast<int>(p.vm().count("output-dir") + p.vm().count("output-prefix") +
-                                       p.vm().count("bin_output_path"));
-  if (outputs == 0) throw UsageError("--output-dir is required (see --help)");
-  if (outputs > 1) throw UsageError("give one of --output-dir, --output-prefix and --bin_output_path");
-  const bool internlm_cli = p.vm().count("bin_output_path") > 0;
+}
 
-  TokenizeOptions opt;
-  read_input_options(p, opt.reader, opt.pipeline.on_error, opt.inputs);
-  opt.model = p.get<std::string>("model");
+// Where the shards go: --output-dir, --bin_output_path (InternLM's) or --output-prefix with
+// --json-keys (Megatron's), exactly one of the three (tokenize_main checks). Returns the json keys, one job each (none: one job of --text-key).
+std::vector<std::string> read_outputs(const OptionParser& p, TokenizeOptions& opt) {
   if (p.vm().count("output-dir")) opt.output_dir = p.get<std::string>("output-dir");
-  if (internlm_cli) {
+  if (p.vm().count("bin_output_path")) {
     opt.output_bin = p.get<std::string>("bin_output_path");
     if (opt.inputs.size() != 1)
       throw UsageError(str("--bin_output_path names one output file; ", opt.inputs.size(), " inputs given"));
     if (!p.has("text-key")) opt.reader.raw_records = true;  // tools/tokenizer.py encodes the whole record
   }
-  // --json-keys K1 K2 ...: one job per key, each its own shard set.
   std::vector<std::string> keys;
   if (p.vm().count("json-keys")) {
     keys = p.get<std::vector<std::string>>("json-keys");
@@ -189,13 +184,18 @@ int tokenize_main(const std::vector<std::string>& args) {
       throw UsageError("--json-keys with several keys writes one shard set per key: give --output-prefix");
   }
   if (p.vm().count("output-prefix") && keys.empty()) keys.push_back(opt.reader.text_key);
-  // Megatron-LM's spelling (--tokenizer-type, which every preprocess_data.py line has, or
-  // --dataset-impl) writes its dataset unless --format says otherwise.
+  return keys;
+}
+
+// The output format and its document rules (bos/eos), with Megatron-LM's flags: its spelling
+// (--tokenizer-type, which every preprocess_data.py line has, or --dataset-impl) writes its dataset
+// unless --format says otherwise; InternLM's --bin_output_path writes InternLM's.
+void read_format(const OptionParser& p, TokenizeOptions& opt) {
   const bool megatron_cli = p.has("tokenizer-type") || p.has("dataset-impl");
-  const std::string format = p.has("format") ? p.get<std::string>("format")
-                             : internlm_cli  ? "internlm"
-                             : megatron_cli  ? "megatron"
-                                             : "loom";
+  const std::string format = p.has("format")                  ? p.get<std::string>("format")
+                             : p.vm().count("bin_output_path") ? "internlm"
+                             : megatron_cli                    ? "megatron"
+                                                               : "loom";
   opt.format = one_of<ShardFormat>("format", format, {{"loom", ShardFormat::kLoom}, {"internlm", ShardFormat::kInternlm},
                                                       {"megatron", ShardFormat::kMegatron}});
   if (p.has("dataset-impl")) one_of<int>("dataset-impl", p.get<std::string>("dataset-impl"), {{"mmap", 0}});
@@ -215,19 +215,22 @@ int tokenize_main(const std::vector<std::string>& args) {
     opt.pipeline.bos = on_off(p, "bos", true);
     opt.pipeline.eos = on_off(p, "eos", opt.format == ShardFormat::kLoom);
   }
-  opt.pipeline.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));
-  opt.pipeline.max_doc_bytes = p.get_uint("max-doc-bytes", 64, kMaxTextBytes);
-  opt.pipeline.batch_bytes = p.get_uint("batch-bytes", 1, kMaxTextBytes);
-  opt.resume = p.get<bool>("resume");
-  opt.encoder = one_of<EncoderChoice>("encoder", p.get<std::string>("encoder"),
-                                      {{"auto", EncoderChoice::kAuto}, {"loom", EncoderChoice::kLoom},
-                                       {"sentencepiece", EncoderChoice::kSentencePiece}});
+}
 
+// What differs from the defaults, and what every document gets. In Megatron's format the tokenizer
+// type decides bos (Llama2Tokenizer's; the pipeline gets it from apply_megatron_rules).
+void log_configuration(const OptionParser& p, const TokenizeOptions& opt) {
+  const bool megatron = opt.format == ShardFormat::kMegatron;
+  const bool bos = megatron ? opt.megatron_type == MegatronTokenizerType::kLlama2 : opt.pipeline.bos;
   const std::string changed = p.changed_ini();
   log::info("loom-tokenize configuration (what differs from the defaults):\n", changed.empty() ? "(all defaults)\n" : changed,
-            "documents get: BOS ", opt.pipeline.bos ? "yes" : "no", ", EOS ", opt.pipeline.eos ? "yes" : "no", "; ",
-            opt.inputs.size(), opt.inputs.size() == 1 ? " input" : " inputs");
-  if (keys.empty()) return report(run_tokenize(opt));
+            "documents get: BOS ", bos ? "yes" : "no", megatron ? str(" (", megatron_tokenizer_type_name(opt.megatron_type), ")") : "",
+            ", EOS ", opt.pipeline.eos ? "yes" : "no", "; ", counted(opt.inputs.size(), "input"));
+}
+
+// --json-keys K1 K2 ...: one job per key, each its own shard set, every job's outputs checked
+// before the first one writes.
+int run_json_key_jobs(const OptionParser& p, const TokenizeOptions& opt, const std::vector<std::string>& keys) {
   std::vector<TokenizeOptions> jobs;
   for (const std::string& key : keys) {
     TokenizeOptions job = opt;
@@ -242,7 +245,7 @@ int tokenize_main(const std::vector<std::string>& args) {
         job.output_dir = name;
       }
     }
-    check_outputs_spare_inputs(job);  // every job's, before the first one writes
+    check_outputs_spare_inputs(job);
     jobs.push_back(std::move(job));
   }
   for (const TokenizeOptions& job : jobs) {
@@ -252,16 +255,50 @@ int tokenize_main(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+}  // namespace
+
+int tokenize_main(const std::vector<std::string>& args) {
+  OptionParser p("loom-tokenize", "loom-tokenize --model M.model --output-dir DIR [options] INPUT...\n"
+                                  "       loom-tokenize train-spm --vocab-size N --model-prefix P [options] INPUT...\n"
+                                  "       loom-tokenize --version");
+  declare_tokenize_options(p);
+  if (!p.parse(args)) return kExitOk;  // --help
+  if (p.get<bool>("verbose")) log::set_level(log::Level::kDebug);
+  // First, so that a type loom does not reproduce is refused for what it is, not for a missing model.
+  if (p.has("tokenizer-type")) parse_megatron_tokenizer_type(p.get<std::string>("tokenizer-type"));
+  if (!p.vm().count("model")) throw UsageError("--model is required (see --help)");
+  const auto outputs = p.vm().count("output-dir") + p.vm().count("output-prefix") + p.vm().count("bin_output_path");
+  if (outputs == 0) throw UsageError("--output-dir is required (see --help)");
+  if (outputs > 1) throw UsageError("give one of --output-dir, --output-prefix and --bin_output_path");
+
+  TokenizeOptions opt;
+  read_input_options(p, opt.reader, opt.pipeline.on_error, opt.inputs);
+  opt.model = p.get<std::string>("model");
+  const std::vector<std::string> keys = read_outputs(p, opt);
+  read_format(p, opt);
+  opt.pipeline.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));
+  opt.pipeline.max_doc_bytes = p.get_uint("max-doc-bytes", 64, kMaxTextBytes);
+  opt.pipeline.batch_bytes = p.get_uint("batch-bytes", 1, kMaxTextBytes);
+  opt.resume = p.get<bool>("resume");
+  opt.encoder = one_of<EncoderChoice>("encoder", p.get<std::string>("encoder"),
+                                      {{"auto", EncoderChoice::kAuto}, {"loom", EncoderChoice::kLoom},
+                                       {"sentencepiece", EncoderChoice::kSentencePiece}});
+  log_configuration(p, opt);
+  if (keys.empty()) return report(run_tokenize(opt));
+  return run_json_key_jobs(p, opt, keys);
+}
+
 namespace {
 int report(const TokenizeSummary& s) {
   const double secs = s.seconds > 0 ? s.seconds : 1e-9;
   // The rates are the progress line's: input bytes and tokens over the same clock.
-  log::info("summary: ", s.files, " files written", s.files_resumed ? str(", ", s.files_resumed, " skipped (--resume)") : "",
-            ", ", format_count(s.docs), " docs, ", format_count(s.tokens), " tokens, ",
+  log::info("summary: ", counted(s.files, "file"), " written",
+            s.files_resumed ? str(", ", format_count(s.files_resumed), " skipped (--resume)") : "",
+            ", ", counted(s.docs, "doc"), ", ", counted(s.tokens, "token"), ", ",
             format_bytes(static_cast<double>(s.text_bytes)), " of text (", format_bytes(static_cast<double>(s.input_bytes)),
             " of input) in ", format_duration(s.seconds), ": ", format_bytes(static_cast<double>(s.input_bytes) / secs),
             "/s of input, ", format_number(static_cast<double>(s.tokens) / secs, 3), " tokens/s; skipped ",
-            format_count(s.bad), " bad records, ", format_count(s.empty), " empty texts");
+            counted(s.bad, "bad record"), ", ", counted(s.empty, "empty text"));
   return kExitOk;
 }
 }  // namespace
@@ -302,10 +339,10 @@ int train_spm_main(const std::vector<std::string>& args) {
   opt.threads = static_cast<unsigned>(p.get_uint("threads", 1, kMaxThreads));
   const std::string changed = p.changed_ini();
   log::info("loom-tokenize train-spm configuration (what differs from the defaults):\n",
-            changed.empty() ? "(all defaults)\n" : changed, opt.inputs.size(), opt.inputs.size() == 1 ? " input" : " inputs");
+            changed.empty() ? "(all defaults)\n" : changed, counted(opt.inputs.size(), "input"));
   const TrainSpmSummary s = run_train_spm(opt);
-  log::info("summary: trained ", s.model_path, " (vocab ", opt.vocab_size, ") from ", s.docs, " docs, ",
-            format_bytes(static_cast<double>(s.bytes)), "; skipped ", s.bad, " bad records");
+  log::info("summary: trained ", s.model_path, " (vocab ", opt.vocab_size, ") from ", counted(s.docs, "doc"), ", ",
+            format_bytes(static_cast<double>(s.bytes)), "; skipped ", counted(s.bad, "bad record"));
   return kExitOk;
 }
 

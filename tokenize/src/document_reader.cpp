@@ -1,5 +1,6 @@
 #include "loom/tokenize/document_reader.h"
 
+#include "loom/count_text.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "loom/sys.h"
@@ -44,7 +45,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
     }
     LOOM_CHECK(found > 0, p, ": a folder with no input in it: expected files named NAME.txt, NAME.json or NAME.jsonl, ",
                "optionally followed by .gz or .zst (", other, " other files)");
-    log::info(p, ": ", found, " input(s)", other ? str(", ", other, " other file(s) skipped") : std::string());
+    log::info(p, ": ", counted(found, "input"), other ? str(", ", counted(other, "other file"), " skipped") : std::string());
   }
   return out;
 }
