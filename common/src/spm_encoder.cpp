@@ -278,6 +278,10 @@ struct SpmEncoder::Scratch {
   }
 };
 
+namespace {
+bool normal_kind(int t) { return t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused; }
+}  // namespace
+
 SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
   LOOM_CHECK(m_.model_type == kSpmUnigram || m_.model_type == kSpmBpe, "SentencePiece model type ", m_.model_type,
              " (3 word, 4 char) is not supported by loom's encoder; only unigram (1) and bpe (2)");
@@ -285,7 +289,6 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
              "SentencePiece model: pieces, types and scores differ in number");
   instance_ = next_instance.fetch_add(1);
   pieces_ = std::make_unique<PieceTable>(m_.pieces, m_.pieces.size());
-  const auto normal_kind = [](int t) { return t == kSpmNormal || t == kSpmUserDefined || t == kSpmUnused; };
   reserved_ = std::make_unique<PieceTable>(
       m_.pieces, static_cast<size_t>(std::count_if(m_.types.begin(), m_.types.end(), [&](int t) { return !normal_kind(t); })));
   vocab_trie_ = std::make_unique<Trie>();
@@ -293,35 +296,49 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
   user_trie_ = std::make_unique<Trie>();
   min_score_ = FLT_MAX;
   max_score_ = FLT_MIN;  // as sentencepiece: the smallest positive float, so scores < 0 leave it there
+  std::fill(std::begin(cut_before_space_), std::end(cut_before_space_), true);
+  std::fill(std::begin(cut_after_space_), std::end(cut_after_space_), true);
+  const bool whole_chars = index_pieces();
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned>(b));
+    byte_ids_[b] = piece_to_id(name);
+  }
+  if (m_.model_type != kSpmBpe) why_no_cache_ = "a unigram lattice's float scores accumulate over the whole text";
+  else if (has_unused_) why_no_cache_ = "the model has unused pieces (their split depends on the whole text)";
+  else if (!whole_chars) why_no_cache_ = "a piece ends inside a UTF-8 character";
+  chunk_cache_ = why_no_cache_.empty();
+  if (chunk_cache_) shared_ = std::make_unique<SharedChunks>();
+  load_charsmap();
+}
+
+bool SpmEncoder::add_pairs(std::string_view piece) {
+  if (std::all_of(piece.begin(), piece.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; })) return true;
+  const uint32_t space = char_bits(kSpace.data(), kSpace.size());
+  uint32_t prev = 0;
+  bool prev_ascii = true;
+  for (size_t at = 0; at < piece.size();) {
+    const auto lead = static_cast<unsigned char>(piece[at]);
+    const size_t n = one_char_len(lead);
+    if (n > piece.size() - at) return false;
+    const uint32_t c = char_bits(piece.data() + at, n);
+    if (at > 0 && !(prev_ascii && lead < 0x80)) {
+      pairs_->insert(PairSet::key(prev, c));
+      // Exactly, for the tables of spaced text: an ASCII character next to U+2581.
+      if (prev_ascii && c == space) cut_before_space_[prev] = false;
+      if (prev == space && lead < 0x80) cut_after_space_[c] = false;
+    }
+    prev = c;
+    prev_ascii = lead < 0x80;
+    at += n;
+  }
+  return true;
+}
+
+bool SpmEncoder::index_pieces() {
   // Where the chunk cache may cut (see PairSet); only where every piece splits into whole UTF-8
   // characters, as the text does.
   bool whole_chars = true;
-  const uint32_t space = char_bits(kSpace.data(), kSpace.size());
-  std::fill(std::begin(cut_before_space_), std::end(cut_before_space_), true);
-  std::fill(std::begin(cut_after_space_), std::end(cut_after_space_), true);
-  const auto add_pairs = [&](std::string_view piece) {
-    if (std::all_of(piece.begin(), piece.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; })) return;
-    uint32_t prev = 0;
-    bool prev_ascii = true;
-    for (size_t at = 0; at < piece.size();) {
-      const auto lead = static_cast<unsigned char>(piece[at]);
-      const size_t n = one_char_len(lead);
-      if (n > piece.size() - at) {
-        whole_chars = false;
-        return;
-      }
-      const uint32_t c = char_bits(piece.data() + at, n);
-      if (at > 0 && !(prev_ascii && lead < 0x80)) {
-        pairs_->insert(PairSet::key(prev, c));
-        // Exactly, for the tables of spaced text: an ASCII character next to U+2581.
-        if (prev_ascii && c == space) cut_before_space_[prev] = false;
-        if (prev == space && lead < 0x80) cut_after_space_[c] = false;
-      }
-      prev = c;
-      prev_ascii = lead < 0x80;
-      at += n;
-    }
-  };
   int unknown_pieces = 0;
   bool byte_found[256] = {};
   std::vector<uint64_t> hashes(m_.pieces.size());
@@ -336,7 +353,7 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
     if (normal_kind(t)) {
       LOOM_CHECK(pieces_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
       if (m_.model_type == kSpmUnigram) vocab_trie_->insert(p, i);
-      add_pairs(p);
+      if (!add_pairs(p)) whole_chars = false;
     } else {
       LOOM_CHECK(reserved_->insert(p, hashes[i], i), "SentencePiece model: piece ", i, " '", p, "' is already defined");
     }
@@ -347,7 +364,7 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
       LOOM_CHECK(byte >= 0, "SentencePiece model: byte piece '", p, "' is invalid");
       byte_found[byte] = true;
     }
-    if (t == kSpmUserDefined && !p.empty()) {
+    if (t == kSpmUserDefined) {
       user_trie_->insert(p, i);
       user_first_[static_cast<unsigned char>(p[0])] = true;
     }
@@ -362,32 +379,24 @@ SpmEncoder::SpmEncoder(SpmModel model) : m_(std::move(model)) {
              "SentencePiece model: unk_id ", m_.unk_id, " is not an unknown piece");
   LOOM_CHECK(!m_.byte_fallback || std::find(std::begin(byte_found), std::end(byte_found), false) == std::end(byte_found),
              "SentencePiece model: not 256 byte pieces although byte_fallback is true");
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned>(b));
-    byte_ids_[b] = piece_to_id(name);
-  }
-  if (m_.model_type != kSpmBpe) why_no_cache_ = "a unigram lattice's float scores accumulate over the whole text";
-  else if (has_unused_) why_no_cache_ = "the model has unused pieces (their split depends on the whole text)";
-  else if (!whole_chars) why_no_cache_ = "a piece ends inside a UTF-8 character";
-  chunk_cache_ = why_no_cache_.empty();
-  if (chunk_cache_) shared_ = std::make_unique<SharedChunks>();
+  return whole_chars;
+}
 
+void SpmEncoder::load_charsmap() {
   const std::string& blob = m_.normalizer.precompiled_charsmap;
-  if (!blob.empty()) {
-    LOOM_CHECK(blob.size() > 4, "precompiled charsmap of ", blob.size(), " bytes is too short");
-    uint32_t trie_bytes = 0;
-    for (int i = 0; i < 4; ++i) trie_bytes |= static_cast<uint32_t>(static_cast<uint8_t>(blob[i])) << (8 * i);
-    LOOM_CHECK(trie_bytes < blob.size() - 4 && trie_bytes % 4 == 0 && trie_bytes > 0, "precompiled charsmap: trie of ",
-               trie_bytes, " bytes does not fit the ", blob.size(), "-byte blob");
-    charsmap_units_.resize(trie_bytes / 4);
-    for (size_t u = 0; u < charsmap_units_.size(); ++u) {
-      uint32_t v = 0;
-      for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(blob[4 + 4 * u + i])) << (8 * i);
-      charsmap_units_[u] = v;
-    }
-    charsmap_pool_ = blob.substr(4 + trie_bytes);
+  if (blob.empty()) return;
+  LOOM_CHECK(blob.size() > 4, "precompiled charsmap of ", blob.size(), " bytes is too short");
+  uint32_t trie_bytes = 0;
+  for (int i = 0; i < 4; ++i) trie_bytes |= static_cast<uint32_t>(static_cast<uint8_t>(blob[i])) << (8 * i);
+  LOOM_CHECK(trie_bytes < blob.size() - 4 && trie_bytes % 4 == 0 && trie_bytes > 0, "precompiled charsmap: trie of ",
+             trie_bytes, " bytes does not fit the ", blob.size(), "-byte blob");
+  charsmap_units_.resize(trie_bytes / 4);
+  for (size_t u = 0; u < charsmap_units_.size(); ++u) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(blob[4 + 4 * u + i])) << (8 * i);
+    charsmap_units_[u] = v;
   }
+  charsmap_pool_ = blob.substr(4 + trie_bytes);
 }
 
 SpmEncoder::~SpmEncoder() = default;

@@ -69,6 +69,69 @@ class Wire {
   const std::string& path_;
 };
 
+// ModelProto.pieces (field 1): a SentencePiece (piece 1, score 2, type 3).
+void read_piece(Wire& p, const std::string& data, SpmModel& m) {
+  std::string_view piece;
+  int type = kSpmNormal;
+  float score = 0;
+  while (!p.done()) {
+    const uint64_t k = p.varint();
+    if (k == ((1 << 3) | 2)) {
+      const auto [pb, pe] = p.bytes();
+      piece = std::string_view(data).substr(pb, pe - pb);
+    } else if (k == ((2 << 3) | 5)) {
+      score = p.fixed32_float();
+    } else if (k == ((3 << 3) | 0)) {
+      type = static_cast<int>(p.varint());
+    } else {
+      p.skip(static_cast<uint32_t>(k & 7));
+    }
+  }
+  m.pieces.emplace_back(piece);
+  m.types.push_back(type);
+  m.scores.push_back(score);
+}
+
+// ModelProto.trainer_spec (field 2): model type, special ids and pieces, whitespace and byte rules.
+void read_trainer_spec(Wire& t, const std::string& data, SpmModel& m) {
+  while (!t.done()) {
+    const uint64_t k = t.varint();
+    const uint32_t f = static_cast<uint32_t>(k >> 3);
+    if ((k & 7) == 0 && f >= 40 && f <= 43) {
+      const int v = static_cast<int32_t>(static_cast<uint32_t>(t.varint()));  // int32 as two's complement
+      (f == 40 ? m.unk_id : f == 41 ? m.bos_id : f == 42 ? m.eos_id : m.pad_id) = v;
+    } else if ((k & 7) == 0 && f == 3) {
+      m.model_type = static_cast<int>(t.varint());
+    } else if ((k & 7) == 0 && f == 24) {
+      m.treat_whitespace_as_suffix = t.varint() != 0;
+    } else if ((k & 7) == 0 && f == 35) {
+      m.byte_fallback = t.varint() != 0;
+    } else if ((k & 7) == 2 && (f == 46 || f == 47)) {
+      const auto [sb, se] = t.bytes();
+      if (se > sb) (f == 46 ? m.bos_piece : m.eos_piece) = data.substr(sb, se - sb);
+      else (f == 46 ? m.bos_piece : m.eos_piece) = f == 46 ? "<s>" : "</s>";
+    } else {
+      t.skip(static_cast<uint32_t>(k & 7));
+    }
+  }
+}
+
+// ModelProto.normalizer_spec (field 3): name, precompiled charsmap, the three whitespace switches.
+void read_normalizer_spec(Wire& n, const std::string& data, SpmNormalizerSpec& ns) {
+  while (!n.done()) {
+    const uint64_t k = n.varint();
+    const uint32_t f = static_cast<uint32_t>(k >> 3);
+    if ((k & 7) == 2 && (f == 1 || f == 2)) {
+      const auto [sb, se] = n.bytes();
+      (f == 1 ? ns.name : ns.precompiled_charsmap) = data.substr(sb, se - sb);
+    } else if ((k & 7) == 0 && f >= 3 && f <= 5) {
+      (f == 3 ? ns.add_dummy_prefix : f == 4 ? ns.remove_extra_whitespaces : ns.escape_whitespaces) = n.varint() != 0;
+    } else {
+      n.skip(static_cast<uint32_t>(k & 7));
+    }
+  }
+}
+
 }  // namespace
 
 SpmModel parse_spm_model(const std::string& data, const std::string& path) {
@@ -81,68 +144,12 @@ SpmModel parse_spm_model(const std::string& data, const std::string& path) {
   while (!top.done()) {
     const uint64_t key = top.varint();
     const uint32_t field = static_cast<uint32_t>(key >> 3), wt = static_cast<uint32_t>(key & 7);
-    if (field == 1 && wt == 2) {
+    if (wt == 2 && field >= 1 && field <= 3) {
       const auto [b, e] = top.bytes();
-      Wire p(data, b, e, path);
-      std::string_view piece;
-      int type = kSpmNormal;
-      float score = 0;
-      while (!p.done()) {
-        const uint64_t k = p.varint();
-        if (k == ((1 << 3) | 2)) {
-          const auto [pb, pe] = p.bytes();
-          piece = std::string_view(data).substr(pb, pe - pb);
-        } else if (k == ((2 << 3) | 5)) {
-          score = p.fixed32_float();
-        } else if (k == ((3 << 3) | 0)) {
-          type = static_cast<int>(p.varint());
-        } else {
-          p.skip(static_cast<uint32_t>(k & 7));
-        }
-      }
-      m.pieces.emplace_back(piece);
-      m.types.push_back(type);
-      m.scores.push_back(score);
-    } else if (field == 2 && wt == 2) {
-      const auto [b, e] = top.bytes();
-      Wire t(data, b, e, path);
-      while (!t.done()) {
-        const uint64_t k = t.varint();
-        const uint32_t f = static_cast<uint32_t>(k >> 3);
-        if ((k & 7) == 0 && f >= 40 && f <= 43) {
-          const int v = static_cast<int32_t>(static_cast<uint32_t>(t.varint()));  // int32 as two's complement
-          (f == 40 ? m.unk_id : f == 41 ? m.bos_id : f == 42 ? m.eos_id : m.pad_id) = v;
-        } else if ((k & 7) == 0 && f == 3) {
-          m.model_type = static_cast<int>(t.varint());
-        } else if ((k & 7) == 0 && f == 24) {
-          m.treat_whitespace_as_suffix = t.varint() != 0;
-        } else if ((k & 7) == 0 && f == 35) {
-          m.byte_fallback = t.varint() != 0;
-        } else if ((k & 7) == 2 && (f == 46 || f == 47)) {
-          const auto [sb, se] = t.bytes();
-          if (se > sb) (f == 46 ? m.bos_piece : m.eos_piece) = data.substr(sb, se - sb);
-          else (f == 46 ? m.bos_piece : m.eos_piece) = f == 46 ? "<s>" : "</s>";
-        } else {
-          t.skip(static_cast<uint32_t>(k & 7));
-        }
-      }
-    } else if (field == 3 && wt == 2) {
-      const auto [b, e] = top.bytes();
-      Wire n(data, b, e, path);
-      SpmNormalizerSpec& ns = m.normalizer;
-      while (!n.done()) {
-        const uint64_t k = n.varint();
-        const uint32_t f = static_cast<uint32_t>(k >> 3);
-        if ((k & 7) == 2 && (f == 1 || f == 2)) {
-          const auto [sb, se] = n.bytes();
-          (f == 1 ? ns.name : ns.precompiled_charsmap) = data.substr(sb, se - sb);
-        } else if ((k & 7) == 0 && f >= 3 && f <= 5) {
-          (f == 3 ? ns.add_dummy_prefix : f == 4 ? ns.remove_extra_whitespaces : ns.escape_whitespaces) =
-              n.varint() != 0;
-        } else {
-          n.skip(static_cast<uint32_t>(k & 7));
-        }
-      }
+      Wire sub(data, b, e, path);
+      if (field == 1) read_piece(sub, data, m);
+      else if (field == 2) read_trainer_spec(sub, data, m);
+      else read_normalizer_spec(sub, data, m.normalizer);
     } else {
       if (field == 4) m.has_self_test = true;
       top.skip(wt);

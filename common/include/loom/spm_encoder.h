@@ -73,6 +73,13 @@ class alignas(64) SpmEncoder {
   struct PairSet;
   struct Scratch;
   struct SharedChunks;
+  // The constructor's parts. index_pieces fills the piece tables, tries, pairs and scores and checks
+  // the pieces as sentencepiece does; it returns false when a piece ends inside a UTF-8 character.
+  bool index_pieces();
+  // Adds a piece's adjacent character pairs (a non-ASCII one among them) and the spaced-text cut
+  // tables; false when the piece ends inside a character (nothing more is added then).
+  bool add_pairs(std::string_view piece);
+  void load_charsmap();  // the normalizer's precompiled charsmap, when the model has one
   // Length of the user-defined piece at the start of s (longest), 0 if none.
   size_t user_defined_prefix(std::string_view s) const;
   // (replacement, bytes consumed) for the start of s; s non-empty.
