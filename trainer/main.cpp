@@ -1,26 +1,161 @@
 // loom-train: parses the configuration, runs the loop, turns errors into loom/cli.h's exit codes:
 //   0  done (total_steps reached, or stopped by SIGTERM/SIGINT after saving a checkpoint)
-//   1  bad input or environment (config values, data, checkpoint, a failed peer rank, out of memory)
-//   2  usage: an unknown option or key, a value that does not parse
+//   1  bad input or environment (data, checkpoint, a failed peer rank, out of memory)
+//   2  usage: an unknown option or key, a value that does not parse or is outside its range or limit
 //   3  internal error (a bug in loom, or LibTorch refusing what loom asked of it)
 //   4  hang: no step finished within monitor.hang_timeout (the watchdog ends the process)
 //   137 (SIGKILL) only from the TEST ONLY debug.kill_* switches
 // Subcommands: `loom-train export-hf ...` (docs/HF.md), `loom-train generate ...`, `loom-train plan ...`
-// (the memory plan, docs/TRAIN.md); anything else is a training run.
+// (the memory plan, docs/TRAIN.md), `loom-train --version`; anything else is a training run.
+#include <algorithm>
+#include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#if defined(LOOM_CUDA)
+#include <cuda_runtime_api.h>
+#if __has_include(<cudnn_version.h>)
+#include <cudnn_version.h>
+#endif
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#endif
+#endif
 
 #include "config.h"
 #include "generate.h"
 #include "hf_export.h"
 #include "hf_import.h"
+#include "loom/build_info.h"
 #include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/log.h"
+#include "loom/sys.h"
 #include "plan_command.h"
 #include "trainer.h"
 
 namespace {
+
+// The libraries this loom-train was compiled against, for --version: LibTorch always, and CUDA,
+// cuDNN and NCCL in a LOOM_CUDA build (their headers' versions).
+std::vector<std::pair<std::string, std::string>> library_versions() {
+  std::vector<std::pair<std::string, std::string>> v{{"LibTorch", TORCH_VERSION}};
+#if defined(LOOM_CUDA)
+  v.emplace_back("CUDA", loom::str(CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10));
+#if defined(CUDNN_MAJOR)
+  v.emplace_back("cuDNN", loom::str(CUDNN_MAJOR, ".", CUDNN_MINOR, ".", CUDNN_PATCHLEVEL));
+#else
+  v.emplace_back("cuDNN", "unknown (cudnn_version.h was not on the include path)");
+#endif
+#if defined(NCCL_MAJOR)
+  v.emplace_back("NCCL", loom::str(NCCL_MAJOR, ".", NCCL_MINOR, ".", NCCL_PATCH));
+#else
+  v.emplace_back("NCCL", "unknown (nccl.h was not on the include path)");
+#endif
+#else
+  v.emplace_back("CUDA", "no (a CPU build; -DLOOM_CUDA=ON builds for CUDA devices, docs/GPU.md)");
+#endif
+  return v;
+}
+
+// Megatron-LM's command-line flags that loom translates (config.cpp) beyond the aliases the option
+// list shows: the end of --help. docs/TRAIN.md, "Megatron-LM flags", has the whole table.
+const char* const kMegatronHelp =
+    "Megatron-LM flags translated on the command line (besides the aliases above; docs/TRAIN.md):\n"
+    "  --data-path DIR | \"W1 P/A W2 P/B\"   data.train_folder (a folder of packed shards; a blend: its sub-folders,\n"
+    "                                   data.dataset_weights, data.mixture=proportional)\n"
+    "  --load DIR                         --resume auto with ckpt.save_ckpt_folder=DIR\n"
+    "  --lr-decay-style cosine|constant   lr_scheduler.kind; WSD with --lr-wsd-decay-style linear and\n"
+    "                                   --lr-wsd-decay-iters N: lr_scheduler.kind=wsd, lr_scheduler.decay_ratio\n"
+    "  --override-opt_param-scheduler     lr_scheduler.on_resume=apply\n"
+    "  --use-checkpoint-opt_param-scheduler  lr_scheduler.on_resume=keep\n"
+    "  --valid-data-path, --split, --tokenizer-model: refused, each naming the loom way\n";
+
+// --flag's spelling with '-' for '_' and the value after '=' cut off: "--data-path".
+std::string flag_name(const std::string& arg) {
+  std::string n = arg.substr(0, arg.find('='));
+  std::replace(n.begin(), n.end(), '_', '-');
+  return n;
+}
+
+// The words of --data-path (argparse's nargs='*': up to the next flag, each argument maybe several
+// words), as config.cpp reads them.
+std::vector<std::string> data_path_words(const std::vector<std::string>& args, size_t i) {
+  std::vector<std::string> words;
+  const size_t eq = args[i].find('=');
+  std::vector<std::string> values;
+  if (eq != std::string::npos) values.push_back(args[i].substr(eq + 1));
+  for (size_t j = i + 1; eq == std::string::npos && j < args.size() && args[j].rfind("--", 0) != 0; ++j)
+    values.push_back(args[j]);
+  for (const std::string& v : values) {
+    size_t b = 0;
+    while ((b = v.find_first_not_of(" \t", b)) != std::string::npos) {
+      const size_t e = v.find_first_of(" \t", b);
+      words.push_back(v.substr(b, e == std::string::npos ? std::string::npos : e - b));
+      b = e;
+    }
+  }
+  return words;
+}
+
+// A Megatron-LM dataset prefix (PREFIX.bin + PREFIX.idx, or one of the two named), else "".
+std::string megatron_prefix(const std::string& word) {
+  std::string prefix = word;
+  if (prefix.size() > 4 && (prefix.compare(prefix.size() - 4, 4, ".bin") == 0 ||
+                            prefix.compare(prefix.size() - 4, 4, ".idx") == 0))
+    prefix.resize(prefix.size() - 4);
+  if (loom::sys::is_directory(word) || !loom::sys::exists(prefix + ".idx") || !loom::sys::exists(prefix + ".bin"))
+    return "";
+  return prefix;
+}
+
+// --data-path naming Megatron-LM datasets: refused with the loom-pack commands that make packed
+// shards of them and the --data-path that then reads those.
+void refuse_megatron_datasets(const std::vector<std::string>& words) {
+  const bool blend = words.size() > 1;
+  std::string commands, data_path;
+  bool any = false;
+  for (size_t i = blend ? 1 : 0; i < words.size(); i += blend ? 2 : 1) {
+    const std::string prefix = megatron_prefix(words[i]);
+    any = any || !prefix.empty();
+    const std::string name = loom::sys::basename(prefix.empty() ? words[i] : prefix);
+    const std::string out = blend ? "packed/train/" + name : "packed/train";
+    if (!prefix.empty())
+      commands += "    loom-pack pack --seq-len SEQ_LEN --model TOKENIZER.model --output-dir " + out + " " + prefix + "\n";
+    data_path += (data_path.empty() ? "" : " ") + (blend ? words[i - 1] + " " + out : out);
+  }
+  if (!any) return;
+  throw loom::UsageError(loom::str(
+      "loom-train: --data-path names Megatron-LM's indexed dataset (PREFIX.bin + PREFIX.idx); loom-train reads "
+      "packed shards, fixed-length sequences that keep document boundaries (docs/PACK.md). Pack it first:\n",
+      commands, "    loom-train ... --data-path ", blend ? "\"" + data_path + "\"" : data_path,
+      "\n(SEQ_LEN: the run's data.seq_len; --model, the SentencePiece model the dataset was made with, or "
+      "--vocab-size V)"));
+}
+
+// Megatron-LM flags that loom does not translate but knows the way for: refused with it, before
+// the parse would call them unknown keys.
+void refuse_untranslated_megatron_flags(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string n = flag_name(args[i]);
+    if (n == "--data-path") refuse_megatron_datasets(data_path_words(args, i));
+    if (n == "--split")
+      throw loom::UsageError(
+          "loom-train: --split: loom-train does not split a dataset at start; validation reads a folder of its "
+          "own, data.valid_folder. Split the token shards before packing: loom-pack split --valid-fraction 0.05 "
+          "--output-dir split SHARD.bin (Megatron-LM's 949,50,1 gives 5% to validation), pack split/train and "
+          "split/valid apart, and give --data.train_folder and --data.valid_folder");
+    if (n == "--valid-data-path")
+      throw loom::UsageError(
+          "loom-train: --valid-data-path: give --data.valid_folder=DIR, a folder of packed shards made as those "
+          "of --data-path (loom-pack pack)");
+    if (n == "--tokenizer-model")
+      throw loom::UsageError(
+          "loom-train: --tokenizer-model: give --data.tokenizer=M.model; loom-train checks it against the shards' "
+          "tokenizer fingerprint and copies it into every checkpoint");
+  }
+}
 
 int run(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "export-hf") return loom::hf::run_export_hf({args.begin() + 1, args.end()});
@@ -30,8 +165,12 @@ int run(const std::vector<std::string>& args) {
   if (!args.empty() && !args[0].empty() && args[0][0] != '-')
     throw loom::UsageError("loom-train: unknown subcommand '" + args[0] + "' (subcommands: plan, export-hf, generate; "
                            "a training run takes --config FILE.ini and --section.key=value options; see loom-train --help)");
+  refuse_untranslated_megatron_flags(args);
   auto config = loom::parse_train_config(args);
-  if (!config) return loom::kExitOk;
+  if (!config) {  // --help, printed
+    std::cout << "\n" << kMegatronHelp;
+    return loom::kExitOk;
+  }
   loom::WeightInit init_weights;
   if (!config->flags.init_from_hf.empty())
     init_weights = [dir = config->flags.init_from_hf](loom::InternLMImpl& model) {
@@ -46,6 +185,10 @@ int run(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
+  if (loom::wants_version(args)) {
+    std::cout << loom::version_text("loom-train", library_versions());
+    return loom::kExitOk;
+  }
   return loom::run_main("", [&] {
     // LibTorch's errors carry a C++ backtrace in what(): keep the message. Running out of device or
     // host memory is the environment (code 1); any other LibTorch error means loom misused it.

@@ -3,6 +3,10 @@
 // the other ranks and alerted before they leave.
 #include "trainer.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "determinism.h"
 #include "launch.h"
 #include "loom/log.h"
@@ -11,6 +15,49 @@
 #include "run_dir.h"
 
 namespace loom {
+
+namespace {
+
+// The folders of `path` and above that do not exist yet, deepest first: what this start creates.
+std::vector<std::string> missing_folders(const std::string& path) {
+  std::vector<std::string> out;
+  std::string top = path;
+  while (top.size() > 1 && top.back() == '/') top.pop_back();
+  for (std::string p = top; !p.empty() && p != "." && p != "/" && !sys::exists(p); p = sys::dirname(p))
+    out.push_back(p);
+  return out;
+}
+
+// A start that failed leaves no run folder behind: the folders it created, when they hold only what
+// train() wrote there (config.ini, the locks of the run and of a checkpoint folder inside it), are
+// removed while their locks are still held, deepest first. Anything else in them stays.
+void remove_failed_start_folders(const std::vector<std::string>& created, const std::string& ckpt_folder) {
+  try {
+    const auto only = [](const std::string& dir, std::vector<std::string> names) {
+      for (const std::string& n : sys::list_dir(dir))
+        if (std::find(names.begin(), names.end(), n) == names.end()) return false;
+      return true;
+    };
+    if (created.empty()) return;
+    const std::string& run_dir = created.front();
+    const bool ckpt_inside = sys::dirname(ckpt_folder) == run_dir && sys::exists(ckpt_folder);
+    if (!only(run_dir, {"config.ini", kRunDirLockName, ckpt_inside ? sys::basename(ckpt_folder) : "config.ini"}) ||
+        (ckpt_inside && !only(ckpt_folder, {kRunDirLockName})))
+      return;
+    if (ckpt_inside) {
+      sys::remove_file(ckpt_folder + "/" + kRunDirLockName);
+      sys::remove_dir(ckpt_folder);
+    }
+    sys::remove_file(run_dir + "/config.ini");
+    sys::remove_file(run_dir + "/" + kRunDirLockName);
+    for (const std::string& dir : created)
+      if (sys::list_dir(dir).empty()) sys::remove_dir(dir);
+  } catch (const std::exception& e) {
+    log::warn("could not remove the run folder of the failed start, ", created.front(), ": ", e.what());
+  }
+}
+
+}  // namespace
 
 TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights) {
   TrainConfig config = config_in;
@@ -44,6 +91,7 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
   std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<RunDirLock> run_dir_lock;
   std::unique_ptr<FolderLock> ckpt_lock;  // ckpt.save_ckpt_folder's: another run with its own run_dir may save there
+  std::vector<std::string> created;        // the folders rank 0 made for this run
   try {
     derive_micro_num(config, li.world);  // before anything reads data.micro_num or writes config.ini
     if (config.job.run_dir.empty()) set_run_dir(config, "runs/" + run_dir_name(shared_launch_time(comm)));
@@ -56,6 +104,7 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
               "/config.ini):\n", config.changed_ini.empty() ? std::string("(all defaults)\n") : config.changed_ini);
     // Rank 0 locks the folder before anything is written there, and holds it until the run ends.
     if (li.rank == 0) {
+      created = missing_folders(config.job.run_dir);
       run_dir_lock = std::make_unique<RunDirLock>(config.job.run_dir);
       // Before prepare_fresh_run_dir: a folder another run is saving into must not be moved aside.
       if (config.ckpt.enable_save || !config.flags.resume.empty())
@@ -79,6 +128,7 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
     alerts.flush(config.monitor.alerts.timeout_s);
     throw;
   }
+    remove_failed_start_folders(created, config.ckpt.folder);
 }
 
 }  // namespace loom

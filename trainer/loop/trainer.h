@@ -4,7 +4,9 @@
 // names each start-up phase, Loop::run each stage of a step; the debug.* faults are played at named
 // points by FaultInjector:
 //
-//   start: resume (--resume auto|DIR) or init (--init-from DIR) -> log the data summary
+//   start: index the data (its summary logged) -> plan memory and choose attention -> build the
+//          model, then the update -> resume (--resume auto|DIR) or init (--init-from DIR) -> open the
+//          checkpoint saver and the metrics sinks (Loop::start, trainer.cpp)
 //   step:  M micro-batches: forward, loss_sum / tokens of the global batch, backward
 //          -> (skip_batches: no update) -> grad norm -> inf/NaN: skip, else clip + AdamW at lr(updates)
 //          -> metrics every job.log_every -> validation every data.valid_every

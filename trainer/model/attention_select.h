@@ -1,6 +1,9 @@
-// Which attention kernel a run uses (job.attention), chosen once at start by one pure rule
-// (choose_attention) over what the device offers (AttentionCaps), and held by the model
-// (InternLMImpl::set_attention); the memory plan, `loom-train plan` and the run name the same one:
+// Which attention kernel a run uses (job.attention), decided by one pure rule (choose_attention)
+// over what the device offers (AttentionCaps) and held by the model (InternLMImpl::set_attention).
+// The rule runs more than once, on the same inputs: at start the loop calls it
+// (Loop::plan_memory_and_attention) and so does the memory plan it makes (plan_inputs, through
+// plan_for_run), and the loop asserts that the two agree; `loom-train plan` calls it through the
+// same plan_inputs. So the plan, `loom-train plan` and the run name the same kernel:
 //   cudnn        cuDNN's fused attention over every document of a micro-batch in one call
 //                (kernels/cudnn_attention.h), CUDA bf16/fp16; a micro-batch whose documents average
 //                under kCudnnWindowMeanTokens tokens has its short ones share windows. Auto's choice
