@@ -73,7 +73,7 @@ void apply_source(const Job& job, size_t s, const WorkReader& removals, uint64_t
 }  // namespace
 
 void run_apply(const Job& job, StageTask task) {
-  job.finished(job.removals_path(), WorkKind::kRemovals, sizeof(Removal), "clusters");
+  job.current(job.removals_path(), WorkKind::kRemovals, sizeof(Removal), "clusters", removals_params(job));
   const WorkReader removals(job.removals_path(), WorkKind::kRemovals, sizeof(Removal));
   removals.verify();
   std::vector<size_t> mine;

@@ -19,20 +19,6 @@ struct Signatures {
   const uint64_t* row(uint64_t doc) const { return files[doc_source(doc)]->record(doc_index(doc)); }
 };
 
-uint64_t unit_params(const Job& job, uint32_t unit, const Signatures& sigs) {
-  double threshold = job.options().threshold;
-  uint64_t bits = 0;
-  std::memcpy(&bits, &threshold, sizeof bits);
-  Xxh64 h;
-  for (uint64_t v : {uint64_t{unit}, uint64_t{job.options().verify}, bits}) h.update(&v, sizeof v);
-  for (size_t s = 0; s < job.num_sources(); ++s) {
-    const WorkHeader band = job.finished(job.band_path(s, unit), WorkKind::kBandKeys, sizeof(Pair), "signatures");
-    const uint64_t v[3] = {band.params_xxh64, band.records_xxh64, sigs.files[s]->header().records_xxh64};
-    h.update(v, sizeof v);
-  }
-  return h.digest();
-}
-
 class Verifier {
  public:
   Verifier(const Job& job, const Signatures& sigs, bool exact) : job_(job), sigs_(sigs), exact_(exact) {}
@@ -96,10 +82,27 @@ void bucket_unit(const Job& job, uint32_t unit, const Signatures& sigs, uint64_t
 }
 }  // namespace
 
+uint64_t bucket_params(const Job& job, uint32_t unit) {
+  double threshold = job.options().threshold;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &threshold, sizeof bits);
+  Xxh64 h;
+  for (uint64_t v : {uint64_t{unit}, uint64_t{job.options().verify}, bits}) h.update(&v, sizeof v);
+  for (size_t s = 0; s < job.num_sources(); ++s) {
+    const WorkHeader sig = job.current(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes(), "signatures",
+                                       job.sig_params(s));
+    const WorkHeader band = job.current(job.band_path(s, unit), WorkKind::kBandKeys, sizeof(Pair), "signatures",
+                                        job.sig_params(s));
+    const uint64_t v[3] = {band.params_xxh64, band.records_xxh64, sig.records_xxh64};
+    h.update(v, sizeof v);
+  }
+  return h.digest();
+}
+
 void run_buckets(const Job& job, StageTask task) {
   Signatures sigs;
   for (size_t s = 0; s < job.num_sources(); ++s) {
-    job.finished(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes(), "signatures");
+    job.current(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes(), "signatures", job.sig_params(s));
     sigs.files.push_back(std::make_unique<WorkReader>(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes()));
   }
   const std::vector<uint32_t> all = job.units();
@@ -109,7 +112,7 @@ void run_buckets(const Job& job, StageTask task) {
   const uint32_t threads = std::max<uint32_t>(1, job.options().threads);
   parallel_for(threads, mine.size(), [&](size_t k) {
     const uint32_t unit = mine[k];
-    const uint64_t params = unit_params(job, unit, sigs);
+    const uint64_t params = bucket_params(job, unit);
     if (work_file_done(job.edges_path(unit), WorkKind::kEdges, sizeof(Pair), params)) {
       log::info("buckets of band ", unit, ": done already, kept");
       return;

@@ -59,14 +59,16 @@ uint64_t clusters_params(const Job& job, const Inputs& in) {
 
 Inputs open_inputs(const Job& job) {
   Inputs in;
+  const uint64_t eval = job.decontaminating() ? eval_fingerprint(job.options().eval) : 0;
   for (uint32_t u : job.units()) {
-    job.finished(job.edges_path(u), WorkKind::kEdges, sizeof(Pair), "buckets");
+    job.current(job.edges_path(u), WorkKind::kEdges, sizeof(Pair), "buckets", bucket_params(job, u));
     in.edges.push_back(std::make_unique<WorkReader>(job.edges_path(u), WorkKind::kEdges, sizeof(Pair)));
   }
   for (size_t s = 0; s < job.num_sources(); ++s) {
     in.sigs.push_back(std::make_unique<WorkReader>(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes()));
     if (!job.decontaminating() || job.is_reference(s)) continue;
-    job.finished(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination), "signatures");
+    job.current(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination), "signatures",
+                job.contam_params(s, eval));
     in.contam.push_back(std::make_unique<WorkReader>(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination)));
     const auto& f = *in.contam.back();
     f.verify();
@@ -161,6 +163,8 @@ ClusterHeads cluster_heads(const Job& job, const std::vector<uint64_t>& nodes, U
 }
 }  // namespace
 
+uint64_t removals_params(const Job& job) { return clusters_params(job, open_inputs(job)); }
+
 void run_clusters(const Job& job) {
   const Inputs in = open_inputs(job);
   const uint64_t params = clusters_params(job, in);
@@ -172,24 +176,28 @@ void run_clusters(const Job& job) {
   const std::vector<uint64_t> nodes = cluster_nodes(in, uf);
   Decider decider(job, in);
   const ClusterHeads heads = cluster_heads(job, nodes, *uf, decider);
-  std::vector<Removal> removals;  // duplicates, then contamination, sorted together below
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const uint64_t doc = nodes[i], root = uf->find(i);
+  WorkWriter out(job.removals_path(), WorkKind::kRemovals, sizeof(Removal), 0, params);
+  // Nodes and contaminated documents are both in document order: merged as they are written.
+  const bool remove = job.options().remove_contaminated;
+  size_t c = 0;
+  for (size_t i = 0; i <= nodes.size(); ++i) {
+    const uint64_t doc = i < nodes.size() ? nodes[i] : kNoDoc;
+    for (; c < in.contaminated.size() && in.contaminated[c].doc <= doc; ++c) {
+      const Removal r = decider.contamination(in.contaminated[c], remove);
+      out.add(&r);
+    }
+    if (i == nodes.size()) break;
+    const uint64_t root = uf->find(i);
     if (job.is_reference(doc_source(doc)) || doc == heads.kept[root]) continue;
-    Contamination c{};
-    if (job.options().remove_contaminated && decider.contaminated(doc, c)) continue;  // removed as contaminated
+    Contamination found{};
+    if (remove && decider.contaminated(doc, found)) continue;  // removed as contaminated, written above
     uint64_t matched = heads.kept[root];
     if (matched == kNoDoc) matched = doc == heads.first[root] ? heads.second[root] : heads.first[root];
-    removals.push_back(decider.duplicate(doc, matched));
+    const Removal r = decider.duplicate(doc, matched);
+    out.add(&r);
   }
-  for (const Contamination& c : in.contaminated)
-    removals.push_back(decider.contamination(c, job.options().remove_contaminated));
-  std::sort(removals.begin(), removals.end(),
-            [](const Removal& a, const Removal& b) { return a.doc < b.doc || (a.doc == b.doc && a.reason < b.reason); });
-  WorkWriter out(job.removals_path(), WorkKind::kRemovals, sizeof(Removal), 0, params);
-  out.add_many(removals.data(), removals.size());
   out.commit();
-  log::info("clusters: ", nodes.size(), " documents in candidate pairs, ", removals.size(), " removal records");
+  log::info("clusters: ", nodes.size(), " documents in candidate pairs, ", out.num_records(), " removal records");
 }
 
 }  // namespace loom::dedup

@@ -73,20 +73,26 @@ std::vector<EvalText> read_eval_items(const std::string& path, const std::string
   return items;
 }
 
+uint64_t eval_fingerprint(const EvalOptions& o) {
+  Xxh64 fp;
+  fp.update(o.key.data(), o.key.size());
+  fp.update(&o.ngram, sizeof o.ngram);
+  const uint64_t model = xxh64_file(o.model);
+  fp.update(&model, sizeof model);
+  for (const std::string& file : o.files) {
+    const uint64_t h = xxh64_file(file);
+    fp.update(&h, sizeof h);
+  }
+  return fp.digest();
+}
+
 EvalSet::EvalSet(const EvalOptions& o) : ngram_(o.ngram) {
   LOOM_CHECK(!o.model.empty(), "--eval needs --model, the SentencePiece model the training data was tokenized with");
   const SentencePieceModel model(o.model, EncoderChoice::kAuto);
   tokenizer_ = model.info(false, false);
-  const uint64_t model_fp = model.fingerprint();
-  Xxh64 fp;
-  fp.update(o.key.data(), o.key.size());
-  fp.update(&ngram_, sizeof ngram_);
-  fp.update(&model_fp, sizeof model_fp);
   std::vector<uint32_t> ids;
   std::vector<uint64_t> grams;
   for (const std::string& file : o.files) {
-    const uint64_t h = xxh64_file(file);
-    fp.update(&h, sizeof h);
     for (EvalText& item : read_eval_items(file, o.key)) {
       ids.clear();
       model.encode(item.text, ids);
@@ -100,7 +106,7 @@ EvalSet::EvalSet(const EvalOptions& o) : ngram_(o.ngram) {
       for (uint64_t g : grams) ngrams_.emplace(g, index);  // keeps the first (smallest) item
     }
   }
-  fingerprint_ = fp.digest();
+  fingerprint_ = eval_fingerprint(o);
 }
 
 bool EvalSet::first_match(const uint32_t* ids, size_t n, uint64_t& position, uint64_t& item,

@@ -105,6 +105,14 @@ WorkHeader Job::finished(const std::string& path, WorkKind kind, uint32_t record
   return WorkReader(path, kind, record_bytes).header();
 }
 
+WorkHeader Job::current(const std::string& path, WorkKind kind, uint32_t record_bytes, const char* stage,
+                        uint64_t params) const {
+  const WorkHeader h = finished(path, kind, record_bytes, stage);
+  LOOM_CHECK(h.params_xxh64 == params, path, ": made from other inputs or settings than this run's; run the ", stage,
+             " stage again with them (--stage ", stage, ")");
+  return h;
+}
+
 void parallel_for(uint32_t threads, size_t n, const std::function<void(size_t)>& f) {
   std::atomic<size_t> next{0};
   std::exception_ptr error;

@@ -54,6 +54,9 @@ class Job {
 
   // The header of a finished work file of an earlier stage; throws naming the stage to run first.
   WorkHeader finished(const std::string& path, WorkKind kind, uint32_t record_bytes, const char* stage) const;
+  // finished(), and made from these sources and settings (params); else throws naming the stage to rerun.
+  WorkHeader current(const std::string& path, WorkKind kind, uint32_t record_bytes, const char* stage,
+                     uint64_t params) const;
 
  private:
   DedupOptions o_;
@@ -63,6 +66,11 @@ class Job {
 };
 
 uint64_t mix_hash(std::initializer_list<uint64_t> values);
+
+// The params_xxh64 of a band's edges file, and of the removals file: what the next stage checks
+// its inputs against.
+uint64_t bucket_params(const Job& job, uint32_t unit);
+uint64_t removals_params(const Job& job);
 
 void run_signatures(const Job& job, StageTask task);
 void run_buckets(const Job& job, StageTask task);

@@ -215,4 +215,10 @@ TEST_CASE("bad usage and inputs are refused with what was expected", "[dedup][e2
   CHECK(r.output.find("tokenizer differs") != std::string::npos);
   r = loom_dedup(c.args() + " --keep some");
   CHECK(r.exit_code == 2);
+  // A stage given other settings than the stage before it ran with: refused, naming what to rerun.
+  REQUIRE(loom_dedup(c.args() + " --stage signatures").exit_code == 0);
+  r = loom_dedup(c.args() + " --stage buckets --ngram 3");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("00000.sig: made from other inputs or settings than this run's; run the signatures stage again") !=
+        std::string::npos);
 }

@@ -95,3 +95,26 @@ TEST_CASE("kill -9 during a run, then a rerun: the same bytes", "[dedup][e2e]") 
   require_ok(loom_dedup(c.args("killed")));
   CHECK(c.results("clean") == c.results("killed"));
 }
+
+TEST_CASE("scripts/launch/dedup_slurm.sh: the stages as job arrays give the one-process bytes", "[dedup][e2e]") {
+  Corpus c;
+  require_ok(loom_dedup(c.args("one")));
+  // A stand-in for sbatch: runs each task of the array in turn, as Slurm's sh would, and fails
+  // like afterok would stop the next stage.
+  sys::make_dirs(c.dir / "bin");
+  write_all(c.dir / "bin/sbatch",
+            "#!/bin/sh\n"
+            "for a; do case $a in --array=*) r=${a#--array=};; --wrap=*) w=${a#--wrap=};; esac; done\n"
+            "i=0; n=${r#0-}\n"
+            "while [ $i -le $n ]; do SLURM_ARRAY_TASK_ID=$i sh -c \"$w\" >>\"$WORK/fake.log\" 2>&1 || exit 1; i=$((i+1)); done\n"
+            "echo job-$n\n");
+  REQUIRE(run("chmod +x " + quote(c.dir / "bin/sbatch")).exit_code == 0);
+  const RunResult r = run("PATH=" + quote(c.dir / "bin") + ":\"$PATH\" WORK=" + quote(c.dir / "slurm/work") + " OUT=" +
+                          quote(c.dir / "slurm/out") + " LOOM_DEDUP=" + quote(LOOM_DEDUP_BIN) +
+                          " SIG_TASKS=2 BUCKET_TASKS=4 APPLY_TASKS=2 THREADS=2 bash " +
+                          quote(source_dir() + "/scripts/launch/dedup_slurm.sh") + " -- " + c.inputs());
+  INFO(r.output + read_all(c.dir / "slurm/work/fake.log"));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("submitted: signatures job-1, buckets job-3, clusters job-0, apply job-1") != std::string::npos);
+  CHECK(c.results("one") == c.results("slurm"));
+}

@@ -31,6 +31,10 @@ struct EvalText {
 // The items of one evaluation file, as above; errors name the file and line.
 std::vector<EvalText> read_eval_items(const std::string& path, const std::string& key);
 
+// XXH64 of what decides the matches: the files' bytes, key, n and the model file's XXH64 (its
+// fingerprint), computed without tokenizing anything.
+uint64_t eval_fingerprint(const EvalOptions& options);
+
 class EvalSet {
  public:
   explicit EvalSet(const EvalOptions& options);
@@ -38,7 +42,7 @@ class EvalSet {
   size_t short_items() const { return short_items_; }
   size_t num_ngrams() const { return ngrams_.size(); }
   const std::string& item_name(uint64_t item) const { return names_.at(item); }
-  // XXH64 of what decides the matches: the files' bytes, key, n and the model's fingerprint.
+  // eval_fingerprint() of its options.
   uint64_t fingerprint() const { return fingerprint_; }
   // The model's vocab size, bos/eos ids and fingerprint (flags 0), for check_same_tokenizer.
   const TokenizerInfo& tokenizer() const { return tokenizer_; }
