@@ -95,6 +95,17 @@ TEST_CASE("--verify reports the exact Jaccard and drops pairs below the threshol
   CHECK(lines_of(c.dir / "work2/report.jsonl").size() == 3);  // the 80% copy stays
 }
 
+TEST_CASE("--near=false removes exact duplicates only", "[dedup][e2e]") {
+  Corpus c;
+  const RunResult r = loom_dedup(c.args() + " --near=false");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(c.dir / "out/a.bin") == without(c.a, {60}));
+  CHECK(read_shard(c.dir / "out/b.bin") == without(c.b, {40, 41}));
+  CHECK(lines_of(c.dir / "work/report.jsonl").size() == 3);
+  CHECK(sys::list_dir(c.dir / "work/edges") == std::vector<std::string>{"band-exact.edges"});
+}
+
 TEST_CASE("--keep none removes every member of a cluster", "[dedup][e2e]") {
   Corpus c;
   const RunResult r = loom_dedup(c.args() + " --keep none");
