@@ -56,6 +56,12 @@ void remove_dir(const std::string& path) {
   if (::rmdir(path.c_str()) != 0 && errno != ENOENT) throw_errno("rmdir", path, errno);
 }
 
+std::string make_unique_dir(const std::string& parent, const std::string& prefix) {
+  std::string path = (parent.empty() ? std::string(".") : parent) + "/" + prefix + "XXXXXX";
+  if (::mkdtemp(path.data()) == nullptr) throw_errno("mkdtemp", path, errno);
+  return path;
+}
+
 void rename_file(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) throw_errno("rename", from + " -> " + to, errno);
 }

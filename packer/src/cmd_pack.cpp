@@ -56,7 +56,7 @@ int cmd_pack(const Args& args) {
   std::vector<std::string> reads = shard_files(paths);
   if (!internlm.model.empty()) reads.push_back(internlm.model);
   check_pack_spares_inputs(reads, o);
-  const InternlmAsLoom loom_inputs(paths, pack_scratch_dir(o), internlm);
+  const InternlmAsLoom loom_inputs(paths, pack_scratch_parent(o), internlm);
   const ShardSet inputs(loom_inputs.paths());
   const auto t0 = std::chrono::steady_clock::now();
   const PackReport r = pack_shards(inputs, o);

@@ -117,17 +117,9 @@ ConvertReport convert_shards(const std::vector<std::string>& input_paths, const 
   return rep;
 }
 
-namespace {
-void remove_scratch(const std::string& dir) {
-  if (!sys::is_directory(dir)) return;
-  for (const std::string& f : sys::list_files(dir)) sys::remove_file(f);
-  sys::remove_dir(dir);
-}
-}  // namespace
-
-InternlmAsLoom::InternlmAsLoom(const std::vector<std::string>& input_paths, const std::string& scratch_dir,
+InternlmAsLoom::InternlmAsLoom(const std::vector<std::string>& input_paths, const std::string& scratch_parent,
                                ConvertOptions options)
-    : scratch_(scratch_dir), paths_(input_paths) {
+    : paths_(input_paths) {
   std::vector<std::string> internlm;  // and Megatron datasets: formats without a tokenizer record
   uint64_t megatron = 0;
   for (const std::string& p : input_paths) {
@@ -136,28 +128,41 @@ InternlmAsLoom::InternlmAsLoom(const std::vector<std::string>& input_paths, cons
     megatron += kind == ShardKind::kMegatron;
   }
   if (internlm.empty()) return;
-  remove_scratch(scratch_);
+  sys::make_dirs(scratch_parent);
+  scratch_ = sys::make_unique_dir(scratch_parent, ".loom-pack-scratch.");
   options.to = ConvertTarget::kLoom;
   options.output_dir = scratch_;
   const std::vector<std::string> names = unique_basenames(internlm);
+  for (const std::string& n : names) written_.push_back(scratch_ + "/" + n);
   try {
     convert_shards(internlm, options);
   } catch (...) {
-    remove_scratch(scratch_);
+    remove_scratch();
     throw;
   }
   size_t k = 0;
   for (std::string& p : paths_)
-    if (k < internlm.size() && p == internlm[k]) p = scratch_ + "/" + names[k++], ++converted_;
+    if (k < internlm.size() && p == internlm[k]) p = written_[k++], ++converted_;
   const uint64_t internlm_shards = converted_ - megatron;
   log::info(internlm_shards ? str(internlm_shards, " InternLM shard(s)") : std::string(),
             internlm_shards && megatron ? " and " : "", megatron ? str(megatron, " Megatron-LM dataset(s)") : std::string(),
             " read through their loom conversion in ", scratch_);
 }
 
+// Only the names this object wrote (a conversion that failed half-way removed its own
+// temporaries), then the folder, which rmdir leaves if anything else is in it.
+void InternlmAsLoom::remove_scratch() const {
+  if (scratch_.empty()) return;
+  for (const std::string& bin : written_) {
+    sys::remove_file(meta_path_for(bin));
+    sys::remove_file(bin);
+  }
+  sys::remove_dir(scratch_);
+}
+
 InternlmAsLoom::~InternlmAsLoom() {
   try {
-    remove_scratch(scratch_);
+    remove_scratch();
   } catch (const std::exception& e) {
     log::warn("could not remove ", scratch_, ": ", e.what());
   }

@@ -313,27 +313,47 @@ class GatherRing {
 };
 }  // namespace
 
-std::string pack_scratch_dir(const PackOptions& o) { return o.output_dir + "/.internlm-as-loom"; }
+std::string pack_scratch_parent(const PackOptions& o) { return o.output_dir; }
 
-void check_pack_spares_inputs(const std::vector<std::string>& files, const PackOptions& o) {
-  const std::string scratch = pack_scratch_dir(o);
-  for (const std::string& f : files)
-    LOOM_CHECK(!sys::path_inside(f, scratch), "the input ", f, " lies in ", scratch,
-               ", the scratch folder that pack empties (its output folder's): move the input out of it");
-  // Only existing files can be inputs: those among the names a run of any size could write.
-  std::vector<std::string> outputs = {o.output_dir + "/" + o.name + ".bin", o.output_dir + "/" + o.name + ".bin.meta"};
+std::vector<std::string> output_set_files(const PackOptions& o) {
+  std::vector<std::string> files;
   const std::string dir = sys::canonical_path(o.output_dir);  // "new/../out" lists out/ before new/ is made
-  if (sys::is_directory(dir)) {
-    const std::string prefix = o.name + "-";
-    for (const std::string& entry : sys::list_dir(dir)) {
-      if (entry.rfind(prefix, 0) != 0) continue;
+  if (!sys::is_directory(dir)) return files;
+  const std::string prefix = o.name + "-";
+  for (const std::string& entry : sys::list_dir(dir)) {
+    std::string tail = entry.substr(std::min(entry.size(), o.name.size()));
+    if (entry.rfind(prefix, 0) == 0) {
       const size_t digits = entry.find_first_not_of("0123456789", prefix.size());
       if (digits == std::string::npos || digits - prefix.size() < 5) continue;
-      const std::string tail = entry.substr(digits);
-      if (tail == ".bin" || tail == ".bin.meta") outputs.push_back(dir + "/" + entry);
+      tail = entry.substr(digits);
+    } else if (entry.rfind(o.name, 0) != 0) {
+      continue;
     }
+    if (tail == ".bin" || tail == ".bin.meta") files.push_back(dir + "/" + entry);
   }
+  return files;
+}
+
+void check_pack_spares_inputs(const std::vector<std::string>& files, const PackOptions& o) {
+  // Only existing files can be inputs: those among the names a run of any size could write.
+  std::vector<std::string> outputs = {o.output_dir + "/" + o.name + ".bin", o.output_dir + "/" + o.name + ".bin.meta"};
+  for (std::string& f : output_set_files(o)) outputs.push_back(std::move(f));
   sys::check_outputs_spare_inputs(files, outputs);
+}
+
+uint64_t output_set_id(const ShardSet& inputs, const PackOptions& o, uint64_t num_files) {
+  Xxh64 h;
+  const auto add = [&h](uint64_t v) { h.update(&v, sizeof(v)); };
+  for (uint64_t v : {uint64_t{kPackedVersion}, uint64_t{o.seq_len}, static_cast<uint64_t>(o.strategy), o.seed,
+                     o.max_packs_per_shard, num_files, uint64_t{o.name.size()}})
+    add(v);
+  h.update(o.name.data(), o.name.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ShardHeader& sh = inputs.shard(i).header();
+    for (uint64_t v : {sh.num_docs, sh.num_tokens, sh.bin_xxh64, sh.offsets_xxh64}) add(v);
+  }
+  const uint64_t id = h.digest();
+  return id ? id : 1;  // 0 means "not recorded"
 }
 
 std::vector<std::string> pack_output_paths(const PackOptions& o, uint64_t num_packs) {
@@ -417,6 +437,105 @@ void fill_totals(PackReport& rep, const PlanShape& shape, uint64_t documents, ui
   rep.truncated_fraction = fraction(truncated_docs, documents);
 }
 
+// concat's index of the packs [p, end) of one file, on the hashing thread once the file's bytes
+// are hashed. The cut is walked twice over the packs, file after file (made on the first file):
+// `counts` gives each file's segment counts before its index (and the report's totals),
+// `segments` the index itself.
+struct ConcatIndex {
+  std::vector<uint64_t> lens;
+  std::optional<ConcatCut> counts, segments;
+
+  void write(const ShardSet& inputs, const PlanShape& shape, uint64_t p, uint64_t end, uint64_t batch,
+             PackedWriter& writer) {
+    if (!counts) {
+      lens = inputs.doc_lengths();
+      counts.emplace(lens, shape.seq_len);
+      segments.emplace(lens, shape.seq_len);
+    }
+    std::vector<uint64_t> offsets(end - p + 1);
+    for (uint64_t q = p; q < end; ++q) {
+      const uint64_t n = counts->next_pack([](auto...) {});
+      LOOM_ASSERT(n > 0, "concat's cut ends at pack ", q, " of ", shape.num_packs);
+      offsets[q - p + 1] = offsets[q - p] + n;
+    }
+    writer.open_index(offsets);
+    writer.reserve(end - p, 0);
+    std::vector<PackedSegment> segs;  // a batch's index
+    std::vector<size_t> seg_ends;
+    for (; p < end; p = std::min(end, p + batch)) {
+      segs.clear();
+      seg_ends.clear();
+      for (uint64_t q = p; q < std::min(end, p + batch); ++q) {
+        uint32_t used = 0;
+        segments->next_pack([&](uint64_t d, uint32_t pos, uint32_t len, bool ends) {
+          segs.push_back({d, used, len, pos, ends ? kSegEndsDoc : 0});
+          used += len;
+        });
+        seg_ends.push_back(segs.size());
+      }
+      writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
+    }
+  }
+};
+
+// The output set of a run (pack.h): its files' writers, sealed as they fill, published together.
+class OutputSet {
+ public:
+  OutputSet(const ShardSet& inputs, const PlanShape& shape, const PackOptions& o)
+      : o_(o), paths_(pack_output_paths(o, shape.num_packs)),
+        set_id_(output_set_id(inputs, o, paths_.size())) {
+    std::vector<std::string> bins, outputs;
+    for (size_t s = 0; s < inputs.size(); ++s) bins.push_back(inputs.shard(s).bin_path());
+    for (const std::string& out : paths_) outputs.insert(outputs.end(), {out, meta_path_for(out)});
+    sys::check_outputs_spare_inputs(shard_files(bins), outputs);
+    sys::make_dirs(o.output_dir);
+  }
+  const std::vector<std::string>& paths() const { return paths_; }
+  // The next file's writer (files in order).
+  PackedWriter& next(const ShardSet& inputs, const PlanShape& shape) {
+    const size_t i = writers_.size();
+    writers_.push_back(std::make_unique<PackedWriter>(paths_[i], inputs.tokenizer(), shape.seq_len, o_.strategy, o_.seed));
+    writers_.back()->set_output_set(set_id_, static_cast<uint32_t>(i), static_cast<uint32_t>(paths_.size()));
+    return *writers_.back();
+  }
+  // Every file sealed: the previous set's files this one does not overwrite go (each .meta before
+  // its .bin), then the new files are renamed into place.
+  void publish() {
+    LOOM_ASSERT(writers_.size() == paths_.size(), writers_.size(), " of ", paths_.size(), " files written");
+    std::vector<std::string> kept;
+    for (const std::string& p : paths_) kept.insert(kept.end(), {sys::canonical_path(p), sys::canonical_path(meta_path_for(p))});
+    std::vector<std::string> stale = output_set_files(o_);
+    std::sort(stale.begin(), stale.end(), [](const std::string& a, const std::string& b) { return a > b; });
+    for (const std::string& f : stale) {
+      if (std::find(kept.begin(), kept.end(), f) != kept.end()) continue;
+      sys::remove_file(f);
+      log::info("pack: removed ", f, " of the previous output set of '", o_.name, "'");
+    }
+    for (size_t i = 0; i < writers_.size(); ++i) {
+      writers_[i]->publish();
+      log::info("pack: wrote ", paths_[i], " (", writers_[i]->num_packs(), " packs)");
+    }
+    sys::fsync_dir(o_.output_dir);
+  }
+
+ private:
+  const PackOptions& o_;
+  std::vector<std::string> paths_;
+  uint64_t set_id_;
+  std::vector<std::unique_ptr<PackedWriter>> writers_;
+};
+
+// bestfit's packs [p, end) of the plan into writer, its index streamed to the .meta.
+void write_bestfit_file(const ShardSet& inputs, const PackPlan& plan, uint64_t p, uint64_t end, uint64_t batch,
+                        size_t gatherers, PackedWriter& writer, Progress& progress) {
+  std::vector<uint64_t> offsets(end - p + 1);
+  for (uint64_t q = p; q <= end; ++q) offsets[q - p] = plan.pack_offsets[q] - plan.pack_offsets[p];
+  writer.open_index(offsets);
+  writer.reserve(end - p, 0);
+  GatherRing(inputs, plan, p, end, batch, gatherers, writer, progress).run();
+  writer.seal(inputs.num_docs());
+}
+
 // bestfit writes plan's packs; concat (plan unused, may be null) needs no plan: its index is
 // concat's cut walked from the inputs' lengths (ConcatCut) a batch of packs at a time, so no
 // segment per document is kept. bestfit's Sweep comes started (while the plan was made), or
@@ -424,13 +543,9 @@ void fill_totals(PackReport& rep, const PlanShape& shape, uint64_t documents, ui
 PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const PackPlan* plan, const PackOptions& o,
                           std::unique_ptr<Sweep> sweep = nullptr) {
   LOOM_CHECK(shape.num_packs > 0, "nothing to pack: the inputs hold no token");
+  OutputSet set(inputs, shape, o);
   PackReport rep;
-  rep.outputs = pack_output_paths(o, shape.num_packs);
-  std::vector<std::string> bins, outputs;
-  for (size_t s = 0; s < inputs.size(); ++s) bins.push_back(inputs.shard(s).bin_path());
-  for (const std::string& out : rep.outputs) outputs.insert(outputs.end(), {out, meta_path_for(out)});
-  sys::check_outputs_spare_inputs(shard_files(bins), outputs);
-  sys::make_dirs(o.output_dir);
+  rep.outputs = set.paths();
   const uint64_t per_file = rep.outputs.size() == 1 ? shape.num_packs : o.max_packs_per_shard;
   const uint32_t dtype = inputs.dtype_bytes();
   Progress progress("pack", shape.num_packs * shape.seq_len * dtype);
@@ -455,80 +570,34 @@ PackReport write_packs_of(const ShardSet& inputs, const PlanShape& shape, const 
   }
   if (!concat && !sweep) sweep = std::make_unique<Sweep>(inputs);
   // Packs are gathered a batch (~1 MiB) at a time and written with one call.
-  const uint64_t pack_bytes = uint64_t{shape.seq_len} * dtype;
-  const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / pack_bytes);
+  const uint64_t batch = std::max<uint64_t>(1, (uint64_t{1} << 20) / (uint64_t{shape.seq_len} * dtype));
   // bestfit's gatherers: the cores left beside the inputs' sweep, this thread and the writer's.
   const size_t cores = o.threads ? o.threads : std::thread::hardware_concurrency();
   const size_t gatherers = std::clamp<size_t>(cores, 4, 9) - 3;
-  // concat's cut, walked twice over the packs, file after file (on the hashing thread, which makes
-  // them on its first file): `counts` gives each file's segment counts before its index (and the
-  // report's totals), `segments` the index itself.
-  std::vector<uint64_t> lens;
-  std::optional<ConcatCut> counts, segments;
-  // Outputs are sealed as they fill and renamed into place only after every input passed its check.
-  std::vector<std::unique_ptr<PackedWriter>> writers;
-  uint64_t p = 0;
-  for (const std::string& out : rep.outputs) {
-    writers.push_back(std::make_unique<PackedWriter>(out, inputs.tokenizer(), shape.seq_len, o.strategy, o.seed));
-    PackedWriter& writer = *writers.back();
+  ConcatIndex index;
+  // Every pack's segment count is known before its segments: the index goes to the .meta batch by
+  // batch (for concat while the .bin is still being copied), and sealing writes only the header.
+  for (uint64_t p = 0; p < shape.num_packs;) {
+    PackedWriter& writer = set.next(inputs, shape);
     const uint64_t end = std::min(shape.num_packs, p + per_file);
-    // Every pack's segment count is known before its segments: the index goes to the .meta batch
-    // by batch (for concat while the .bin is still being copied), and sealing writes only the
-    // header.
-    std::vector<uint64_t> offsets(end - p + 1);
-    if (!concat) {
-      for (uint64_t q = p; q <= end; ++q) offsets[q - p] = plan->pack_offsets[q] - plan->pack_offsets[p];
-      writer.open_index(offsets);
-      writer.reserve(end - p, 0);
-      GatherRing(inputs, *plan, p, end, batch, gatherers, writer, progress).run();
-      p = end;
+    if (concat) {
+      copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, *check, progress,
+                  [&, p] { index.write(inputs, shape, p, end, batch, writer); });
       writer.seal(inputs.num_docs());
-      continue;
+    } else {
+      write_bestfit_file(inputs, *plan, p, end, batch, gatherers, writer, progress);
     }
-    // concat's index, on the hashing thread once the file's bytes are hashed.
-    auto index_of_file = [&] {
-      if (!counts) {
-        lens = inputs.doc_lengths();
-        counts.emplace(lens, shape.seq_len);
-        segments.emplace(lens, shape.seq_len);
-      }
-      for (uint64_t q = p; q < end; ++q) {
-        const uint64_t n = counts->next_pack([](auto...) {});
-        LOOM_ASSERT(n > 0, "concat's cut ends at pack ", q, " of ", shape.num_packs);
-        offsets[q - p + 1] = offsets[q - p] + n;
-      }
-      writer.open_index(offsets);
-      writer.reserve(end - p, 0);
-      std::vector<PackedSegment> segs;  // a batch's index
-      std::vector<size_t> seg_ends;
-      for (; p < end; p = std::min(end, p + batch)) {
-        segs.clear();
-        seg_ends.clear();
-        for (uint64_t q = p; q < std::min(end, p + batch); ++q) {
-          uint32_t used = 0;
-          segments->next_pack([&](uint64_t d, uint32_t pos, uint32_t len, bool ends) {
-            segs.push_back({d, used, len, pos, ends ? kSegEndsDoc : 0});
-            used += len;
-          });
-          seg_ends.push_back(segs.size());
-        }
-        writer.add_index(seg_ends.size(), segs.data(), seg_ends.data());
-      }
-    };
-    copy_concat(inputs, sources, shape.seq_len, shape.num_tokens, p, end, writer, *check, progress, index_of_file);
-    writer.seal(inputs.num_docs());
+    p = end;
   }
+  // Outputs are published only after every input passed its check.
   if (sweep) sweep->join();
   else check->finish();
-  for (size_t i = 0; i < writers.size(); ++i) {
-    writers[i]->publish();
-    log::info("pack: wrote ", rep.outputs[i], " (", writers[i]->num_packs(), " packs)");
-  }
+  set.publish();
   progress.finish();
   if (concat) {
-    LOOM_ASSERT(counts->next_pack([](auto...) {}) == 0 && counts->num_tokens() == shape.num_tokens, "concat's cut has more than ",
-                shape.num_packs, " packs or other than ", shape.num_tokens, " tokens");
-    fill_totals(rep, shape, counts->nonempty_docs(), counts->truncated_docs());
+    LOOM_ASSERT(index.counts->next_pack([](auto...) {}) == 0 && index.counts->num_tokens() == shape.num_tokens,
+                "concat's cut has more than ", shape.num_packs, " packs or other than ", shape.num_tokens, " tokens");
+    fill_totals(rep, shape, index.counts->nonempty_docs(), index.counts->truncated_docs());
   } else {
     fill_totals(rep, shape, plan->nonempty_docs, plan->truncated_docs);
   }

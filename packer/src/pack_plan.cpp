@@ -118,6 +118,60 @@ class RoomIndex {
   std::vector<std::vector<uint64_t>> heaps_;  // by room, 0..L-1 (a pack with room L is never open)
   std::vector<uint64_t> words_, summary_;
 };
+
+// Best fit of the items (remainders, by_len[len] of each length, taken longest first): each
+// item's pack (packs first, first + 1, ... opened as needed) and its rank among that pack's items
+// (placement order, which is ascending item order). Returns each opened pack's item count.
+std::vector<uint32_t> best_fit(const std::vector<uint64_t>& by_len, uint32_t L, uint64_t first, uint64_t* item_pack,
+                               uint32_t* item_rank) {
+  std::vector<uint32_t> left, count;  // by pack - first
+  RoomIndex room(L);
+  uint64_t i = 0;
+  for (uint32_t len = L - 1; len > 0; --len) {
+    for (const uint64_t run_end = i + by_len[len]; i < run_end; ++i) {
+      uint64_t p;
+      if (!room.pop_fitting(len, p)) {
+        p = first + left.size();
+        left.push_back(L);
+        count.push_back(0);
+      }
+      item_pack[i] = p;
+      item_rank[i] = count[p - first]++;
+      left[p - first] -= len;
+      if (left[p - first] > 0) room.push(left[p - first], p);
+    }
+  }
+  return count;
+}
+
+// The documents again, in order: each full chunk to its pack (the full packs in document order),
+// each item to its pack and rank, at the pack's place in the plan (pack_start).
+void place_chunks(const std::vector<uint64_t>& lens, const std::vector<uint64_t>& by_len,
+                  const std::vector<uint64_t>& pack_start, const uint64_t* item_pack, const uint32_t* item_rank,
+                  PackPlan& plan) {
+  const uint32_t L = plan.seq_len;
+  std::vector<uint64_t> at(L, 0);  // the next item of each length
+  uint64_t next_run = 0;
+  for (uint32_t len = L - 1; len > 0; --len) {
+    at[len] = next_run;
+    next_run += by_len[len];
+  }
+  uint64_t full = 0, start = 0;  // start: document d's first token, globally
+  for (uint64_t d = 0; d < lens.size(); start += lens[d++]) {
+    const uint64_t len = lens[d], rem = len % L;
+    for (uint64_t pos = 0; pos + L <= len; pos += L) {
+      const uint64_t s = pack_start[full++];
+      plan.segments[s] = {d, static_cast<uint32_t>(pos), L, pos + L == len};
+      plan.segment_src[s] = start + pos;
+    }
+    if (rem > 0) {
+      const uint64_t k = at[rem]++;
+      const uint64_t s = pack_start[item_pack[k]] + item_rank[k];
+      plan.segments[s] = {d, static_cast<uint32_t>(len - rem), static_cast<uint32_t>(rem), true};
+      plan.segment_src[s] = start + len - rem;
+    }
+  }
+}
 }  // namespace
 
 PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t seed) {
@@ -147,28 +201,10 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
     plan.segments.resize(n);
     plan.segment_src.resize(n);
   });
-  // Best fit: each item's pack and its rank among that pack's items (placement order, which is
-  // ascending item order). Items are sorted, so their lengths are runs of by_len[len] items each.
   const uint64_t first = num_full;
   const std::unique_ptr<uint64_t[]> item_pack = uninitialized<uint64_t>(num_items);
   const std::unique_ptr<uint32_t[]> item_rank = uninitialized<uint32_t>(num_items);
-  std::vector<uint32_t> left, count;  // by pack - first
-  RoomIndex room(L);
-  uint64_t i = 0;
-  for (uint32_t len = L - 1; len > 0; --len) {
-    for (const uint64_t run_end = i + by_len[len]; i < run_end; ++i) {
-      uint64_t p;
-      if (!room.pop_fitting(len, p)) {
-        p = first + left.size();
-        left.push_back(L);
-        count.push_back(0);
-      }
-      item_pack[i] = p;
-      item_rank[i] = count[p - first]++;
-      left[p - first] -= len;
-      if (left[p - first] > 0) room.push(left[p - first], p);
-    }
-  }
+  const std::vector<uint32_t> count = best_fit(by_len, L, first, item_pack.get(), item_rank.get());
   // Packs are opened in a deterministic order; the seed shuffles them (Fisher-Yates). Each pack's
   // first segment lands at pack_start in the plan.
   const uint64_t num_packs = first + count.size();
@@ -186,28 +222,7 @@ PackPlan plan_bestfit(const std::vector<uint64_t>& lens, uint32_t L, uint64_t se
   }
   sized.get();
   LOOM_ASSERT(segments == plan.segments.size(), "best fit placed ", segments, " chunks of ", plan.segments.size());
-  // The documents again, in order: each full chunk to its pack, each item to its pack and rank.
-  std::vector<uint64_t> at(L, 0);  // the next item of each length
-  uint64_t next_run = 0;
-  for (uint32_t len = L - 1; len > 0; --len) {
-    at[len] = next_run;
-    next_run += by_len[len];
-  }
-  uint64_t full = 0, start = 0;  // start: document d's first token, globally
-  for (uint64_t d = 0; d < lens.size(); start += lens[d++]) {
-    const uint64_t len = lens[d], rem = len % L;
-    for (uint64_t pos = 0; pos + L <= len; pos += L) {
-      const uint64_t s = pack_start[full++];
-      plan.segments[s] = {d, static_cast<uint32_t>(pos), L, pos + L == len};
-      plan.segment_src[s] = start + pos;
-    }
-    if (rem > 0) {
-      const uint64_t k = at[rem]++;
-      const uint64_t s = pack_start[item_pack[k]] + item_rank[k];
-      plan.segments[s] = {d, static_cast<uint32_t>(len - rem), static_cast<uint32_t>(rem), true};
-      plan.segment_src[s] = start + len - rem;
-    }
-  }
+  place_chunks(lens, by_len, pack_start, item_pack.get(), item_rank.get(), plan);
   return plan;
 }
 

@@ -31,14 +31,15 @@
 //    88    8 index_xxh64      u64, XXH64 of seg_offsets and segments (contiguous bytes)
 //    96    8 model_fingerprint u64, as in the token shards
 //   104    8 seed             u64, the seed the packer was run with
-//   112    8 set_id           u64, the output set's identity: unique per pack run, equal in every file
-//                             of the set (0: not recorded, files written before sets were)
+//   112    8 set_id           u64, the output set's identity, equal in every file of the set: XXH64
+//                             of the run's settings and inputs (two runs share it only when they
+//                             write the same files); 0: not recorded (files written before sets were)
 //   120    4 shard_index      u32, this file's place in its set, < shard_count (0 when set_id is 0)
 //   124    4 shard_count      u32, the number of files of the set (0 when set_id is 0)
 //
 // An output set is the files one `loom-pack pack` run writes: NAME.bin, or NAME-00000.bin ...
-// when rolled (--max-packs-per-shard). A reader of a folder refuses two set_ids side by side, or
-// a set missing a shard_index.
+// when rolled (--max-packs-per-shard). loom-train refuses a dataset folder holding two set_ids,
+// or a set missing a shard_index or holding one twice.
 //
 // PackedSegment, 24 bytes: a run of one document's tokens inside one pack.
 //     0    8 doc              u64, index of the source document (inputs in command-line order,

@@ -20,6 +20,9 @@ uint64_t file_size(const std::string& path);
 void make_dirs(const std::string& path);                // mkdir -p
 void remove_file(const std::string& path);              // ignores ENOENT
 void remove_dir(const std::string& path);               // an empty folder (rmdir); ignores ENOENT
+// A new folder parent/<prefix>XXXXXX (mkdtemp: a name no one else holds, made with mkdir's O_EXCL
+// semantics, never through a link); returns its path.
+std::string make_unique_dir(const std::string& parent, const std::string& prefix);
 void rename_file(const std::string& from, const std::string& to);
 void fsync_dir(const std::string& dir);
 std::string dirname(const std::string& path);

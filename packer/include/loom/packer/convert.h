@@ -40,11 +40,13 @@ ConvertReport convert_shards(const std::vector<std::string>& input_paths, const 
 // The inputs of a command that reads loom token shards (pack), with every InternLM shard and
 // Megatron dataset among them
 // replaced by its conversion (convert_shards with `options`, so exactly what `convert --to loom`
-// writes) into the folder `scratch_dir`, which is emptied first (a killed run's leftovers) and
-// removed with its files at destruction. Loom shards pass through untouched, in their order.
+// writes) into a scratch folder of its own, made fresh inside `scratch_parent` (a unique name,
+// sys::make_unique_dir) only when there is something to convert. At destruction it removes the
+// files it wrote there and the folder, nothing else: a folder it did not make is never emptied.
+// Loom shards pass through untouched, in their order.
 class InternlmAsLoom {
  public:
-  InternlmAsLoom(const std::vector<std::string>& input_paths, const std::string& scratch_dir, ConvertOptions options);
+  InternlmAsLoom(const std::vector<std::string>& input_paths, const std::string& scratch_parent, ConvertOptions options);
   ~InternlmAsLoom();
   InternlmAsLoom(const InternlmAsLoom&) = delete;
   InternlmAsLoom& operator=(const InternlmAsLoom&) = delete;
@@ -52,7 +54,9 @@ class InternlmAsLoom {
   uint64_t converted() const { return converted_; }
 
  private:
-  std::string scratch_;
+  void remove_scratch() const;
+  std::string scratch_;               // "" until made
+  std::vector<std::string> written_;  // the converted shards' .bin paths in scratch_
   std::vector<std::string> paths_;
   uint64_t converted_ = 0;
 };

@@ -5,6 +5,14 @@
 // Output: DIR/NAME.bin (+ .meta), or with max_packs_per_shard > 0 and more packs than that,
 // DIR/NAME-00000.bin, DIR/NAME-00001.bin, ... of at most that many packs each. Segment doc ids are
 // global over all inputs in every file.
+//
+// The files of one run are an output set: each header records the set (set_id, shard_index,
+// shard_count), and the set replaces the previous one of the same NAME as a whole. Every file is
+// written and fsynced under a temporary name first; once all inputs passed their check, the
+// previous set's files (output_set_files) that the new set does not overwrite are removed, then
+// the new files are renamed into place and the folder fsynced. A run that fails before leaves the
+// previous set as it was; a run killed in between leaves a mixed or incomplete set, which
+// loom-train refuses by its headers (and a rerun replaces).
 #pragma once
 
 #include <cstdint>
@@ -33,12 +41,21 @@ struct PackReport {
   std::vector<std::string> outputs;
 };
 
-// The folder inside DIR where InternLM inputs are converted; emptied before and after use.
-std::string pack_scratch_dir(const PackOptions& options);
+// The folder inside which pack makes its scratch folder (InternlmAsLoom's, a fresh unique name):
+// DIR itself.
+std::string pack_scratch_parent(const PackOptions& options);
+// The files of DIR that belong to an output set of NAME, whichever run wrote them: NAME.bin and
+// NAME-NNNNN.bin (5 or more digits), and their .meta, those that exist. A run replaces them all.
+std::vector<std::string> output_set_files(const PackOptions& options);
 // Before anything is written: refuses inputs (shards and the model, `files`: every path the run
 // reads) that an output could replace, whatever the number of packs (DIR/NAME.bin and any
-// DIR/NAME-NNNNN.bin, with their .meta), or that lie in the scratch folder.
+// DIR/NAME-NNNNN.bin, with their .meta).
 void check_pack_spares_inputs(const std::vector<std::string>& files, const PackOptions& options);
+// The set_id of a run's output set (packed_format.h): XXH64 of the settings that shape the output
+// (format version, seq_len, strategy, seed, max_packs_per_shard, the number of files, NAME) and of
+// each input's identity (documents, tokens, .bin and offsets checksums); never 0. Two runs share
+// it only when they write the same files, so a rerun is byte for byte the same.
+uint64_t output_set_id(const ShardSet& inputs, const PackOptions& options, uint64_t num_files);
 // Output paths for a run of num_packs packs.
 std::vector<std::string> pack_output_paths(const PackOptions& options, uint64_t num_packs);
 // Writes plan's packs from inputs. The plan must be the one plan_packs() made from these inputs'
