@@ -25,9 +25,9 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 loom_tokens_per_s() {  # ATTENTION -> tokens/s over steps 3.. (the first two warm up, as on the Python side)
   rm -rf "$W/run"
   "$B/trainer/loom-train" --config configs/demo.ini --job.run_dir="$W/run" --data.train_folder="$W/data/train" \
-    --data.valid_folder "" --data.total_steps="$STEPS" --data.micro_bsz=$MB --data.micro_num=$MN --model.hidden_size="$C" \
+    --data.valid_folder "" --data.seq_len="$T" --data.total_steps="$STEPS" --data.micro_bsz=$MB --data.micro_num=$MN --model.hidden_size="$C" \
     --model.num_layers="$L" --model.num_attention_heads=$H --model.vocab_size=$V --job.threads="$THREADS" \
-    --job.log_every=1 --ckpt.enable_save_ckpt=false --job.tensorboard=false --job.attention="$1" 2>"$W/loom.log" || { tail -5 "$W/loom.log" >&2; exit 1; }
+    --job.log_every=1 --ckpt.enable_save_ckpt=false --job.tensorboard=false --job.attention="$1" >"$W/loom.log" 2>&1 || { tail -5 "$W/loom.log" >&2; exit 1; }
   # Total real tokens / total step time, as the Python side measures.
   /usr/bin/python3 -c "
 import json,sys

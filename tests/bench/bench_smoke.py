@@ -17,6 +17,7 @@ Every script is first parsed: bash -n and shellcheck for .sh, py_compile for .py
 Exit 0 when everything passed; else 1, and the first line of stderr says which check failed.
 """
 import argparse
+import json
 import os
 import pathlib
 import py_compile
@@ -32,8 +33,8 @@ TIMEOUT_S = 150
 
 class Run:
     """One invocation: argv and environment (strings with {S} the script, {B} the build folder,
-    {W} the scratch folder, {T} the tree), the output's required lines, the log's, and files that
-    must exist afterwards."""
+    {W} the scratch folder, {T} the tree, {P} Debian's python3), the output's required lines, the
+    log's, files that must exist afterwards, and a setup(work, tree) that writes its inputs."""
 
     def __init__(self, argv, env=None, out=(), log=(), files=(), setup=None):
         self.argv, self.env, self.out, self.log, self.files, self.setup = argv, env or {}, out, log, files, setup
@@ -64,7 +65,6 @@ def chrome_trace(work, tree):
           ("cuda_runtime", "cudaStreamSynchronize", 1, 450, 100, {"correlation": 12}),
           ("kernel", "flash_fwd_kernel", 7, 600, 200, {"correlation": 13, "stream": 7}),
           ("gpu_memcpy", "Memcpy HtoD", 8, 50, 20, {"correlation": 14, "stream": 8})]
-    import json
     events = [{"ph": "X", "cat": c, "name": n, "pid": 0, "tid": t, "ts": ts, "dur": d, "args": a}
               for c, n, t, ts, d, a in ev]
     (work / "trace.json").write_text(json.dumps({"traceEvents": events}))
