@@ -13,7 +13,8 @@ Every script is first parsed: bash -n and shellcheck for .sh, py_compile for .py
     expressions over its output and over the log it appends to, redirected by LOOM_BENCH_LOG).
     A helper that another script runs is covered by that script's recipe (COVERED_BY). A script
     with neither fails: every benchmark must run here.
-  - bench/gpu/*: parsed only, unless it has a CPU path (a RECIPE entry, e.g. gpu/make_packed.py).
+  - bench/gpu/*, bench/hf/*: parsed only, unless they have a CPU path (a RECIPE entry, e.g.
+    gpu/make_packed.py, hf/make_fixture.sh).
 Exit 0 when everything passed; else 1, and the first line of stderr says which check failed.
 """
 import argparse
@@ -115,6 +116,18 @@ RECIPES = {
     "gpu/make_packed.py": [Run(["{P}", "{S}", "{W}/p.bin", "--seq-len", "64", "--packs", "4", "--vocab", "1000"],
                                out=[r'^\{"docs": "random", "packs": 4, "seq_len": 64,'], files=["{W}/p.bin.meta"]),
                            Run(["{B}/packer/loom-pack", "verify", "--deep", "{W}/p.bin"])],
+    # A 2-step demo checkpoint, then the export and the two logit dumps, which must be identical.
+    "hf/make_fixture.sh": [Run(["{B}/tokenize/loom-tokenize", "--model", "data_samples/spm_2k.model", "--output-dir",
+                                "{W}/tok", "data_samples/neko_head.jsonl.gz"]),
+                           Run(["{B}/packer/loom-pack", "pack", "--seq-len", "256", "--seed", "1", "--output-dir",
+                                "{W}/data/train/neko", "{W}/tok/neko_head.bin"]),
+                           Run(["{B}/trainer/loom-train", "--config", "configs/demo.ini", "--job.run_dir={W}/run",
+                                "--data.train_folder={W}/data/train", "--data.valid_folder=", "--data.total_steps=2",
+                                "--job.tensorboard=false"], files=["{W}/run/checkpoints/step_2"]),
+                           Run(["bash", "{S}", "{W}/run/checkpoints/step_2", "data_samples/spm_2k.model", "{W}/fixture", "{B}"],
+                               {"LOOM_HF_NEW_TOKENS": "4"},
+                               out=[r"the dumps from the checkpoint and from its export are identical$"],
+                               files=["{W}/fixture/hf/config.json"])],
     "gpu/trace_summary.py": [Run(["{P}", "{S}", "{W}/trace.json"], setup=chrome_trace,
                                  out=[r"^  gemm +0\.30 ms", r"^kernel launches per step: 1$"])],
 }
@@ -202,8 +215,8 @@ def smoke(script, build, tree, work):
         if parent not in RECIPES or f"bench/{script}" not in (tree / "bench" / parent).read_text(encoding="utf-8"):
             raise Failure(f"bench/{script}: said to be run by bench/{parent}, which does not run it")
         print(f"bench/{script} runs inside bench/{parent}'s smoke test")
-    elif script.startswith("gpu/"):
-        print(f"bench/{script}: GPU only, parsed")
+    elif script.startswith(("gpu/", "hf/")):
+        print(f"bench/{script}: runs on the GPU machine only (torch 2, transformers), parsed")
     else:
         raise Failure(f"bench/{script}: no smoke recipe; add one to RECIPES in {pathlib.Path(__file__).name} "
                       "(tiny inputs, its summary line)")
