@@ -35,7 +35,7 @@ TEST_CASE("Megatron's preprocess_data.py spellings write what loom's own spellin
                                   q(dir / "mega/corpus") + " --json-keys text title --workers 2 --append-eod 2>&1");
   INFO(mega.output);
   REQUIRE(mega.exit_code == 0);
-  CHECK_THAT(mega.output, Catch::Contains("2 input(s), 2 other file(s) skipped"));
+  CHECK_THAT(mega.output, Catch::Contains("2 inputs, 2 other files skipped"));
   CHECK(list_dir(dir / "mega") == "corpus_text_document\ncorpus_title_document\n");
   const std::string files = "a.bin\na.bin.meta\nb.bin\nb.bin.meta\n";
   CHECK(list_dir(dir / "mega/corpus_text_document") == files);

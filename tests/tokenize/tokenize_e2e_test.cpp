@@ -273,8 +273,8 @@ TEST_CASE("txt paragraphs with invalid UTF-8 are reported at the paragraph, for 
       REQUIRE(skip.exit_code == 0);
       CHECK(skip.output.find("WARN skipped " + want + "\n") != std::string::npos);
       // 2002 paragraphs before it, "next paragraph" and the 2000 "after" ones.
-      CHECK(skip.output.find("bad.bin: 4003 docs, ") != std::string::npos);
-      CHECK(skip.output.find(", 1 bad records skipped") != std::string::npos);
+      CHECK(skip.output.find("bad.bin: 4,003 docs, ") != std::string::npos);
+      CHECK(skip.output.find(", 1 bad record skipped\n") != std::string::npos);
     }
   }
 }
@@ -355,7 +355,7 @@ TEST_CASE("resume writes again a damaged shard and one written with other output
     auto r = tokenize(base);
     require_ok(r);
     CHECK(r.output.find("botchan_head.txt: tokenizing (it is damaged: ") != std::string::npos);
-    CHECK(r.output.find("1 files written, 1 skipped (--resume)") != std::string::npos);
+    CHECK(r.output.find("1 file written, 1 skipped (--resume)") != std::string::npos);
     CHECK(read_all(head) + read_all(head + ".meta") == want_head);
   }
   SECTION("a shard that records no settings (an older loom-tokenize) is tokenized again") {
