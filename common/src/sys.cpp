@@ -31,6 +31,11 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+bool lexists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
 bool is_directory(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -207,6 +212,8 @@ void check_outputs_spare_inputs(const std::vector<std::string>& inputs, const st
   for (const std::string& out : outputs) {
     const std::string* in = nullptr;
     if (::stat(out.c_str(), &st) == 0) {
+      LOOM_CHECK(!S_ISDIR(st.st_mode), "the output ", out,
+                 " is a folder: a file cannot replace it; give a file path that is not a folder");
       const auto it = by_inode.find({st.st_dev, st.st_ino});
       if (it != by_inode.end()) in = it->second;
     } else {
@@ -250,6 +257,31 @@ File File::open_read(const std::string& path) {
   f.path_ = path;
   f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd_ < 0) throw_errno("open", path, errno);
+  return f;
+}
+
+namespace {
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+}  // namespace
+
+File File::open_regular(const std::string& path) {
+  File f;
+  f.path_ = path;
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer, forever.
+  f.fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (f.fd_ < 0) throw_errno("open", path, errno);
+  struct stat st;
+  if (::fstat(f.fd_, &st) != 0) throw_errno("fstat", path, errno);
+  LOOM_CHECK(S_ISREG(st.st_mode), path, ": ", file_type_name(st.st_mode), ", expected a regular file");
+  const int flags = ::fcntl(f.fd_, F_GETFL);
+  if (flags < 0 || ::fcntl(f.fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) throw_errno("fcntl", path, errno);
   return f;
 }
 
@@ -369,7 +401,7 @@ void File::close() {
 // ---- MappedFile ----
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  File f = File::open_read(path);
+  File f = File::open_regular(path);
   size_ = f.size();
   if (size_ == 0) return;
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, f.fd(), 0);

@@ -1,3 +1,5 @@
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,4 +123,35 @@ TEST_CASE("glob: the matches of a shell pattern, sorted, and an empty list for n
   CHECK(sys::glob(dir / "a_?.jsonl") == std::vector<std::string>{dir / "a_9.jsonl"});
   CHECK(sys::glob(dir / "[bc]*") == std::vector<std::string>{dir / "b_2.jsonl", dir / "c.txt"});
   CHECK(sys::glob(dir / "*.parquet").empty());
+}
+
+TEST_CASE("open_regular and MappedFile refuse a FIFO, a folder and a device at once, naming what it is") {
+  test::TempDir dir("sys_regular");
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0644) == 0);  // no writer: a blocking open would wait forever
+  REQUIRE(::mkdir((dir / "folder").c_str(), 0755) == 0);
+  test::write_all(dir / "file", "abc");
+  CHECK_THROWS_WITH(sys::File::open_regular(dir / "fifo"), dir / "fifo: a FIFO (named pipe), expected a regular file");
+  CHECK_THROWS_WITH(sys::MappedFile(dir / "fifo"), dir / "fifo: a FIFO (named pipe), expected a regular file");
+  CHECK_THROWS_WITH(sys::MappedFile(dir / "folder"), dir / "folder: a folder, expected a regular file");
+  CHECK_THROWS_WITH(sys::MappedFile("/dev/null"), "/dev/null: a character device, expected a regular file");
+  CHECK_THROWS_WITH(sys::MappedFile(dir / "missing"), "open " + dir / "missing: No such file or directory");
+  // A regular file reads as before, its descriptor blocking again.
+  sys::File f = sys::File::open_regular(dir / "file");
+  CHECK((::fcntl(f.fd(), F_GETFL) & O_NONBLOCK) == 0);
+  char buf[3];
+  f.pread_exact(buf, 3, 0);
+  CHECK(std::string(buf, 3) == "abc");
+  CHECK(sys::MappedFile(dir / "file").size() == 3);
+}
+
+TEST_CASE("lexists sees a symlink loop that exists() does not; an output that is a folder is refused") {
+  test::TempDir dir("sys_lexists");
+  REQUIRE(::symlink("loop", (dir / "loop").c_str()) == 0);
+  CHECK_FALSE(sys::exists(dir / "loop"));
+  CHECK(sys::lexists(dir / "loop"));
+  CHECK_FALSE(sys::lexists(dir / "none"));
+  REQUIRE(::mkdir((dir / "out.bin").c_str(), 0755) == 0);
+  CHECK_THROWS_WITH(sys::check_outputs_spare_inputs({dir / "in.bin"}, {dir / "out.bin"}),
+                    "the output " + dir / "out.bin is a folder: a file cannot replace it; give a file path that is not "
+                                    "a folder");
 }

@@ -15,6 +15,8 @@ namespace loom::sys {
 [[noreturn]] void throw_errno(const char* call, const std::string& path, int err, const char* hint = nullptr);
 
 bool exists(const std::string& path);
+// Whether a directory entry of this name exists (lstat: a symlink counts, even a dangling or looping one).
+bool lexists(const std::string& path);
 bool is_directory(const std::string& path);
 uint64_t file_size(const std::string& path);
 void make_dirs(const std::string& path);                // mkdir -p
@@ -44,7 +46,8 @@ bool same_file(const std::string& a, const std::string& b);
 bool path_inside(const std::string& path, const std::string& dir);
 // A tool's guard before it writes: throws loom::Error naming both paths when an output (each file
 // the run would write or replace) is the same file as an input, which writing would destroy: the
-// same inode for an output that exists, the same canonical_path for one that does not yet.
+// same inode for an output that exists, the same canonical_path for one that does not yet. An
+// output that is an existing folder is refused too (the final rename could not replace it).
 void check_outputs_spare_inputs(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
 std::string hostname();
 // Whether a process with this pid runs on this host.
@@ -60,6 +63,9 @@ class File {
  public:
   File() = default;
   static File open_read(const std::string& path);
+  // open_read for data files: refuses anything but a regular file (a FIFO, a folder, a device),
+  // naming the path and what it is, without blocking (a FIFO with no writer is never waited on).
+  static File open_regular(const std::string& path);
   static File create(const std::string& path);   // O_CREAT|O_TRUNC|O_WRONLY
   ~File();
   File(File&& o) noexcept;
@@ -86,7 +92,8 @@ class File {
   std::string path_;
 };
 
-// A read-only memory map of a whole file (an empty file maps to data() == nullptr, size() == 0).
+// A read-only memory map of a whole regular file (File::open_regular; an empty file maps to
+// data() == nullptr, size() == 0).
 class MappedFile {
  public:
   MappedFile() = default;
