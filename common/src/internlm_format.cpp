@@ -179,8 +179,12 @@ void parse_npy(const sys::MappedFile& m, uint64_t& data_offset, uint64_t& rows) 
              ": InternLM .meta must be int32 (N, 2), found shape ", shape);
   data_offset = start + hl;
   rows = n;
-  LOOM_CHECK(m.size() == data_offset + rows * 8, path, ": truncated .meta: ", m.size(), " bytes, expected ",
-             data_offset + rows * 8, " for shape (", rows, ", 2)");
+  // Overflow-checked before it is trusted: a forged row count whose size wraps would "match".
+  uint64_t want = 0;
+  LOOM_CHECK(!__builtin_mul_overflow(rows, uint64_t{8}, &want) && !__builtin_add_overflow(want, data_offset, &want),
+             path, ": shape ", shape, ": ", rows, " rows x 8 bytes does not fit 64 bits (a forged or corrupted header)");
+  LOOM_CHECK(m.size() == want, path, ": truncated .meta: ", m.size(), " bytes, expected ", want, " for shape (", rows,
+             ", 2)");
 }
 
 const char* skip_ws(const char* p, const char* end) {

@@ -20,7 +20,7 @@ std::string megatron_idx_path(const std::string& bin_path) {
 bool is_megatron_dataset(const std::string& bin_path) {
   const std::string idx = megatron_idx_path(bin_path);
   if (!sys::exists(idx) || sys::is_directory(idx)) return false;
-  sys::File f = sys::File::open_read(idx);
+  sys::File f = sys::File::open_regular(idx);
   char magic[sizeof(kMegatronMagic)] = {0};
   if (f.size() < sizeof(magic)) return false;
   f.pread_exact(magic, sizeof(magic), 0);
@@ -126,10 +126,16 @@ MegatronReader::MegatronReader(const std::string& bin_path) {
   num_sequences_ = load<uint64_t>(p + 18);
   const uint64_t doc_count = load<uint64_t>(p + 26);
   const uint64_t s = num_sequences_, d = doc_count;
-  // Bounded first so that the expected size cannot overflow.
+  // Each count's bytes overflow-checked before any size is trusted (a forged count whose size wraps
+  // would otherwise "match" a small file); then bounded, so that no sum below can wrap.
+  uint64_t seq_bytes = 0, doc_bytes = 0, want = 0;
+  LOOM_CHECK(!__builtin_mul_overflow(s, uint64_t{12}, &seq_bytes), path, ": sequence count ", s,
+             " at byte 18 does not fit 64 bits as 12-byte entries (a forged or corrupted header)");
+  LOOM_CHECK(!__builtin_mul_overflow(d, uint64_t{8}, &doc_bytes), path, ": document count ", d,
+             " at byte 26 does not fit 64 bits as 8-byte entries (a forged or corrupted header)");
   const uint64_t limit = uint64_t{1} << 56;
-  const uint64_t want = kMegatronHeaderBytes + 12 * s + 8 * d;
-  const bool counts_fit = s < limit && d < limit;
+  const bool counts_fit = s < limit && d < limit && !__builtin_add_overflow(seq_bytes, doc_bytes, &want) &&
+                          !__builtin_add_overflow(want, kMegatronHeaderBytes, &want);
   const bool has_modes = counts_fit && idx_.size() == want + s;
   LOOM_CHECK(counts_fit && idx_.size() == want, path, ": truncated .idx or wrong counts: ", idx_.size(), " bytes, expected ",
              counts_fit ? str(want) : std::string("an impossible size"), " for ", s, " sequences and ", d,

@@ -152,24 +152,33 @@ PackedReader::PackedReader(const std::string& bin_path) {
   detail::read_loom_header(meta_, kPackedMagic, "loom packed shard index", kPackedVersion, &header_, sizeof(header_));
   const PackedHeader& h = header_;
   LOOM_CHECK(h.seq_len > 0, meta_path, ": seq_len is 0");
+  detail::check_tokenizer_fields(meta_path, h.vocab_size, h.bos_id, h.eos_id, h.flags);
   LOOM_CHECK(h.pad_id < h.vocab_size, meta_path, ": pad_id ", h.pad_id, " >= vocab size ", h.vocab_size);
   LOOM_CHECK(h.strategy <= 1, meta_path, ": unknown strategy ", h.strategy, ", expected 0 (concat) or 1 (bestfit)");
   LOOM_CHECK(h.num_packs > 0, meta_path, ": empty shard: it has no packs");
-  LOOM_CHECK(h.num_packs < (uint64_t{1} << 56) && h.num_segments < (uint64_t{1} << 56), meta_path,
-             ": implausible counts: ", h.num_packs, " packs, ", h.num_segments, " segments");
-  const uint64_t index_bytes = (h.num_packs + 1) * sizeof(uint64_t) + h.num_segments * sizeof(PackedSegment);
-  const uint64_t want_meta = sizeof(PackedHeader) + index_bytes;
+  // Every size from the header's counts is overflow-checked before it is trusted: a forged count
+  // whose byte size wraps would otherwise "match" a small file.
+  uint64_t offsets_bytes = 0, segments_bytes = 0, index_bytes = 0, want_meta = 0, want_bin = 0;
+  LOOM_CHECK(!__builtin_add_overflow(h.num_packs, 1, &offsets_bytes) &&
+                 !__builtin_mul_overflow(offsets_bytes, sizeof(uint64_t), &offsets_bytes) &&
+                 !__builtin_mul_overflow(h.num_segments, sizeof(PackedSegment), &segments_bytes) &&
+                 !__builtin_add_overflow(offsets_bytes, segments_bytes, &index_bytes) &&
+                 !__builtin_add_overflow(index_bytes, sizeof(PackedHeader), &want_meta),
+             meta_path, ": num_packs ", h.num_packs, " and num_segments ", h.num_segments,
+             ": the index's size does not fit 64 bits (a forged or corrupted header)");
+  LOOM_CHECK(!__builtin_mul_overflow(h.num_packs, uint64_t{h.seq_len}, &want_bin) &&
+                 !__builtin_mul_overflow(want_bin, uint64_t{h.dtype_bytes}, &want_bin),
+             meta_path, ": num_packs ", h.num_packs, " x seq_len ", h.seq_len, " x dtype_bytes ", h.dtype_bytes,
+             " does not fit 64 bits (a forged or corrupted header)");
   LOOM_CHECK(meta_.size() == want_meta, meta_path, ": truncated .meta: ", meta_.size(), " bytes, expected ",
              want_meta, " for ", h.num_packs, " packs and ", h.num_segments, " segments");
   seg_offsets_ = reinterpret_cast<const uint64_t*>(meta_.data() + sizeof(PackedHeader));
-  segments_ = reinterpret_cast<const PackedSegment*>(meta_.data() + sizeof(PackedHeader) +
-                                                     (h.num_packs + 1) * sizeof(uint64_t));
+  segments_ = reinterpret_cast<const PackedSegment*>(meta_.data() + sizeof(PackedHeader) + offsets_bytes);
   const uint64_t got = xxh64(seg_offsets_, index_bytes);
   LOOM_CHECK(got == h.index_xxh64, meta_path, ": index checksum mismatch: xxh64 ", hex64(got), ", header says ",
              hex64(h.index_xxh64));
 
   bin_ = sys::MappedFile(bin_path);
-  const uint64_t want_bin = h.num_packs * h.seq_len * h.dtype_bytes;
   // Names the header fields the size comes from: a wrong seq_len or num_packs shows here.
   LOOM_CHECK(bin_.size() == want_bin, bin_path, ": ", bin_.size() < want_bin ? "truncated .bin" : ".bin too long", ": ",
              bin_.size(), " bytes, expected ", want_bin, " = num_packs ", h.num_packs, " x seq_len ", h.seq_len, " x ",
@@ -195,6 +204,8 @@ PackedReader::PackedReader(const std::string& bin_path) {
                  " tokens");
       LOOM_CHECK(g.doc < h.num_source_docs, meta_path, ": segments[", s, "] of pack ", p, " (byte offset ", sat,
                  "): doc ", g.doc, " >= num_source_docs ", h.num_source_docs);
+      LOOM_CHECK((g.seg_flags & ~kSegEndsDoc) == 0, meta_path, ": segments[", s, "] of pack ", p, " (byte offset ",
+                 sat, "): seg_flags ", g.seg_flags, " has bits other than 0 (ends its document)");
       prev_end = g.start + g.length;
       tokens += g.length;
     }

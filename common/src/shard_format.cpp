@@ -15,9 +15,11 @@ namespace loom {
 
 ShardKind detect_shard_kind(const std::string& bin_path) {
   const std::string meta = meta_path_for(bin_path);
-  // A Megatron dataset has PREFIX.idx instead (its reader reports a bad magic there).
-  if (!sys::exists(meta) && sys::exists(megatron_idx_path(bin_path))) return ShardKind::kMegatron;
-  sys::File f = sys::File::open_read(meta);
+  // A Megatron dataset has PREFIX.idx instead (its reader reports a bad magic there). lexists: an
+  // .idx that is a dangling or looping symlink is still the dataset's index, and its reader names
+  // what is wrong with it.
+  if (!sys::lexists(meta) && sys::lexists(megatron_idx_path(bin_path))) return ShardKind::kMegatron;
+  sys::File f = sys::File::open_regular(meta);
   char magic[8] = {0};
   uint64_t n = f.size();
   if (n >= sizeof(magic)) f.pread_exact(magic, sizeof(magic), 0);
@@ -68,6 +70,17 @@ void read_loom_header(const sys::MappedFile& meta, const char (&magic)[8], const
              ", expected 2 (uint16) or 4 (uint32)");
   LOOM_CHECK(vocab_size > 0 && (dtype_bytes == 4 || vocab_size <= 65536), path, ": vocab size ", vocab_size,
              " does not fit dtype uint", dtype_bytes * 8);
+}
+
+void check_tokenizer_fields(const std::string& meta, uint32_t vocab_size, int32_t bos_id, int32_t eos_id,
+                            uint32_t flags) {
+  for (const auto& [name, id] : {std::pair<const char*, int32_t>{"bos_id", bos_id}, {"eos_id", eos_id}})
+    LOOM_CHECK(id == -1 || (id >= 0 && static_cast<uint32_t>(id) < vocab_size), meta, ": ", name, " ", id,
+               " is neither -1 (none) nor < vocab size ", vocab_size);
+  LOOM_CHECK((flags & ~(kShardFlagBos | kShardFlagEos)) == 0, meta, ": flags ", flags,
+             " has bits other than 0 (bos) and 1 (eos)");
+  LOOM_CHECK(!(flags & kShardFlagBos) || bos_id >= 0, meta, ": flags say documents start with bos, but bos_id is -1");
+  LOOM_CHECK(!(flags & kShardFlagEos) || eos_id >= 0, meta, ": flags say documents end with eos, but eos_id is -1");
 }
 }  // namespace detail
 
@@ -261,13 +274,24 @@ ShardReader::ShardReader(const std::string& bin_path) {
   detail::read_loom_header(meta_, kShardMagic, "loom shard index", kShardVersion, &header_, sizeof(header_));
   const ShardHeader& h = header_;
   LOOM_CHECK(h.num_docs > 0, meta_path, ": empty shard: it has no documents");
-  const uint64_t want_meta = sizeof(ShardHeader) + (h.num_docs + 1) * sizeof(uint64_t);
-  LOOM_CHECK(h.num_docs < (uint64_t{1} << 58) && meta_.size() == want_meta, meta_path, ": truncated .meta: ",
-             meta_.size(), " bytes, expected ", want_meta, " for ", h.num_docs, " documents");
+  // Every size from the header's counts is overflow-checked before it is trusted: a forged count
+  // whose byte size wraps would otherwise "match" a small file.
+  uint64_t want_meta = 0;
+  LOOM_CHECK(!__builtin_add_overflow(h.num_docs, 1, &want_meta) &&
+                 !__builtin_mul_overflow(want_meta, sizeof(uint64_t), &want_meta) &&
+                 !__builtin_add_overflow(want_meta, sizeof(ShardHeader), &want_meta),
+             meta_path, ": num_docs ", h.num_docs,
+             ": (num_docs + 1) x 8 bytes of offsets does not fit 64 bits (a forged or corrupted header)");
+  LOOM_CHECK(meta_.size() == want_meta, meta_path, ": truncated .meta: ", meta_.size(), " bytes, expected ", want_meta,
+             " for ", h.num_docs, " documents");
+  uint64_t want_bin = 0;
+  LOOM_CHECK(!__builtin_mul_overflow(h.num_tokens, uint64_t{h.dtype_bytes}, &want_bin), meta_path, ": num_tokens ",
+             h.num_tokens, " x dtype_bytes ", h.dtype_bytes, " does not fit 64 bits (a forged or corrupted header)");
+  detail::check_tokenizer_fields(meta_path, h.vocab_size, h.bos_id, h.eos_id, h.flags);
+  LOOM_CHECK(h.encoder <= kShardEncoderLoom, meta_path, ": encoder ", h.encoder, " is not 0, 1 or 2");
   offsets_ = reinterpret_cast<const uint64_t*>(meta_.data() + sizeof(ShardHeader));
 
   bin_ = sys::MappedFile(bin_path);
-  const uint64_t want_bin = h.num_tokens * h.dtype_bytes;
   LOOM_CHECK(bin_.size() == want_bin, bin_path, ": truncated .bin: ", bin_.size(), " bytes, expected ", want_bin,
              " (", h.num_tokens, " tokens of uint", h.dtype_bytes * 8, ")");
 
@@ -311,14 +335,6 @@ void ShardReader::read_doc(uint64_t i, std::vector<uint32_t>& out) const {
 void ShardReader::check_header() const {
   const ShardHeader& h = header_;
   const std::string meta = meta_path_for(bin_path());
-  for (const auto& [name, id] : {std::pair<const char*, int32_t>{"bos_id", h.bos_id}, {"eos_id", h.eos_id}})
-    LOOM_CHECK(id == -1 || (id >= 0 && static_cast<uint32_t>(id) < h.vocab_size), meta, ": ", name, " ", id,
-               " is neither -1 (none) nor < vocab size ", h.vocab_size);
-  LOOM_CHECK((h.flags & ~(kShardFlagBos | kShardFlagEos)) == 0, meta, ": flags ", h.flags,
-             " has bits other than 0 (bos) and 1 (eos)");
-  LOOM_CHECK(!(h.flags & kShardFlagBos) || h.bos_id >= 0, meta, ": flags say documents start with bos, but bos_id is -1");
-  LOOM_CHECK(!(h.flags & kShardFlagEos) || h.eos_id >= 0, meta, ": flags say documents end with eos, but eos_id is -1");
-  LOOM_CHECK(h.encoder <= kShardEncoderLoom, meta, ": encoder ", h.encoder, " is not 0, 1 or 2");
   LOOM_CHECK(h.reserved0 == 0 && h.reserved1 == 0, meta, ": reserved fields at byte 36 and 84 are ", h.reserved0,
              " and ", h.reserved1, ", expected 0");
   for (size_t i = 0; i < sizeof(h.reserved); ++i)

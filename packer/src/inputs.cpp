@@ -21,7 +21,7 @@ std::vector<std::string> expand_shard_paths(const std::vector<std::string>& path
   for (const std::string& p : paths) {
     if (!sys::is_directory(p)) {
       // Megatron names a dataset by its prefix (--data-path PREFIX): PREFIX.bin beside PREFIX.idx.
-      if (!sys::exists(p) && sys::exists(p + ".bin") && sys::exists(megatron_idx_path(p))) {
+      if (!sys::exists(p) && sys::exists(p + ".bin") && sys::lexists(megatron_idx_path(p))) {
         out.push_back(p + ".bin");
         continue;
       }
@@ -31,7 +31,8 @@ std::vector<std::string> expand_shard_paths(const std::vector<std::string>& path
     }
     size_t found = 0;
     for (const std::string& f : sys::list_files(p)) {
-      if (ends_with(f, ".bin") && (sys::exists(meta_path_for(f)) || sys::exists(megatron_idx_path(f)))) {
+      // lexists: an index that is a broken symlink still marks a shard, whose reader says what is wrong.
+      if (ends_with(f, ".bin") && (sys::lexists(meta_path_for(f)) || sys::lexists(megatron_idx_path(f)))) {
         out.push_back(f);
         ++found;
       }

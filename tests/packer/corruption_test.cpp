@@ -2,13 +2,16 @@
 // `loom-pack verify` must reject it with exit code 1 and this exact message, without touching it.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <regex>
+#include <vector>
 
 #include "fixtures.h"
 #include "loom/hash.h"
 #include "loom/internlm_format.h"
 #include "loom/packed_format.h"
+#include "loom/sys.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -540,4 +543,211 @@ TEST_CASE("corrupt Megatron dataset - ids out of range (--deep)") {
   for (int32_t id : {1, 2, 3, 4, 5, 6, 7, -8, 9}) b.append(reinterpret_cast<const char*>(&id), 4);
   write_all(m.bin, b);
   m.reject(m.bin + ": token id -8 is negative in document 2 (token 2, byte offset 28)");
+}
+
+// ---- Forged headers: counts that wrap, fields out of range, files that are not files ----
+
+namespace {
+// Rewrites a loom shard's offsets_xxh64 and bin_xxh64 to match its files: a forged shard, whose
+// checksums agree with its bytes, not a damaged one.
+void reseal_loom(const std::string& bin) {
+  const std::string meta = bin + ".meta", bytes = read_all(meta), data = read_all(bin);
+  patch<uint64_t>(meta, 64, xxh64(bytes.data() + 128, bytes.size() - 128));
+  patch<uint64_t>(meta, 56, xxh64(data.data(), data.size()));
+}
+
+// Every loom-pack command that reads loom shards, on one input, must exit 1 with `message`.
+void expect_every_command_refuses(const std::string& bin, const std::string& message, const std::string& out_dir) {
+  const std::vector<std::string> commands = {
+      "verify " + quote(bin),
+      "verify --deep " + quote(bin),
+      "stats " + quote(bin),
+      "merge --output " + quote(out_dir + "/m.bin") + " " + quote(bin),
+      "split --valid-docs 1 --output-dir " + quote(out_dir + "/s") + " " + quote(bin),
+      "convert --to internlm --output-dir " + quote(out_dir + "/c") + " " + quote(bin),
+      "convert --to megatron --output-dir " + quote(out_dir + "/g") + " " + quote(bin),
+      "pack --seq-len 4 --strategy bestfit --output-dir " + quote(out_dir + "/pb") + " " + quote(bin),
+      "pack --seq-len 4 --strategy concat --output-dir " + quote(out_dir + "/pc") + " " + quote(bin),
+  };
+  for (const std::string& c : commands) {
+    RunResult r = loom_pack(c);
+    INFO(c << "\n" << r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
+}
+
+// Runs loom-pack under a time limit (a reader that blocks fails the test instead of hanging it)
+// and expects exit 1 with `message`.
+void expect_refused_in_time(const std::string& args, const std::string& message) {
+  RunResult r = run("timeout 60 " + std::string(LOOM_PACK_BIN) + " " + args);
+  INFO(args << "\n" << r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains(message));
+}
+}  // namespace
+
+TEST_CASE("forged loom shard - num_tokens x dtype_bytes wraps past 2^64, checksums recomputed") {
+  SmallShard s;  // offsets [0, 3, 7, 8]
+  const uint64_t wrap = uint64_t{1} << 63;  // x 2 bytes = 2^64: a .bin of 0 bytes "fits"
+  patch<uint64_t>(s.meta, 48, wrap);
+  patch<uint64_t>(s.meta, 128 + 3 * 8, wrap);
+  write_all(s.bin, "");
+  reseal_loom(s.bin);
+  const std::string message =
+      s.meta + ": num_tokens 9223372036854775808 x dtype_bytes 2 does not fit 64 bits (a forged or corrupted header)";
+  expect_rejected(s.bin, message, "");
+  expect_every_command_refuses(s.bin, message, s.dir / "out");
+}
+
+TEST_CASE("forged loom shard - num_docs whose offsets array wraps past 2^64") {
+  SmallShard s;
+  patch<uint64_t>(s.meta, 40, (uint64_t{1} << 61) - 1);  // (num_docs + 1) x 8 = 2^64
+  expect_rejected(s.bin, s.meta + ": num_docs 2305843009213693951: (num_docs + 1) x 8 bytes of offsets does not fit 64 "
+                                  "bits (a forged or corrupted header)",
+                  "");
+}
+
+TEST_CASE("loom shard header fields are checked on open, not only by --deep") {
+  SmallShard s;  // vocab 1000, bos 1, eos 2, no flags
+  patch<int32_t>(s.meta, 24, 1000);
+  expect_rejected(s.bin, s.meta + ": bos_id 1000 is neither -1 (none) nor < vocab size 1000", "");
+  expect_every_command_refuses(s.bin, s.meta + ": bos_id 1000 is neither -1 (none) nor < vocab size 1000",
+                               s.dir / "out");
+  SmallShard t;
+  patch<uint32_t>(t.meta, 32, 4);
+  expect_rejected(t.bin, t.meta + ": flags 4 has bits other than 0 (bos) and 1 (eos)", "");
+  SmallShard u;
+  patch<uint32_t>(u.meta, 80, 7);
+  expect_rejected(u.bin, u.meta + ": encoder 7 is not 0, 1 or 2", "");
+}
+
+TEST_CASE("loom shard reserved bytes: refused by --deep and by every command that copies the data") {
+  SmallShard s;
+  patch<uint8_t>(s.meta, 100, 1);
+  const std::string message = s.meta + ": reserved byte 100 is 1, expected 0 (written by a newer loom, or corrupted)";
+  expect_rejected(s.bin, message);
+  for (const std::string& c : {"merge --output " + quote(s.dir / "m.bin"),
+                               "split --valid-docs 1 --output-dir " + quote(s.dir / "s"),
+                               "convert --to internlm --output-dir " + quote(s.dir / "c"),
+                               "pack --seq-len 4 --strategy bestfit --output-dir " + quote(s.dir / "p")}) {
+    RunResult r = loom_pack(c + " " + quote(s.bin));
+    INFO(c << "\n" << r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
+}
+
+TEST_CASE("forged packed shard - bos_id beyond the vocabulary") {
+  SmallPacked s;  // vocab 50, bos 1, eos 2, flags 3
+  patch<int32_t>(s.meta, 24, 50);
+  expect_rejected(s.bin, s.meta + ": bos_id 50 is neither -1 (none) nor < vocab size 50", "");
+  expect_rejected(s.bin, s.meta + ": bos_id 50 is neither -1 (none) nor < vocab size 50");
+}
+
+TEST_CASE("forged packed shard - eos_id beyond the vocabulary") {
+  SmallPacked s;
+  patch<int32_t>(s.meta, 28, 1 << 30);
+  expect_rejected(s.bin, s.meta + ": eos_id 1073741824 is neither -1 (none) nor < vocab size 50", "");
+  s.make();
+  patch<int32_t>(s.meta, 28, -5);
+  expect_rejected(s.bin, s.meta + ": eos_id -5 is neither -1 (none) nor < vocab size 50");
+}
+
+TEST_CASE("forged packed shard - unknown header flag bits") {
+  SmallPacked s;
+  patch<uint32_t>(s.meta, 32, 3 | (1u << 7));
+  expect_rejected(s.bin, s.meta + ": flags 131 has bits other than 0 (bos) and 1 (eos)", "");
+  s.make();
+  patch<int32_t>(s.meta, 28, -1);  // flags say eos, but there is none
+  expect_rejected(s.bin, s.meta + ": flags say documents end with eos, but eos_id is -1");
+}
+
+TEST_CASE("forged packed shard - unknown segment flag bits") {
+  SmallPacked s;  // segments[1] at byte 176, its seg_flags at 196
+  s.patch_index<uint32_t>(SmallPacked::kSegments + 24 + 20, kSegEndsDoc | 4u);
+  expect_rejected(s.bin, s.meta + ": segments[1] of pack 1 (byte offset 176): seg_flags 5 has bits other than 0 "
+                                  "(ends its document)",
+                  "");
+}
+
+TEST_CASE("forged InternLM shard - a row count whose index size wraps past 2^64") {
+  TempDir dir("corrupt");
+  const std::string bin = dir / "i.bin", meta = bin + ".meta";
+  InternlmWriter w(bin);
+  w.add_doc({1, 2, 3});
+  w.commit();
+  const std::string good = read_all(meta);
+  // shape (2^61, 2): 2^61 rows x 8 bytes = 2^64, so a .meta of the header alone "fits".
+  std::string text = "{'descr': '<i4', 'fortran_order': False, 'shape': (2305843009213693952, 2), }";
+  text.resize(118, ' ');
+  text.back() = '\n';
+  write_all(meta, good.substr(0, 10) + text);
+  expect_rejected(bin, meta + ": shape (2305843009213693952, 2): 2305843009213693952 rows x 8 bytes does not fit 64 "
+                              "bits (a forged or corrupted header)",
+                  "");
+  RunResult r = loom_pack("convert --to loom --vocab-size 10 --output-dir " + quote(dir / "c") + " " + quote(bin));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("2305843009213693952 rows x 8 bytes does not fit 64 bits"));
+}
+
+TEST_CASE("forged Megatron index - counts no file can hold") {
+  SmallMegatron m;
+  patch<uint64_t>(m.idx, 18, uint64_t{1} << 62);  // 12 x S wraps
+  m.reject(m.idx + ": sequence count 4611686018427387904 at byte 18 does not fit 64 bits as 12-byte entries (a forged "
+                   "or corrupted header)",
+           "");
+  SmallMegatron n;
+  patch<uint64_t>(n.idx, 26, uint64_t{1} << 61);  // 8 x D wraps
+  n.reject(n.idx + ": document count 2305843009213693952 at byte 26 does not fit 64 bits as 8-byte entries (a forged "
+                   "or corrupted header)",
+           "");
+}
+
+TEST_CASE("a FIFO as .bin, .meta or .idx is refused at once, not waited on") {
+  TempDir dir("corrupt_fifo");
+  write_shard(dir / "a.bin", {{1, 2}}, TokenizerInfo{10, -1, -1, 0, 0});
+  REQUIRE(run("mkfifo " + quote(dir / "f.bin")).exit_code == 0);
+  write_all(dir / "f.bin.meta", read_all(dir / "a.bin.meta"));
+  expect_refused_in_time("verify " + quote(dir / "f.bin"), dir / "f.bin: a FIFO (named pipe), expected a regular file");
+  expect_refused_in_time("verify " + quote(dir.path()), dir / "f.bin: a FIFO (named pipe), expected a regular file");
+  expect_refused_in_time("merge --output " + quote(dir / "m.bin") + " " + quote(dir / "f.bin"),
+                         dir / "f.bin: a FIFO (named pipe), expected a regular file");
+
+  write_all(dir / "g.bin", read_all(dir / "a.bin"));
+  REQUIRE(run("mkfifo " + quote(dir / "g.bin.meta")).exit_code == 0);
+  expect_refused_in_time("verify " + quote(dir / "g.bin"), dir / "g.bin.meta: a FIFO (named pipe), expected a regular file");
+  expect_refused_in_time("stats " + quote(dir / "g.bin"), dir / "g.bin.meta: a FIFO (named pipe), expected a regular file");
+
+  SmallMegatron m;
+  std::remove(m.idx.c_str());
+  REQUIRE(run("mkfifo " + quote(m.idx)).exit_code == 0);
+  expect_refused_in_time("verify " + quote(m.bin), m.idx + ": a FIFO (named pipe), expected a regular file");
+}
+
+TEST_CASE("a folder as .bin is named as a folder, not as mmap's 'No such device'") {
+  SmallMegatron m;
+  const std::string prefix = m.bin.substr(0, m.bin.size() - 4);
+  std::remove(m.bin.c_str());
+  REQUIRE(run("mkdir " + quote(m.bin)).exit_code == 0);
+  expect_refused_in_time("verify " + quote(prefix), m.bin + ": a folder, expected a regular file");
+}
+
+TEST_CASE("an .idx symlink loop is reported at the .idx, not as a missing .meta") {
+  TempDir dir("corrupt_loop");
+  write_all(dir / "x.bin", std::string(4, '\0'));
+  REQUIRE(run("ln -s x.idx " + quote(dir / "x.idx")).exit_code == 0);
+  expect_refused_in_time("verify " + quote(dir / "x.bin"), "open " + dir / "x.idx: Too many levels of symbolic links");
+  expect_refused_in_time("verify " + quote(dir.path()), "open " + dir / "x.idx: Too many levels of symbolic links");
+}
+
+TEST_CASE("merge --output that is a folder is refused before any work") {
+  SmallShard s;
+  REQUIRE(run("mkdir " + quote(s.dir / "out.bin")).exit_code == 0);
+  RunResult r = loom_pack("merge --output " + quote(s.dir / "out.bin") + " " + quote(s.bin));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("the output " + s.dir / "out.bin is a folder: a file cannot replace it"));
+  CHECK_THAT(r.output, !Catch::Contains("rename"));
+  CHECK(sys::list_dir(s.dir / "out.bin").empty());
 }

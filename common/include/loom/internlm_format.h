@@ -51,7 +51,8 @@ class InternlmWriter {
 };
 
 // A memory-mapped InternLM shard. The constructor checks the .npy header (int32, shape (N, 2)),
-// the sizes, and that offsets are increasing and inside the .bin (O(N)). read_doc() parses one line;
+// the sizes (N x 8 overflow-checked before any is trusted), and that offsets are increasing and
+// inside the .bin (O(N)). read_doc() parses one line;
 // verify_deep() parses every line and checks the counts, that lines tile the file, and ids < vocab
 // when vocab_size > 0.
 class InternlmReader {

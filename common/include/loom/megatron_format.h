@@ -87,9 +87,9 @@ class MegatronWriter {
 };
 
 // A memory-mapped dataset. The constructor checks the whole index before anything is trusted:
-// magic, version, a dtype code loom reads (uint16 or int32), the .idx's size for S and D, every
-// length >= 0, every pointer where the lengths before it put it, document_indices from 0,
-// non-decreasing, ending at S, and the .bin's size (O(S + D)). verify_deep() also reads every id:
+// magic, version, a dtype code loom reads (uint16 or int32), the .idx's size for S and D (12 x S
+// and 8 x D overflow-checked first), every length >= 0, every pointer where the lengths before it
+// put it, document_indices from 0, non-decreasing, ending at S, and the .bin's size (O(S + D)). verify_deep() also reads every id:
 // >= 0 (int32) and < vocab_size when that is > 0.
 class MegatronReader {
  public:

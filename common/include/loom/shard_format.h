@@ -31,12 +31,23 @@
 //                               settings that change the output (docs/TOKENIZE.md, "Output and
 //                               reruns"); 0 not recorded (loom-pack's outputs, older loom-tokenize).
 //                               loom-tokenize --resume keeps a shard only when it equals its own.
-//    96   32 reserved           zero; readers of version 1 ignore it, later versions may use it
+//    96   32 reserved           zero; opening a shard ignores it, later versions may use it
 //
 // Adding a field: take it from `reserved`, with 0 meaning what files written before it mean, and
-// keep the version (readers of version 1 ignore reserved bytes, so every reader still reads it).//
-// Readers check magic, version, header_size, dtype, sizes and offsets before trusting anything
-// (ShardReader); token ids and checksums are checked by verify_deep(), one sequential pass.
+// keep the version (opening a shard ignores reserved bytes, so every reader still opens it; the
+// commands that copy its data refuse it, below).
+//
+// What a reader checks, and where (the same list is in docs/FORMAT.md):
+//   on open (ShardReader's constructor, O(num_docs), every command): magic, version, header_size,
+//     dtype_bytes, vocab_size; num_docs >= 1; every size computed from a count overflow-checked
+//     before anything is mapped ((num_docs + 1) x 8, num_tokens x dtype_bytes); the .meta's and the
+//     .bin's sizes; bos_id and eos_id in [-1, vocab_size); flags only bits 0 and 1, naming ids that
+//     exist; encoder a known value; offsets from 0, non-decreasing, ending at num_tokens, and their
+//     checksum. The .bin and .meta must be regular files (sys::File::open_regular: a FIFO is
+//     refused, never waited on).
+//   by verify_deep() (one sequential pass; also ShardStreamCheck, so merge, split, convert and
+//     pack): the reserved bytes zero (a field of a newer loom that a copy would lose, or damage);
+//     every id < vocab_size; bos/eos where the flags say; the .bin checksum.
 #pragma once
 
 #include <cstddef>
@@ -136,6 +147,11 @@ uint64_t scan_in_chunks(const sys::MappedFile& bin, uint32_t dtype_bytes, uint64
   }
   return h.digest();
 }
+
+// The tokenizer fields every loom header has, checked on open: bos_id and eos_id in [-1,
+// vocab_size), flags only bits 0 (bos) and 1 (eos), and a flag only with its id. `meta` names the file.
+void check_tokenizer_fields(const std::string& meta, uint32_t vocab_size, int32_t bos_id, int32_t eos_id,
+                            uint32_t flags);
 
 // Checks the fields every loom header starts with (magic, version, header_size, dtype_bytes,
 // vocab_size: the same offsets in ShardHeader and PackedHeader) and copies the header out of meta.
@@ -264,10 +280,10 @@ class ShardWriter {
   std::string doc_;  // add_doc's formatted document, reused
 };
 
-// A memory-mapped loom shard. The constructor checks everything that is O(num_docs): magic,
-// version, header size, dtype, the .meta's and the .bin's sizes, offsets monotonic and in range,
-// the offsets checksum. Each failure throws loom::Error naming the file, the document index and the
-// byte offset where it applies, and what was expected.
+// A memory-mapped loom shard. The constructor checks everything that is O(num_docs) ("on open"
+// above): the header's fields and counts (overflow-checked), the .meta's and the .bin's sizes,
+// offsets monotonic and in range, the offsets checksum. Each failure throws loom::Error naming the
+// file, the field or document index and the byte offset where it applies, and what was expected.
 class ShardReader {
  public:
   explicit ShardReader(const std::string& bin_path);
@@ -296,8 +312,7 @@ class ShardReader {
   void verify_deep() const {
     verify_deep([](uint64_t) {});
   }
-  // What verify_deep checks of the header alone: bos_id and eos_id in [-1, vocab_size), flags only
-  // bits 0 and 1 and naming ids that exist, encoder a known value, reserved bytes zero.
+  // What verify_deep checks of the header alone, beyond the constructor: reserved bytes zero.
   void check_header() const;
   // Tokens [begin, end) against the header: every id < vocab_size (and < id_limit when > 0), and
   // with the bos (eos) flag, every non-empty document starting (ending) in the range starts with
