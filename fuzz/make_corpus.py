@@ -127,6 +127,8 @@ def main():
            struct.pack("<3q", 0, 6, 10) + struct.pack("<4q", 0, 2, 2, 3))
     put("fuzz_megatron_index", "sentences", split2(idx, struct.pack("<9H", *range(1, 10))))
 
+    forged_headers()
+
     # SentencePiece: the sample model (26 KB; the test models in tests/data are 250 KB and more).
     put("fuzz_spm_model", "spm_2k.model", open(model, "rb").read())
 
@@ -194,6 +196,57 @@ def main():
     put("fuzz_spm_diff", "digits.txt", "1234567890 00 3.14159 1,000,000 ٣٤٥")
     put("fuzz_spm_diff", "bad_utf8.txt", b"ab\xff\xfe c\xc3 d\xe3\x81 \xed\xa0\x80 end")
     put("fuzz_spm_diff", "controls.txt", "\x00\x01\x7f\u0085\ue000\U0010fffd\u2581\u2581 \u2581x")
+
+
+def loom_header(magic, fields):
+    """A 128-byte loom header: magic, version 1, header_size 128, then the packed fields, zero-padded."""
+    h = magic + struct.pack("<II", 1, 128) + fields
+    return h + b"\0" * (128 - len(h))
+
+
+def forged_headers():
+    """Headers whose counts wrap past 2^64 or whose fields are out of range, checksums recomputed
+    (bit 31 of split2's length): each was read as valid, or crashed a reader, before the readers
+    checked it (tests/packer/corruption_test.cpp has one test per case)."""
+    def shard(num_docs, num_tokens, offsets, bos=1, eos=2, flags=0, encoder=0, reserved=b""):
+        fields = struct.pack("<IIiiII", 2, 1000, bos, eos, flags, 0) + struct.pack("<QQQQQII", num_docs, num_tokens,
+                                                                                  0, 0, 0, encoder, 0)
+        return loom_header(b"LOOMTOK\0", fields + struct.pack("<Q", 0) + reserved) + struct.pack(
+            "<%dQ" % len(offsets), *offsets)
+    wrap = 1 << 63  # x 2 bytes = 2^64: an empty .bin "fits"
+    put("fuzz_shard_meta", "forged_num_tokens_wrap", split2(shard(3, wrap, [0, 3, 7, wrap]), b"", True))
+    put("fuzz_shard_meta", "forged_num_docs_wrap", split2(shard((1 << 61) - 1, 8, [0, 8]), b"\1\0" * 8, True))
+    ids = struct.pack("<8H", 1, 5, 2, 1, 999, 7, 2, 3)
+    put("fuzz_shard_meta", "forged_bos_beyond_vocab", split2(shard(3, 8, [0, 3, 7, 8], bos=1000), ids, True))
+    put("fuzz_shard_meta", "forged_flags_encoder", split2(shard(3, 8, [0, 3, 7, 8], flags=4, encoder=9), ids, True))
+    put("fuzz_shard_meta", "forged_reserved", split2(shard(3, 8, [0, 3, 7, 8], reserved=b"\1"), ids, True))
+
+    def packed(num_packs, seq_len, segments, bos=1, eos=2, flags=3, seg_offsets=None):
+        fields = struct.pack("<IIiiIIII", 2, 50, bos, eos, flags, seq_len, 2, 0)
+        fields += struct.pack("<QQQQQQQQ", num_packs, len(segments), sum(s[2] for s in segments), 1, 0, 0, 7, 0)
+        offsets = seg_offsets if seg_offsets is not None else list(range(num_packs + 1))
+        return (loom_header(b"LOOMPACK", fields) + struct.pack("<%dQ" % len(offsets), *offsets) +
+                b"".join(struct.pack("<QIIII", *s) for s in segments))
+    two = [(0, 0, 4, 0, 0), (0, 0, 2, 4, 1)]
+    pbin = struct.pack("<8H", 10, 11, 12, 13, 14, 15, 2, 2)
+    put("fuzz_packed_meta", "forged_bos_beyond_vocab", split2(packed(2, 4, two, bos=50), pbin, True))
+    put("fuzz_packed_meta", "forged_eos_negative", split2(packed(2, 4, two, eos=-7), pbin, True))
+    put("fuzz_packed_meta", "forged_flag_bits", split2(packed(2, 4, two, flags=0x83), pbin, True))
+    put("fuzz_packed_meta", "forged_seg_flags", split2(packed(2, 4, [two[0], (0, 0, 2, 4, 5)]), pbin, True))
+    put("fuzz_packed_meta", "forged_num_packs_wrap",
+        split2(packed((1 << 61) - 1, 4, two, seg_offsets=[0, 1, 2]), pbin, True))
+
+    # InternLM: shape (2^61, 2), 2^61 rows x 8 bytes = 2^64, so a .meta of the header alone "fits".
+    text = b"{'descr': '<i4', 'fortran_order': False, 'shape': (2305843009213693952, 2), }"
+    text += b" " * (117 - len(text)) + b"\n"
+    npy = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text
+    put("fuzz_internlm_meta", "forged_rows_wrap", split2(npy, b'{"tokens": [1, 2, 3]}\n'))
+
+    # Megatron: S and D whose entries' bytes wrap past 2^64.
+    def idx(s, d):
+        return b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, s, d) + struct.pack("<i q 2q", 2, 0, 0, 1)
+    put("fuzz_megatron_index", "forged_sequences_wrap", split2(idx(1 << 62, 2), struct.pack("<2H", 1, 2)))
+    put("fuzz_megatron_index", "forged_documents_wrap", split2(idx(1, 1 << 61), struct.pack("<2H", 1, 2)))
 
 
 if __name__ == "__main__":
