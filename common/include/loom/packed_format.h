@@ -193,8 +193,12 @@ class PackedWriter {
   uint32_t check_segments(size_t n, const PackedSegment* segs, size_t num_segs) const;
 };
 
-// A memory-mapped packed shard; the constructor checks the header, sizes, seg_offsets and every
-// segment's bounds (O(segments)); verify_deep() checks ids and the .bin checksum.
+// A memory-mapped packed shard. Every check that needs no token is the constructor's (O(packs +
+// segments)), so loom-pack verify and loom-train's loader refuse the same files whether or not they
+// read the data: the header (bos_id and eos_id in [-1, vocab_size), flags only bits 0 and 1, pad_id
+// < vocab_size, a known strategy), the counts' byte sizes overflow-checked before anything is
+// mapped, the files' sizes, index_xxh64, seg_offsets, and every segment's bounds, doc and seg_flags
+// (only bit 0). verify_deep() reads the .bin: ids < vocab_size and the .bin checksum.
 class PackedReader {
  public:
   explicit PackedReader(const std::string& bin_path);
