@@ -73,10 +73,10 @@ def chrome_trace(work, tree):
 
 ROW = r"[0-9.]+"
 RECIPES = {
-    "train_bench.sh": [Run(["bash", "{S}", "{B}"], {"STEPS": "4", "HIDDEN": "64", "LAYERS": "1", "SEQ_LEN": "64"},
+    "train_bench.sh": [Run(["bash", "{S}", "{B}"], {"STEPS": "3", "HIDDEN": "64", "LAYERS": "1", "SEQ_LEN": "64"},
                            out=[rf"^loom-train {ROW} tokens/s .* ratio {ROW}x \(masked {ROW}x; [0-9]+ parameters each\)$"],
                            log=[r"^## loom-train vs python3-torch on CPU", rf"^- ratio loom-train / python3-torch: {ROW}x"])],
-    "dist_bench.sh": [Run(["bash", "{S}", "{B}"], {"STEPS": "3", "WORLDS": "1 2"},
+    "dist_bench.sh": [Run(["bash", "{S}", "{B}"], {"STEPS": "3", "WORLDS": "2"},
                           out=[rf"^W=2 zero1=-1: {ROW} tokens/s$"],
                           log=[rf"^\| 2 \| {ROW} \| {ROW} \| {ROW}x \|$"])],
     "pack_bench.sh": [Run(["bash", "{S}", "{B}", "0.002"], {"RUNS": "1"},
