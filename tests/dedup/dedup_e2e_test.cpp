@@ -81,7 +81,7 @@ TEST_CASE("exact and near duplicates are removed, the first kept, a 30% copy is 
   CHECK(summary.find("\"documents_out\":101,") != std::string::npos);
 }
 
-TEST_CASE("--verify reports the exact Jaccard and drops pairs below the threshold", "[dedup][e2e]") {
+TEST_CASE("with --verify the report gives the exact Jaccard and pairs below the threshold stay", "[dedup][e2e]") {
   Corpus c;
   const double j = jaccard5(botchan_docs()[7], c.a[61]);
   RunResult r = loom_dedup(c.args() + " --verify=true --threshold 0.7");
@@ -95,7 +95,7 @@ TEST_CASE("--verify reports the exact Jaccard and drops pairs below the threshol
   CHECK(lines_of(c.dir / "work2/report.jsonl").size() == 3);  // the 80% copy stays
 }
 
-TEST_CASE("--near=false removes exact duplicates only", "[dedup][e2e]") {
+TEST_CASE("with --near=false only exact duplicates are removed", "[dedup][e2e]") {
   Corpus c;
   const RunResult r = loom_dedup(c.args() + " --near=false");
   INFO(r.output);
@@ -106,7 +106,7 @@ TEST_CASE("--near=false removes exact duplicates only", "[dedup][e2e]") {
   CHECK(sys::list_dir(c.dir / "work/edges") == std::vector<std::string>{"band-exact.edges"});
 }
 
-TEST_CASE("--keep none removes every member of a cluster", "[dedup][e2e]") {
+TEST_CASE("with --keep none every member of a cluster is removed", "[dedup][e2e]") {
   Corpus c;
   const RunResult r = loom_dedup(c.args() + " --keep none");
   INFO(r.output);

@@ -60,7 +60,7 @@ TEST_CASE("the same bytes for --threads 1 and 2 and for the stages as separate t
   CHECK(c.results("one") == c.results("staged"));
 }
 
-TEST_CASE("a rerun skips finished stages; a damaged work file is redone", "[dedup][e2e]") {
+TEST_CASE("a rerun skips finished stages and redoes a damaged work file", "[dedup][e2e]") {
   Corpus c;
   require_ok(loom_dedup(c.args("r")));
   const auto first = c.results("r");
