@@ -100,7 +100,9 @@ RECIPES = {
                                 {"SIZE_MB": "0.2", "REPEAT": "1", "REPEAT1": "1", "SCRATCH": "{W}", "LOOP": "100000",
                                  "MODEL": "data_samples/spm_2k.model",
                                  "MANY": "4"},
-                                out=[r"^\| en, [0-9.]+ MB \| [0-9.]+ s \| [0-9.]+ s \| [0-9.]+x \|",
+                                # the last cells read loom-tokenize's log: its pipeline and thread timings
+                                out=[r"^\| en, [0-9.]+ MB \| [0-9.]+ s \| [0-9.]+ s \| [0-9.]+x \|.* \| [0-9.]+x \([0-9.]+ / "
+                                     r"[0-9.]+ s; load [0-9.]+ s\) \| [0-9.]+ \+ [0-9.]+ / [0-9.]+ \+ [0-9.]+ \| [0-9]+ / [0-9]+ MiB \|$",
                                      r"^- the \.bin of 2 threads equals the one of 1 thread for every input$"],
                                 files=["{W}/out/tokenize_scaling.md"])],
     "tokenize_peer.py": [Run(["{P}", "{S}", "docs", "{W}/en.txt", "{W}/en.docs"], setup=small_texts, out=[r"^[0-9]+$"]),
