@@ -169,6 +169,50 @@ TEST_CASE("documents sharing a 13-gram with an evaluation item are removed or re
   CHECK(report[0].find("\"reason\":\"contaminated\",\"removed\":false") != std::string::npos);
 }
 
+TEST_CASE("a contaminated document is not kept for its cluster: the next member is", "[dedup][e2e]") {
+  TempDir dir("dedup_contam_cluster");
+  // Document 7's lines; the eval item is one of them, and b.bin holds document 7 with that line
+  // replaced by another: a near copy without the contaminated n-grams.
+  std::vector<std::string> lines;
+  const std::string& text = botchan_texts()[7];
+  for (size_t s = 0, e; s <= text.size(); s = e + 1) {
+    e = std::min(text.find('\n', s), text.size());
+    lines.push_back(text.substr(s, e - s));
+  }
+  REQUIRE(lines.size() == 12);
+  const std::string eval_line = lines[5];
+  REQUIRE(encode(eval_line).size() >= 13);
+  lines[5] = "Nothing happened.";
+  std::string copy_text;
+  for (const auto& l : lines) copy_text += (copy_text.empty() ? "" : "\n") + l;
+  std::vector<uint32_t> copy{1};
+  for (uint32_t id : encode(copy_text)) copy.push_back(id);
+  copy.push_back(2);
+  REQUIRE(jaccard5(botchan_docs()[7], copy) > 0.8);
+  write_shard(dir / "in/a.bin", slice(0, 20));
+  write_shard(dir / "in/b.bin", {botchan_docs()[30], copy});
+  write_all(dir / "eval.txt", eval_line + "\n");
+  const std::string args = "--eval " + quote(dir / "eval.txt") + " --model " + quote(internlm_model()) + " " +
+                           quote(dir / "in/a.bin") + " " + quote(dir / "in/b.bin");
+  RunResult r = loom_dedup("--work-dir " + quote(dir / "w") + " --output-dir " + quote(dir / "out") + " " + args);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(dir / "out/a.bin") == without(slice(0, 20), {7}));
+  CHECK(read_shard(dir / "out/b.bin") == Docs{botchan_docs()[30], copy});
+  REQUIRE(lines_of(dir / "w/report.jsonl").size() == 1);
+  // Only reported: document 7 stays, so its near copy goes as usual.
+  r = loom_dedup("--work-dir " + quote(dir / "w2") + " --output-dir " + quote(dir / "out2") +
+                 " --decontaminate report " + args);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_shard(dir / "out2/a.bin") == slice(0, 20));
+  CHECK(read_shard(dir / "out2/b.bin") == Docs{botchan_docs()[30]});
+  const auto report = lines_of(dir / "w2/report.jsonl");
+  REQUIRE(report.size() == 2);
+  CHECK(report[0].find("\"reason\":\"contaminated\",\"removed\":false") != std::string::npos);
+  CHECK(report[1].find("\"reason\":\"near\",\"removed\":true,\"matched_input\":" + json_quote(dir / "in/a.bin") +
+                       ",\"matched_index\":7,") != std::string::npos);
+}
+
 TEST_CASE("InternLM and Megatron inputs come out in their own format", "[dedup][e2e]") {
   TempDir dir("dedup_formats");
   const Docs& d = botchan_docs();
