@@ -115,7 +115,7 @@ std::string Progress::line() const {
   if (el > 0) {
     s += ", " + fmt(new_done / el) + "/s";
     if (!extra_name_.empty()) s += ", " + format_number(static_cast<double>(extra_.load()) / el, 3) + " " + extra_name_ + "/s";
-    if (total_ > 0 && new_done > 0 && done < static_cast<double>(total_))
+    if (show_eta_ && total_ > 0 && new_done > 0 && done < static_cast<double>(total_))
       s += ", ETA " + format_duration(el * (static_cast<double>(total_) - done) / new_done);
   }
   return s;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "dist_harness.h"
+#include "loom/progress.h"
 #include "loom/sys.h"
 #include "loop_fixture.h"
 #include "safetensors.h"
@@ -144,10 +145,18 @@ TEST_CASE("dist loop: saved at W=2 with ZeRO-1, resumed at W=1 (ZeRO-1) and W=3 
     const std::string tag = "resume_w" + std::to_string(world);
     {
       INFO(tag);
-      require_success(launch(world, args(data, dir / tag, world, 2, {"--parallel.zero1=" + zero1, "--resume=" + ckpt}),
-                             dir, tag));
+      const auto ranks =
+          launch(world, args(data, dir / tag, world, 2, {"--parallel.zero1=" + zero1, "--resume=" + ckpt}), dir, tag);
+      require_success(ranks);
       const auto got = metric(dir / (tag + "/metrics.jsonl"), "loss");
       REQUIRE(got.size() == 3);  // steps 4..6 only
+      // The done line keeps this process's steps and tokens apart from the whole run's.
+      const auto tokens = metric(dir / "ref/metrics.jsonl", "num_consumed_tokens");
+      const auto count = [](double n) { return loom::format_count(static_cast<int64_t>(n)); };
+      const std::string done = "done: step 6/6; this run: 3 steps, " + count(tokens.at(6) - tokens.at(3)) +
+                               " tokens; whole run: " + count(tokens.at(6)) + " tokens, ";
+      INFO(ranks[0].log);
+      REQUIRE(ranks[0].log.find(done) != std::string::npos);
       std::map<int64_t, double> want(loss.find(4), loss.end());
       require_close(got, want, 1e-5);
       require_same_weights(dir / (tag + "/checkpoints/step_6/model.safetensors"),
@@ -176,9 +185,22 @@ TEST_CASE("dist loop: the proportional mixture at W=2, resumed at W=3, trains li
   REQUIRE(got.size() == 3);
   require_close(got, std::map<int64_t, double>(loss.find(4), loss.end()), 1e-5);
   // Shares 1:2 make a cycle of 3 samples: each global batch of 12 holds exactly 4 alpha and 8 beta,
-  // as rank 0 logs after every step (job.log_every 1), whatever W reads it.
-  for (int step = 4; step <= 6; ++step)
-    REQUIRE(ranks[0].log.find("data mix step " + std::to_string(step) + ": alpha 33.3% beta 66.7%") != std::string::npos);
+  // whatever W reads it. Rank 0 says so at the first metrics line (job.log_every 1) and, the mix
+  // never moving, not again.
+  REQUIRE(ranks[0].log.find("data mix step 4: alpha 33.3% beta 66.7%") != std::string::npos);
+  REQUIRE(ranks[0].log.find("data mix step 5") == std::string::npos);
+  REQUIRE(ranks[0].log.find("data mix step 6") == std::string::npos);
+  // One ETA: on each metrics line but the last, and on no other line (the progress line has none).
+  std::istringstream log(ranks[0].log);
+  int metrics_lines = 0;
+  for (std::string line; std::getline(log, line);) {
+    INFO(line);
+    const bool metrics_line = line.find("INFO step ") != std::string::npos;
+    metrics_lines += metrics_line;
+    REQUIRE(line.find("ETA") == std::string::npos);
+    REQUIRE((line.find(" eta ") != std::string::npos) == (metrics_line && line.find("step 6/6") == std::string::npos));
+  }
+  REQUIRE(metrics_lines == 3);
 }
 
 TEST_CASE("dist loop: a killed rank takes the job down with a report", "[dist-loop]") {

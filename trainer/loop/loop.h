@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,11 @@
 #include "data_parallel.h"
 #include "evaluator.h"
 #include "fault_injector.h"
+#include "host_copy.h"
 #include "loader.h"
 #include "lr_schedule.h"
 #include "memory_plan.h"
-#include "metrics.h"
+#include "metrics_processor.h"
 #include "profiling.h"
 #include "spike_detector.h"
 #include "startup.h"
@@ -40,7 +42,8 @@ namespace loom {
 struct StepSums {
   torch::Tensor loss_sum, correct;  // detached scalars
   torch::Tensor ds_loss, ds_tokens, ds_correct;
-  int64_t loss_tokens = 0;   // tokens with a label (all ranks: the loss divisor)
+  int64_t loss_tokens = 0;            // tokens with a label, this rank
+  torch::Tensor global_loss_tokens;   // [1] float64 on the communicator's device: all ranks' (distributed only)
   int64_t real_tokens = 0;   // tokens inside segments (not padding), this rank
   double executed_flops = 0;  // FLOPs the kernels run on this rank's packs (flops.h's executed_flops)
 };
@@ -48,10 +51,11 @@ struct StepSums {
 // A step's sums over every rank, on the host, plus the ranks' agreement to stop.
 struct StepTotals {
   double loss_sum = 0, correct = 0, real_tokens = 0;
-  double loss_tokens = 0;  // already global in StepSums
+  double loss_tokens = 0;  // all ranks: the loss divisor
   double executed_flops = 0;
   std::vector<double> ds_loss, ds_tokens, ds_correct;
-  bool stop = false;
+  bool stop = false;   // a signal reached some rank
+  StopDecision file;   // ckpt.stop_file's command for the steps done after this one (rank 0 read it)
 };
 
 // What one step carries from one stage of Loop::run to the next.
@@ -61,6 +65,8 @@ struct StepRecord {
   double lr = 0;
   std::vector<Batch> micro;
   StepSums sums;
+  HostCopy sums_on_host;     // reduce()'s vector on its way to the host
+  bool have_totals = false;  // totals read from it (read_totals)
   StepTotals totals;
   bool spike_skip = false;  // a loss spike cancels the update (monitor.skip_spike_batches)
   OptimizerStepResult result;
@@ -81,6 +87,7 @@ class Loop {
   int64_t resume_or_init();  // the step whose logs a resumed run keeps (-1: fresh)
   void open_saver();
   void open_sinks(int64_t keep_logs_through);
+  // After start(), when run() knows there are steps to train: the start-up probe.
   void probe();
 
   // One step (loop_step.cpp), in the order run() calls them.
@@ -91,12 +98,17 @@ class Loop {
   void reduce(StepRecord& s, bool stop_here);
   void check_spike(StepRecord& s);
   void optimizer_step(StepRecord& s);
-  void end_step(const StepRecord& s);
+  void end_step(StepRecord& s);
   void after_step(const StepRecord& s);  // metrics, health report, validation, checkpoint, stop file
   void finish();                          // the last checkpoint and validation, the summary
 
   StepSums accumulate_gradients(std::vector<Batch>& micro);
+  void read_totals(StepRecord& s);  // waits for reduce()'s vector, once
+  bool logs_step() const;           // whether the step just ended is one the metrics record
+  bool times_step() const;          // ... or one whose device time a figure needs
+  void count_step();                // rank 0: the step's data mix and attention calls
   void log_step(const StepRecord& s);
+  MetricsSetup metrics_setup() const;  // what the metrics processor needs to know of the run
   void validate();
   void save();
   Batch to_device(const Batch& host);
@@ -125,7 +137,6 @@ class Loop {
   InternLM model_{nullptr};
   AttentionKernel attention_ = AttentionKernel::kMasked;
   std::shared_ptr<AttentionUse> attention_use_ = std::make_shared<AttentionUse>();
-  std::string attention_branch_;  // cudnn: the branch rank 0's last logged step took
   std::unique_ptr<DataParallelUpdate> update_;
   std::unique_ptr<FaultLayerHooks> fault_hooks_;  // debug.kill_at_layer
   std::vector<std::unique_ptr<Stateful>> checkpointed_;  // what a checkpoint holds, in load order
@@ -135,18 +146,17 @@ class Loop {
   SpikeDetector spike_;
   StopFile stop_file_;
   FaultInjector faults_;
-  std::unique_ptr<MetricsFanout> metrics_;  // rank 0: metrics.jsonl, the log line, TensorBoard
+  std::unique_ptr<MetricsProcessor> metrics_;  // rank 0: rates, ETA, data mix; metrics.jsonl, the log line, TensorBoard
   TrainState state_;
   Timer data_t_, step_t_;
   // Device time on a CUDA device (CUDA events): fwd_bwd_time + optimizer_time fit inside step_time.
   DeviceTimer fwd_t_, opt_t_;
-  std::unique_ptr<Progress> progress_;  // rank 0: step N/total, rate, ETA
-  MetricFields unlogged_;               // rank 0: the last step's record when job.log_every passed it over
-  std::vector<uint64_t> mix_counts_;    // rank 0: samples per dataset of the steps since the last log point
-  int64_t mix_first_step_ = 0;          // the first of those steps
+  std::unique_ptr<Progress> progress_;  // rank 0: step N/total, rate (the ETA is the metrics line's)
+  std::optional<StepRecord> unlogged_;  // the last step when job.log_every passed it over (finish() logs it)
   double flops_per_token_ = 0;          // model FLOPs (6N + 12LCT, flops.h)
   double peak_tflops_ = 0;              // 0: no mfu field
   int64_t first_step_ = 0;      // state_.step when this process started
+  uint64_t first_tokens_ = 0;   // state_.consumed_tokens then
   const StopSignal* signal_ = nullptr;  // run()'s, while it runs
   bool stop_agreed_ = false;    // a signal reached some rank: every rank stops after the same step
   bool quit_by_file_ = false;   // ckpt.stop_file's +N

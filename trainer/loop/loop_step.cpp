@@ -34,15 +34,49 @@ cuda::MemoryBreakdown memory_breakdown(InternLM& model, const DataParallelUpdate
 }
 #endif
 
+// The loss divisor: the label tokens of the whole global batch (every token of it weighs the same;
+// gradients are then summed over ranks, data_parallel.h), summed over the ranks while the first
+// micro-batch runs its forward. On a host communicator (Gloo) the sum is read and each loss sum
+// divided by it, as always. On a CUDA one it stays on the device and each loss sum is multiplied by
+// the count's float reciprocal, which is what LibTorch's CUDA division of a float tensor by a host
+// double computes (a product with the reciprocal): the same bits, without a read-back.
+class LossDivisor {
+ public:
+  LossDivisor(Communicator& comm, int64_t local) : comm_(comm), local_(local) {
+    if (!comm.distributed()) return;
+    count_ = torch::full({1}, static_cast<double>(local),
+                         torch::TensorOptions().dtype(torch::kFloat64).device(comm.device()));
+    pending_ = comm.all_reduce_async(count_);
+  }
+  // [1] float64 on the communicator's device, the sum over ranks; undefined without one.
+  const torch::Tensor& global() const { return count_; }
+
+  torch::Tensor divide(const torch::Tensor& loss_sum) {
+    if (!count_.defined()) return loss_sum / static_cast<double>(std::max<int64_t>(local_, 1));
+    comm_.wait(pending_);  // the first call only
+    if (count_.is_cuda()) {
+      if (!inverse_.defined()) inverse_ = count_.clamp_min(1).to(torch::kFloat32).reciprocal().reshape({});
+      return loss_sum * inverse_;
+    }
+    if (host_ < 0) host_ = std::max(count_.item<double>(), 1.0);
+    return loss_sum / host_;
+  }
+
+ private:
+  Communicator& comm_;
+  int64_t local_;
+  torch::Tensor count_, inverse_;
+  Communicator::Pending pending_;
+  double host_ = -1;
+};
+
 }  // namespace
 
 StepSums Loop::accumulate_gradients(std::vector<Batch>& micro) {
   StepSums s;
   for (const Batch& b : micro) s.loss_tokens += b.num_loss_tokens;  // counted on the host
-  // Every token of the global batch weighs the same: divide each micro-batch's sum by the total
-  // over all ranks (gradients are then summed over ranks, data_parallel.h).
-  if (comm_.distributed()) s.loss_tokens = static_cast<int64_t>(comm_.all_reduce_scalar(static_cast<double>(s.loss_tokens)));
-  const double denom = static_cast<double>(std::max<int64_t>(s.loss_tokens, 1));
+  LossDivisor divisor(comm_, s.loss_tokens);
+  s.global_loss_tokens = divisor.global();
   const int64_t num_datasets = static_cast<int64_t>(data_.datasets().size());
   for (size_t m = 0; m < micro.size(); ++m) {
     Batch& b = micro[m];
@@ -51,7 +85,7 @@ StepSums Loop::accumulate_gradients(std::vector<Batch>& micro) {
     LossResult r = device_.is_cuda() ? compute_chunked_loss(model_->hidden_states(b), model_->head_weight(), b,
                                                             c_.loss.label_smoothing, num_datasets)
                                      : compute_loss(model_->forward(b), b, c_.loss.label_smoothing, num_datasets);
-    (r.loss_sum / denom).backward();
+    divisor.divide(r.loss_sum).backward();
     auto acc = [](torch::Tensor& into, const torch::Tensor& t) { into = into.defined() ? into + t : t.detach(); };
     acc(s.loss_sum, r.loss_sum.detach());
     acc(s.correct, r.correct);
@@ -62,39 +96,96 @@ StepSums Loop::accumulate_gradients(std::vector<Batch>& micro) {
   return s;
 }
 
+// The vector's layout: [loss, correct, real tokens, stop (a signal), stop file save, stop file quit,
+// executed FLOPs, per-dataset loss/tokens/correct (nd each)], then the loss divisor.
+constexpr int64_t kReducedHead = 7;
+
 void Loop::reduce(StepRecord& step, bool stop_here) {
   set_phase("reduce");
   const StepSums& s = step.sums;
-  // One small vector, one collective: [loss, correct, real tokens, stop, executed FLOPs,
-  // per-dataset loss/tokens/correct].
+  // One small vector, one collective, summed on the communicator's device and left there: the host
+  // reads it after the update (end_step), long after the device computed it, so no step waits for
+  // it (torchtitan reads its loss only on the steps it logs).
   const int64_t nd = static_cast<int64_t>(data_.datasets().size());
-  const bool computed = s.loss_sum.defined() && s.ds_loss.defined();
-  auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  // The device's figures in one read-back (one wait for the device, not one per figure).
-  torch::Tensor measured = torch::zeros({2 + 3 * nd}, f64);
-  if (computed) {
+  const torch::Device on = comm_.distributed() ? comm_.device() : device_;
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  torch::Tensor measured = torch::zeros({2 + 3 * nd}, f64.device(on));
+  if (s.loss_sum.defined() && s.ds_loss.defined()) {
     std::vector<torch::Tensor> parts{s.loss_sum.reshape(1), s.correct.reshape(1), s.ds_loss.reshape(nd),
                                      s.ds_tokens.reshape(nd), s.ds_correct.reshape(nd)};
     for (auto& p : parts) p = p.to(torch::kFloat64);
-    measured = torch::cat(parts).to(torch::kCPU);
+    measured = torch::cat(parts).to(on);
   }
-  const torch::Tensor host =
-      torch::tensor({static_cast<double>(s.real_tokens), stop_here ? 1.0 : 0.0, s.executed_flops}, f64);
+  // Rank 0 reads the stop file for the steps done once this one ends; its decision rides along.
+  const StopDecision file = lead_ ? stop_file_.check(step.index + 1, nullptr) : StopDecision{};
+  torch::Tensor host = torch::tensor({static_cast<double>(s.real_tokens), stop_here ? 1.0 : 0.0, file.save ? 1.0 : 0.0,
+                                      file.quit ? 1.0 : 0.0, s.executed_flops},
+                                     f64);
+  if (on.is_cuda()) host = host.pin_memory().to(on, /*non_blocking=*/true);  // no wait for the device
   torch::Tensor all = torch::cat({measured.narrow(0, 0, 2), host, measured.narrow(0, 2, 3 * nd)});
-  if (comm_.distributed()) {
-    torch::Tensor on_comm = all.to(comm_.device());
-    comm_.all_reduce(on_comm);
-    all = on_comm.cpu();
-  }
+  if (comm_.distributed()) comm_.all_reduce(all);
+  const torch::Tensor divisor = s.global_loss_tokens.defined()
+                                    ? s.global_loss_tokens.to(on)
+                                    : torch::full({1}, static_cast<double>(s.loss_tokens), f64.device(on));
+  step.sums_on_host.start(torch::cat({all, divisor}));
+}
+
+void Loop::read_totals(StepRecord& step) {
+  if (step.have_totals) return;
+  const torch::Tensor& all = step.sums_on_host.get();
+  const int64_t nd = static_cast<int64_t>(data_.datasets().size());
+  LOOM_ASSERT(all.numel() == kReducedHead + 3 * nd + 1, "the step's reduced vector holds ", all.numel(), " values");
   const double* v = all.data_ptr<double>();
   StepTotals& t = step.totals;
-  t.loss_sum = v[0], t.correct = v[1], t.real_tokens = v[2], t.stop = v[3] > 0, t.executed_flops = v[4];
-  t.loss_tokens = static_cast<double>(s.loss_tokens);
-  const double* ds = v + 5;
+  t.loss_sum = v[0], t.correct = v[1], t.real_tokens = v[2], t.stop = v[3] > 0, t.executed_flops = v[6];
+  t.file.save = v[4] > 0, t.file.quit = v[5] > 0;
+  const double* ds = v + kReducedHead;
   t.ds_loss.assign(ds, ds + nd);
   t.ds_tokens.assign(ds + nd, ds + 2 * nd);
   t.ds_correct.assign(ds + 2 * nd, ds + 3 * nd);
-  stop_agreed_ = t.stop;
+  t.loss_tokens = v[kReducedHead + 3 * nd];
+  step.have_totals = true;
+}
+
+MetricsSetup Loop::metrics_setup() const {
+  MetricsSetup m;
+  m.total_steps = c_.data.total_steps;
+  m.world = static_cast<double>(comm_.world());
+  m.tokens_per_device = static_cast<double>(loader_.layout().global_batch() * c_.data.seq_len) / m.world;
+  m.flops_per_token = flops_per_token_;
+  m.peak_tflops = peak_tflops_;
+  m.attention_branches = attention_ == AttentionKernel::kCudnnSegments;
+  m.dataset_names = data_.dataset_names();
+  m.eta.total_steps = c_.data.total_steps;
+  m.eta.valid_every = c_.data.valid_every;
+  m.eta.validates = valid_ != nullptr;
+  m.eta.micro_num = c_.data.micro_num;
+  if (valid_) {  // this rank's forward micro-batches of one pass (evaluator.h's cap per set)
+    for (size_t set = 0; set < valid_->num_sets(); ++set) {
+      const int64_t all = valid_->num_micro_batches(set), cap = c_.data.valid_micro_num;
+      m.eta.validation_micro_batches += static_cast<double>(cap > 0 ? std::min(all, cap) : all);
+    }
+  }
+  return m;
+}
+
+void Loop::count_step() {
+  if (!lead_) return;
+  // The realised mixture of the step's global batch, from the sampler (every rank's rows).
+  const uint64_t end = state_.sampler.consumed_samples, g = loader_.layout().global_batch();
+  metrics_->count(state_.step, loader_.sampler().count_datasets(end - g, end), attention_use_->per_document.exchange(0),
+                  attention_use_->windows.exchange(0));
+}
+
+bool Loop::logs_step() const {
+  // Every job.log_every steps and the run's last (total_steps; a stop file, a signal or
+  // debug.stop_at_step end it here; a validation a stop request interrupts is caught by finish()).
+  return state_.step % c_.job.log_every == 0 || state_.step == c_.data.total_steps || stop_agreed_ ||
+         quit_by_file_ || faults_.stop_requested(state_.step);
+}
+
+bool Loop::times_step() const {
+  return logs_step() || (c_.monitor.diag_every > 0 && state_.step % c_.monitor.diag_every == 0);
 }
 
 void Loop::log_step(const StepRecord& s) {
@@ -104,13 +195,9 @@ void Loop::log_step(const StepRecord& s) {
   const double loss = t.loss_sum / tokens;
   summary_.last_loss = loss;
   if (!lead_) return;
-  const double step_s = step_t_.seconds();
-  const double world = static_cast<double>(comm_.world());
-  // Model FLOPs of the packs one device processed (padding included: it is computed).
-  const double processed = static_cast<double>(loader_.layout().global_batch() * c_.data.seq_len) / world;
-  const double tflops = flops_per_token_ * processed / step_s / 1e12;
-  const double hardware_tflops = t.executed_flops / world / step_s / 1e12;
-  MetricFields f = {
+  StepFigures f;
+  f.step_time = step_t_.seconds();
+  f.fields = {
       {"step", static_cast<double>(state_.step)},
       {"consumed_samples", static_cast<double>(state_.sampler.consumed_samples)},
       {"num_consumed_tokens", static_cast<double>(state_.consumed_tokens)},
@@ -122,11 +209,7 @@ void Loop::log_step(const StepRecord& s) {
       {"inf_nan_skip_batches", static_cast<double>(state_.inf_nan_skips)},
       {"skip_batches", static_cast<double>(state_.skipped_batches)},
       {"skipped_this_step", r.skipped ? 1.0 : 0.0},
-      {"tokens_per_s", t.real_tokens / step_s},     // all ranks
-      {"tgs", t.real_tokens / step_s / world},      // per device (one device per rank)
-      {"tflops", tflops},                           // per device, model FLOPs (flops.h)
-      {"hardware_tflops", hardware_tflops},         // per device, executed FLOPs (flops.h)
-      {"step_time", step_s},
+      {"step_time", f.step_time},
       {"data_time", data_t_.seconds()},
       {"fwd_bwd_time", fwd_t_.seconds()},
       {"optimizer_time", opt_t_.seconds()},
@@ -135,51 +218,14 @@ void Loop::log_step(const StepRecord& s) {
   };
 #ifdef LOOM_CUDA_KERNELS
   if (device_.is_cuda()) {
-    f.emplace_back("peak_reserved_mb", static_cast<double>(cuda::memory_stats(cuda_index()).peak_reserved) / (1 << 20));
+    f.fields.emplace_back("peak_reserved_mb",
+                          static_cast<double>(cuda::memory_stats(cuda_index()).peak_reserved) / (1 << 20));
   }
 #endif
-  if (peak_tflops_ > 0) {  // none at all where the peak is not known (startup.h)
-    f.emplace_back("mfu", tflops / peak_tflops_);
-    f.emplace_back("hfu", hardware_tflops / peak_tflops_);
-  }
-  const int64_t per_document = attention_use_->per_document.exchange(0), windows = attention_use_->windows.exchange(0);
-  if (attention_ == AttentionKernel::kCudnnSegments && per_document + windows > 0) {  // which branch this step took
-    const double share = double(windows) / double(per_document + windows);
-    f.emplace_back("attention_windows_share", share);
-    const char* branch = share == 0   ? "cuDNN, a sequence per document"
-                         : share == 1 ? "cuDNN, short documents sharing windows"
-                                      : "cuDNN, a sequence per document and windows";
-    if (branch != attention_branch_)  // a line when the branch changes, not one a step
-      log::info("attention: from step ", state_.step, " ", branch, " (rank 0's micro-batches; attention_windows_share ",
-                format_number(share, 3), ")");
-    attention_branch_ = branch;
-  }
-  const auto names = data_.dataset_names();
-  // The realised mixture of the window's global batches, from the sampler (every rank's rows).
-  const uint64_t end = state_.sampler.consumed_samples, g = loader_.layout().global_batch();
-  const std::vector<uint64_t> counts = loader_.sampler().count_datasets(end - g, end);
-  if (mix_counts_.empty()) {
-    mix_counts_.assign(names.size(), 0);
-    mix_first_step_ = state_.step;
-  }
-  for (size_t d = 0; d < names.size(); ++d) mix_counts_[d] += counts[d];
-  for (size_t d = 0; d < names.size(); ++d) {
-    if (t.ds_tokens[d] == 0) continue;
-    const double dl = t.ds_loss[d] / t.ds_tokens[d];
-    f.emplace_back("loss/" + names[d], dl);
-    f.emplace_back("acc/" + names[d], t.ds_correct[d] / t.ds_tokens[d]);
-    f.emplace_back("plex/" + names[d], std::exp(dl));
-  }
-  // Every job.log_every steps, and always the run's last step (total_steps, a stop file, a signal):
-  // finish() writes a record left here.
-  if (state_.step % c_.job.log_every == 0 || state_.step == c_.data.total_steps) {
-    metrics_->write(f);
-    unlogged_.clear();
-    if (names.size() > 1) log::info(mixture_line(mix_first_step_, state_.step, names, mix_counts_));
-    mix_counts_.clear();
-  } else {
-    unlogged_ = std::move(f);
-  }
+  f.real_tokens = t.real_tokens;
+  f.executed_flops = t.executed_flops;
+  f.ds_loss = t.ds_loss, f.ds_tokens = t.ds_tokens, f.ds_correct = t.ds_correct;
+  metrics_->on_step(std::move(f));
 }
 
 void Loop::validate() {
@@ -192,7 +238,10 @@ void Loop::validate() {
   o.stop = [this] {
     return (signal_ && signal_->requested()) || (lead_ && stop_decision(stop_file_.poll(), state_.step).quit);
   };
+  Timer took;
+  took.start();
   const Evaluation ev = evaluate(model_, *valid_, device_, &comm_, o);
+  took.stop();
   if (ev.interrupted) {
     log::job_warn("validation at step ", state_.step, " interrupted by a stop request: no val/ figures this time");
     stop_agreed_ = true;  // the run stops after this step (saving it first)
@@ -205,7 +254,7 @@ void Loop::validate() {
     f.emplace_back("val/" + e.name + "_acc", e.acc);
     f.emplace_back("val/" + e.name + "_plex", e.perplexity);
   }
-  metrics_->write(f);
+  metrics_->on_validation(f, took.seconds());  // the ETA counts the validations left at this one's pace
 }
 
 void Loop::save() {
@@ -240,7 +289,7 @@ void Loop::profile_memory() {
 
 void Loop::report_out_of_memory(const c10::OutOfMemoryError& e) {
   // The allocator's message holds the requested size and the device's free memory; add where the
-  // memory went, then let main() exit (code 3).
+  // memory went, then let main() exit (code 1: the environment, docs/TRAIN.md's exit codes).
   std::string what = e.what_without_backtrace();
   what = what.substr(0, what.find('\n'));
   log::error("out of memory at step ", state_.step, ": ", what);
@@ -276,6 +325,7 @@ StepRecord Loop::begin_step(Profiler& profiler) {
   if (device_.is_cuda()) cuda::reset_peak_memory(cuda_index());  // peak_memory_mb: this step's
 #endif
   step_t_.start();
+  if (state_.step == first_step_) first_tokens_ = state_.consumed_tokens;
   StepRecord s;
   s.index = state_.step;
   return s;
@@ -325,6 +375,7 @@ void Loop::forward_backward(StepRecord& s) {
 
 void Loop::check_spike(StepRecord& s) {
   if (s.skip_batch || !spike_.enabled()) return;
+  read_totals(s);  // the one wait of a step for its figures: a spike must cancel the update
   const double loss = faults_.observed_loss(s.index, s.totals.loss_sum / std::max(s.totals.loss_tokens, 1.0));
   const SpikeVerdict v = spike_.observe(s.index, loss);
   if (!v.is_spike) return;
@@ -363,20 +414,26 @@ void Loop::optimizer_step(StepRecord& s) {
   opt_t_.stop();
 }
 
-void Loop::end_step(const StepRecord& s) {
+void Loop::end_step(StepRecord& s) {
+  read_totals(s);  // computed before the update: by now the device has long passed the copy
+  stop_agreed_ = s.totals.stop;
+  quit_by_file_ = s.totals.file.quit;
   ++state_.step;
   state_.updates = update_->updates();
   state_.sampler = loader_.state();
   state_.consumed_tokens += static_cast<uint64_t>(s.totals.real_tokens);
-  // The step ends when the device has run the step's stream (the device timers are read right
-  // after, which waits for it anyway). An update overlapped with the next forward (adam.overlap_update)
+  // The host waits for the device's stream only on a step whose device time a figure needs (a
+  // logged step, the health report's); elsewhere it goes on to the next step's data while the
+  // device finishes this one. An update overlapped with the next forward (adam.overlap_update)
   // runs on a side stream and is not waited for here: the next step's forward waits for each of
   // its layers, so that step's time holds whatever of the update the overlap did not hide.
+  if (device_.is_cuda() && times_step()) {
 #ifdef LOOM_CUDA_KERNELS
-  if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(cuda_index())).synchronize();
+    c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(cuda_index())).synchronize();
 #else
-  if (device_.is_cuda()) torch::cuda::synchronize(cuda_index());  // no overlapped update in this build
+    torch::cuda::synchronize(cuda_index());  // no overlapped update in this build
 #endif
+  }
   step_t_.stop();
   if (watchdog_) watchdog_->heartbeat(state_.step);
   if (progress_) progress_->set(static_cast<uint64_t>(state_.step));
@@ -386,7 +443,14 @@ void Loop::end_step(const StepRecord& s) {
 void Loop::after_step(const StepRecord& s) {
   if (!s.skip_batch) {
     ProfileRange range("log");
-    log_step(s);
+    count_step();
+    if (logs_step()) {
+      log_step(s);
+      unlogged_.reset();
+    } else {  // kept for finish(): a validation interrupted by a stop request ends the run here
+      unlogged_.emplace();
+      unlogged_->index = s.index, unlogged_->lr = s.lr, unlogged_->totals = s.totals, unlogged_->result = s.result;
+    }
   }
   ++summary_.steps_done;
   if (c_.monitor.diag_every > 0 && state_.step % c_.monitor.diag_every == 0) {
@@ -397,30 +461,29 @@ void Loop::after_step(const StepRecord& s) {
   }
   if (c_.data.valid_every > 0 && state_.step % c_.data.valid_every == 0 && state_.step != c_.data.total_steps)
     validate();
-  const StopDecision by_file = stop_file_.check(state_.step, &comm_);
-  quit_by_file_ = by_file.quit;
+  const StopDecision& by_file = s.totals.file;
   const bool periodic = c_.ckpt.checkpoint_every > 0 && state_.step % c_.ckpt.checkpoint_every == 0;
   if (saver_ && (periodic || (by_file.save && !by_file.quit))) save();
 }
 
 
 void Loop::finish() {
-  if (!unlogged_.empty()) {
-    metrics_->write(unlogged_);
-    unlogged_.clear();
-  }
+  if (unlogged_ && unlogged_->index + 1 == state_.step) log_step(*unlogged_);  // the run's last step
+  unlogged_.reset();
   if (progress_) progress_->finish();
   // The last checkpoint before the last validation: a kill during a long validation loses nothing.
   if (saver_ && saved_step_ != state_.step) save();
   if (state_.step == c_.data.total_steps && !summary_.stopped_by_signal) validate();
   if (saver_) saver_->finish();  // the process must not end mid-write
   summary_.final_step = state_.step;
-  const std::string done = "step " + format_count(state_.step) + "/" + format_count(c_.data.total_steps) + ", " +
-                           format_count(summary_.steps_done) + " steps this run, " +
-                           format_count(state_.consumed_tokens) + " tokens consumed, " +
+  // This process's steps and tokens apart from the whole run's (a resumed run has both).
+  const uint64_t run_tokens = summary_.steps_done > 0 ? state_.consumed_tokens - first_tokens_ : 0;
+  const std::string done = "step " + format_count(state_.step) + "/" + format_count(c_.data.total_steps) +
+                           "; this run: " + format_count(summary_.steps_done) + " steps, " + format_count(run_tokens) +
+                           " tokens; whole run: " + format_count(state_.consumed_tokens) + " tokens, " +
                            format_count(state_.inf_nan_skips) + " inf/nan skips, " +
                            format_count(state_.spike_skips) + " spike skips" +
-                           (summary_.steps_done > 0 ? ", last loss " + format_number(summary_.last_loss) : "");
+                           (summary_.steps_done > 0 ? "; last loss " + format_number(summary_.last_loss) : "");
   log::info("done: ", done);
   alert(AlertLevel::kInfo, summary_.stopped_by_signal ? "training stopped" : "training finished", done);
 }

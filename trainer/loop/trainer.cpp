@@ -185,11 +185,11 @@ void Loop::open_saver() {
 
 void Loop::open_sinks(int64_t keep_logs_through) {
   if (!lead_) return;
-  metrics_ = std::make_unique<MetricsFanout>();
-  metrics_->add(std::make_unique<JsonlSink>(c_.job.run_dir + "/metrics.jsonl", keep_logs_through));
-  metrics_->add(std::make_unique<LogLineSink>(c_.data.total_steps));
+  auto sinks = std::make_unique<MetricsFanout>();
+  sinks->add(std::make_unique<JsonlSink>(c_.job.run_dir + "/metrics.jsonl", keep_logs_through));
   if (c_.job.tensorboard)
-    metrics_->add(std::make_unique<TensorBoardSink>(c_.job.run_dir + "/tensorboard", keep_logs_through));
+    sinks->add(std::make_unique<TensorBoardSink>(c_.job.run_dir + "/tensorboard", keep_logs_through));
+  metrics_ = std::make_unique<MetricsProcessor>(metrics_setup(), std::move(sinks));
 }
 
 void Loop::probe() {
@@ -232,6 +232,7 @@ TrainSummary Loop::run() {
   if (lead_) {
     progress_ = std::make_unique<Progress>("train", static_cast<uint64_t>(c_.data.total_steps), "steps");
     progress_->set_base(static_cast<uint64_t>(state_.step));
+    progress_->show_eta(false);  // the metrics line has the run's one ETA, validation counted
   }
   while (state_.step < c_.data.total_steps && !should_stop(signal)) {
     StepRecord s = begin_step(profiler);

@@ -1,6 +1,5 @@
 #include "metrics.h"
 
-#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -23,10 +22,6 @@ const double* find(const MetricFields& f, const std::string& name) {
   for (const auto& [k, v] : f)
     if (k == name) return &v;
   return nullptr;
-}
-
-double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
@@ -96,26 +91,6 @@ void JsonlSink::write(const MetricFields& f) {
   LOOM_ASSERT(!f.empty() && f.front().first == "step", "metrics: the first field must be step");
   const std::string line = metrics_json_line(f);
   file_.write_all(line.data(), line.size());
-}
-
-void LogLineSink::write(const MetricFields& f) {
-  LOOM_ASSERT(!f.empty() && f.front().first == "step", "metrics: the first field must be step");
-  const int64_t step = static_cast<int64_t>(f.front().second);
-  double eta = -1;
-  if (find(f, "loss")) {
-    // The mean time per step since the first record (start-up and validation included, as the
-    // rest of the run will have them too); from the first record alone, its step_time.
-    const double now = wall_seconds();
-    if (first_step_ < 0) {
-      first_step_ = step;
-      first_time_ = now;
-      if (const double* t = find(f, "step_time")) eta = *t * static_cast<double>(total_steps_ - step);
-    } else if (step > first_step_) {
-      eta = (now - first_time_) / static_cast<double>(step - first_step_) * static_cast<double>(total_steps_ - step);
-    }
-  }
-  if (step >= total_steps_) eta = -1;  // the last step: nothing left to estimate
-  log::info(metrics_log_line(f, total_steps_, eta));
 }
 
 void TensorBoardSink::write(const MetricFields& f) {

@@ -24,10 +24,11 @@ using MetricFields = std::vector<std::pair<std::string, double>>;
 
 std::string metrics_json_line(const MetricFields& f);
 // The log line above (a validation record: "validation at step N: SET loss L acc A ppl P ...").
-// eta_s < 0: no ETA.
+// eta_s < 0: no ETA. The run's one ETA is the metrics processor's (loop/metrics_processor.h).
 std::string metrics_log_line(const MetricFields& f, int64_t total_steps, double eta_s);
 
-// Where a record goes. The loop writes each record once, to a MetricsFanout.
+// Where a record goes. The loop's metrics processor writes each record once, to a MetricsFanout,
+// and logs the line itself.
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
@@ -45,18 +46,6 @@ class JsonlSink : public MetricsSink {
  private:
   std::string path_;
   sys::File file_;
-};
-
-// The log line (info level), with an ETA from the wall time between the records it saw.
-class LogLineSink : public MetricsSink {
- public:
-  explicit LogLineSink(int64_t total_steps) : total_steps_(total_steps) {}
-  void write(const MetricFields& f) override;
-
- private:
-  int64_t total_steps_;
-  int64_t first_step_ = -1;  // the first training record's step, and when it came
-  double first_time_ = 0;
 };
 
 // TensorBoard scalars: every field but "step", at that step.

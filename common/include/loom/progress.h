@@ -29,13 +29,15 @@ class Progress {
   void set(uint64_t done);
   // An extra counter shown with its rate ("tokens"), e.g. tokens/s next to MB/s.
   void set_extra(const std::string& name, uint64_t value);
+  // off: no ETA on the line (its owner prints a better one elsewhere, e.g. loom-train's metrics line).
+  void show_eta(bool on) { show_eta_ = on; }
   // Final line; also called by the destructor.
   void finish();
   double elapsed_s() const;
+  std::string line() const;  // the text drawn now
 
  private:
   void maybe_draw(bool force);
-  std::string line() const;
 
   std::string label_, unit_, extra_name_;
   uint64_t total_;
@@ -45,6 +47,7 @@ class Progress {
   double log_every_s_;
   bool tty_;
   bool finished_ = false;
+  bool show_eta_ = true;
   std::chrono::steady_clock::time_point start_;
   std::atomic<int64_t> last_draw_ns_{0};
 };
