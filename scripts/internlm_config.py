@@ -101,8 +101,9 @@ class Mapper:
         if d.get("rampup_batch_size", "") in ("", None):
             d.pop("rampup_batch_size", None)
         if "valid_micro_num" in d:
-            self.skip("data.valid_micro_num", d.pop("valid_micro_num"),
-                      "loom validates every packed sequence of data.valid_folder, micro_bsz per micro-batch")
+            # The micro-batches one validation reads per set: without the cap loom validates every
+            # packed sequence of data.valid_folder, which can outlast the training between validations.
+            self.set("data", "valid_micro_num", d.pop("valid_micro_num"))
         if "pack_sample_into_one" in d:
             v = d.pop("pack_sample_into_one")
             self.skip("data.pack_sample_into_one", v, "loom packs with loom-pack pack and always keeps document "

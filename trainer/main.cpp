@@ -8,13 +8,16 @@
 // Subcommands: `loom-train export-hf ...` (docs/HF.md), `loom-train generate ...`, `loom-train plan ...`
 // (the memory plan, docs/TRAIN.md), `loom-train --version`; anything else is a training run.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #if defined(LOOM_CUDA)
+#if __has_include(<cuda_runtime_api.h>)
 #include <cuda_runtime_api.h>
+#endif
 #if __has_include(<cudnn_version.h>)
 #include <cudnn_version.h>
 #endif
@@ -31,6 +34,7 @@
 #include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/log.h"
+#include "loom/progress.h"
 #include "loom/sys.h"
 #include "plan_command.h"
 #include "trainer.h"
@@ -42,7 +46,11 @@ namespace {
 std::vector<std::pair<std::string, std::string>> library_versions() {
   std::vector<std::pair<std::string, std::string>> v{{"LibTorch", TORCH_VERSION}};
 #if defined(LOOM_CUDA)
+#if defined(CUDART_VERSION)
   v.emplace_back("CUDA", loom::str(CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10));
+#else
+  v.emplace_back("CUDA", "yes (cuda_runtime_api.h was not on the include path: version unknown)");
+#endif
 #if defined(CUDNN_MAJOR)
   v.emplace_back("cuDNN", loom::str(CUDNN_MAJOR, ".", CUDNN_MINOR, ".", CUDNN_PATCHLEVEL));
 #else
@@ -134,18 +142,40 @@ void refuse_megatron_datasets(const std::vector<std::string>& words) {
       "--vocab-size V)"));
 }
 
+// --split TRAIN,VALID,TEST (Megatron-LM's weights, ',' or '/' between them): loom splits the token
+// shards before packing, and validation reads a folder of its own. Refused with the command, at the
+// share of VALID given (5% where the value does not parse).
+void refuse_split(const std::vector<std::string>& args, size_t i) {
+  const size_t eq = args[i].find('=');
+  const std::string value = eq != std::string::npos ? args[i].substr(eq + 1) : i + 1 < args.size() ? args[i + 1] : "";
+  std::vector<double> weights;
+  for (size_t b = 0; b <= value.size();) {
+    const size_t e = std::min(value.find_first_of(",/", b), value.size());
+    char* end = nullptr;
+    const std::string w = value.substr(b, e - b);
+    const double x = std::strtod(w.c_str(), &end);
+    if (w.empty() || *end != '\0' || !(x >= 0)) break;
+    weights.push_back(x);
+    b = e + 1;
+  }
+  double sum = 0;
+  for (double w : weights) sum += w;
+  const double valid = weights.size() >= 2 && sum > 0 ? weights[1] / sum : 0.05;
+  throw loom::UsageError(loom::str(
+      "loom-train: --split ", value, ": loom-train does not split a dataset at start; validation reads a folder of "
+      "its own, data.valid_folder. Split the token shards before packing (", loom::format_number(100 * valid, 3),
+      "% to validation; a test share has no loom counterpart):\n"
+      "    loom-pack split --valid-fraction ", loom::format_number(valid, 6), " --output-dir split SHARD.bin\n"
+      "then pack split/train and split/valid apart and give --data.train_folder and --data.valid_folder"));
+}
+
 // Megatron-LM flags that loom does not translate but knows the way for: refused with it, before
 // the parse would call them unknown keys.
 void refuse_untranslated_megatron_flags(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string n = flag_name(args[i]);
     if (n == "--data-path") refuse_megatron_datasets(data_path_words(args, i));
-    if (n == "--split")
-      throw loom::UsageError(
-          "loom-train: --split: loom-train does not split a dataset at start; validation reads a folder of its "
-          "own, data.valid_folder. Split the token shards before packing: loom-pack split --valid-fraction 0.05 "
-          "--output-dir split SHARD.bin (Megatron-LM's 949,50,1 gives 5% to validation), pack split/train and "
-          "split/valid apart, and give --data.train_folder and --data.valid_folder");
+    if (n == "--split") refuse_split(args, i);
     if (n == "--valid-data-path")
       throw loom::UsageError(
           "loom-train: --valid-data-path: give --data.valid_folder=DIR, a folder of packed shards made as those "

@@ -52,7 +52,8 @@ def plan(ini_text, world):
 EXPECTED = {
     "7B_sft.py": {
         "job.run_dir": "runs/7b_train", "data.seq_len": "2048", "data.micro_num": "4", "data.micro_bsz": "2",
-        "data.total_steps": "50000", "data.valid_every": "50", "model.hidden_size": "4096", "model.num_layers": "32",
+        "data.total_steps": "50000", "data.valid_every": "50", "data.valid_micro_num": "4",
+        "model.hidden_size": "4096", "model.num_layers": "32",
         "model.num_attention_heads": "32", "model.vocab_size": "103168", "model.mlp_ratio": "2.6666666666666665",
         "model.layer_norm_epsilon": "1e-05", "model.checkpoint": "0", "model.dtype": "bfloat16", "adam.lr": "0.0001",
         "adam.adam_beta1": "0.9", "adam.adam_beta2": "0.95", "adam.adam_eps": "1e-08", "adam.weight_decay": "0.01",
@@ -68,7 +69,7 @@ EXPECTED["20B_sft.py"] = dict(EXPECTED["7B_sft.py"], **{
     "model.hidden_size": "5120", "model.num_layers": "60", "model.num_attention_heads": "40", "parallel.zero1": "-1"})
 
 UNMAPPED = {  # the keys each config must list as not mapped (the start of each line)
-    "7B_sft.py": ["data.valid_micro_num = 4", "data.pack_sample_into_one = False", "data.min_length = 50",
+    "7B_sft.py": ["data.pack_sample_into_one = False", "data.min_length = 50",
                   "ckpt.load_ckpt_folder = 'local:llm_ckpts/'", "ckpt.load_ckpt_info = ", "ckpt.async_upload = True",
                   "ckpt.async_upload_tmp_folder = ", "ckpt.oss_snapshot_freq = 25", "grad_scaler = ",
                   "cudnn_deterministic = False", "cudnn_benchmark = False"],
