@@ -35,11 +35,11 @@ r=[json.loads(l) for l in open('$W/run/metrics.jsonl') if '\"loss\"' in l][2:]
 print('%.1f' % (sum(x['tokens_per_s']*x['step_time'] for x in r)/sum(x['step_time'] for x in r)))"
 }
 CPP_MASKED=$(loom_tokens_per_s masked)
-CPP=$(loom_tokens_per_s auto)
-KERNEL=$(sed -n 's/.*INFO attention: \([a-z ]*[a-z]\).*/\1/p' "$W/loom.log" | head -1)
 # The count is logged with thousands separators ("model: 4,438,272 parameters").
 CPP_PARAMS=$(sed -n 's/.*model: \([0-9,]*\) parameters.*/\1/p' "$W/loom.log" | tr -d ,)
 [ -n "$CPP_PARAMS" ] || { echo "no 'model: N parameters' line in loom-train's log:" >&2; tail -5 "$W/loom.log" >&2; exit 1; }
+CPP=$(loom_tokens_per_s auto)
+KERNEL=$(sed -n 's/.*INFO attention: \([a-z ]*[a-z]\).*/\1/p' "$W/loom.log" | head -1)
 read -r _ PY _ PY_PARAMS < <(/usr/bin/python3 bench/train_bench.py "$W/data/train/neko/packed.bin" "$STEPS" $MB $MN "$C" "$L" $H $V "$THREADS")
 # The same model: the same parameter count (the architecture is compared in train_bench.py's header).
 if [ "$CPP_PARAMS" != "$PY_PARAMS" ]; then
