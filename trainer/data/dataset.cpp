@@ -1,9 +1,13 @@
 #include "dataset.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "loom/error.h"
 #include "loom/log.h"
@@ -68,8 +72,45 @@ std::vector<std::pair<std::string, double>> parse_dataset_weights(const std::str
 
 // ---- PackedDataset ----
 
-PackedDataset::PackedDataset(std::string name, const std::vector<std::string>& shard_paths, int64_t seq_len,
-                             bool verify_checksums)
+namespace {
+
+std::string set_text(const PackedReader& r) {
+  const PackedHeader& h = r.header();
+  if (h.set_id == 0) return r.bin_path() + " (no output set recorded: an older loom-pack)";
+  return str(r.bin_path(), " (output set ", hex64(h.set_id), ", file ", h.shard_index, " of ", h.shard_count, ")");
+}
+
+// The dataset's shards are one output set (dataset.h), or all record none.
+void check_output_set(const std::string& name, const std::vector<PackedReader>& shards) {
+  const PackedReader& first = shards.front();
+  const uint64_t id = first.header().set_id;
+  for (const PackedReader& r : shards)
+    LOOM_CHECK(r.header().set_id == id, "dataset '", name, "' holds the shards of two loom-pack runs: ", set_text(first),
+               " and ", set_text(r), "; a pack replaces only the files of its own NAME: remove the stale run's files, "
+               "or pack into an empty folder");
+  if (id == 0) return;
+  const uint32_t count = first.header().shard_count;
+  std::vector<std::pair<uint32_t, const PackedReader*>> index;
+  for (const PackedReader& r : shards) {
+    LOOM_CHECK(r.header().shard_count == count && r.header().shard_index < count, set_text(r), ": disagrees with ",
+               set_text(first), " on the number of files of the set");
+    index.emplace_back(r.header().shard_index, &r);
+  }
+  std::sort(index.begin(), index.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < index.size(); ++i) {
+    LOOM_CHECK(i == 0 || index[i].first != index[i - 1].first, "dataset '", name, "': ", set_text(*index[i - 1].second),
+               " and ", set_text(*index[i].second), " are the same file of one output set (a copy?)");
+    LOOM_CHECK(index[i].first == i, "dataset '", name, "': output set ", hex64(id), " is incomplete: file ", i, " of ",
+               count, " is missing (", shards.size(), " of its files are here, e.g. ", set_text(first),
+               "); a pack that did not finish? pack again");
+  }
+  LOOM_CHECK(index.size() == count, "dataset '", name, "': output set ", hex64(id), " is incomplete: files ",
+             index.size(), " to ", count - 1, " of ", count, " are missing (", set_text(first), "); pack again");
+}
+
+}  // namespace
+
+PackedDataset::PackedDataset(std::string name, const std::vector<std::string>& shard_paths, int64_t seq_len)
     : name_(std::move(name)), seq_len_(seq_len) {
   shards_.reserve(shard_paths.size());
   for (const std::string& path : shard_paths) {
@@ -78,18 +119,60 @@ PackedDataset::PackedDataset(std::string name, const std::vector<std::string>& s
     LOOM_CHECK(static_cast<int64_t>(r.seq_len()) == seq_len, path, ": packs of ", r.seq_len(),
                " tokens, but data.seq_len is ", seq_len, " (repack the data or set data.seq_len=", r.seq_len(), ")");
     if (shards_.size() > 1) check_same_tokenizer(shards_.front(), r);
-    if (verify_checksums) {
-      try {
-        r.verify_deep();
-      } catch (const Error& e) {
-        LOOM_FAIL(e.what(), " (data.verify_checksums=false skips this check at start)");
-      }
-    }
     first_pack_.push_back(first_pack_.back() + r.num_packs());
     num_tokens_ += r.header().num_tokens;
     num_source_docs_ += r.header().num_source_docs;
   }
   LOOM_ASSERT(!shards_.empty(), "dataset '", name_, "' without shards");
+  check_output_set(name_, shards_);
+}
+
+void verify_checksums(const std::vector<PackedDataset>& datasets, int rank, int world, unsigned threads) {
+  LOOM_ASSERT(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " of ", world);
+  std::vector<const PackedReader*> mine;  // this rank's share, in shard order
+  uint64_t i = 0, bytes = 0;
+  for (const PackedDataset& d : datasets)
+    for (size_t s = 0; s < d.num_shards(); ++s, ++i)
+      if (i % static_cast<uint64_t>(world) == static_cast<uint64_t>(rank)) {
+        mine.push_back(&d.shard(s));
+        bytes += d.shard(s).bin().size();
+      }
+  if (mine.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t cores = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  const size_t n = std::min(cores, mine.size());
+  std::vector<std::string> errors(mine.size());
+  std::atomic<size_t> next{0}, first_bad{SIZE_MAX};
+  // Every shard before the first bad one is checked, so the failure reported is the first in order.
+  const auto work = [&] {
+    for (size_t k = next++; k < mine.size(); k = next++) {
+      if (k > first_bad.load()) continue;
+      try {
+        mine[k]->verify_deep();
+      } catch (const std::exception& e) {
+        errors[k] = e.what();
+        for (size_t b = first_bad.load(); k < b && !first_bad.compare_exchange_weak(b, k);) {}
+      }
+    }
+  };
+  {
+    std::vector<std::thread> pool;
+    struct Join {
+      std::vector<std::thread>& pool;
+      ~Join() {
+        for (std::thread& t : pool) t.join();
+      }
+    } join{pool};
+    for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+    work();
+  }
+  for (const std::string& e : errors)
+    if (!e.empty())
+      LOOM_FAIL(e, " (data.verify_checksums=false skips this check at start",
+                world > 1 ? str("; rank ", rank, " of ", world, " checks this shard") : std::string(), ")");
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+  log::info("data: checksums of ", mine.size(), " shards (", format_count(bytes), " bytes", world > 1 ? ", this rank's share" : "",
+            ") verified on ", n, " threads in ", format_number(took.count(), 3), " s");
 }
 
 PackedDataset::Location PackedDataset::locate(uint64_t pack) const {
@@ -100,7 +183,7 @@ PackedDataset::Location PackedDataset::locate(uint64_t pack) const {
 }
 
 std::vector<PackedDataset> open_datasets(const std::string& folder_in, const std::string& key, int64_t seq_len,
-                                         bool verify_checksums) {
+                                         bool verify_checksums, int rank, int world) {
   std::string folder = folder_in;
   while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
   LOOM_CHECK(sys::is_directory(folder), key, " = ", folder, ": not a folder (expected a folder of packed shards)");
@@ -127,19 +210,20 @@ std::vector<PackedDataset> open_datasets(const std::string& folder_in, const std
              "); put each dataset in its own sub-folder, or all shards in the folder itself");
   std::vector<PackedDataset> out;
   if (!top.empty()) {
-    out.emplace_back(sys::basename(folder), top, seq_len, verify_checksums);
+    out.emplace_back(sys::basename(folder), top, seq_len);
   } else {
     out.reserve(groups.size());
-    for (const auto& [name, paths] : groups) out.emplace_back(name, paths, seq_len, verify_checksums);
+    for (const auto& [name, paths] : groups) out.emplace_back(name, paths, seq_len);
   }
   for (size_t d = 1; d < out.size(); ++d) check_same_tokenizer(out.front().shard(0), out[d].shard(0));
+  if (verify_checksums) loom::verify_checksums(out, rank, world);
   return out;
 }
 
 // ---- TrainData ----
 
-TrainData::TrainData(const DataOptions& opt)
-    : datasets_(open_datasets(opt.train_folder, "data.train_folder", opt.seq_len, opt.verify_checksums)),
+TrainData::TrainData(const DataOptions& opt, int rank, int world)
+    : datasets_(open_datasets(opt.train_folder, "data.train_folder", opt.seq_len, opt.verify_checksums, rank, world)),
       mixture_(parse_mixture(opt.mixture)) {
   tokenizer_ = datasets_.front().shard(0).tokenizer();
   pad_id_ = datasets_.front().shard(0).header().pad_id;

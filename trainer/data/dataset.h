@@ -11,10 +11,19 @@
 // ("input without loss") cannot occur in loom's data: there is nothing to translate. Every id is
 // checked < vocab_size when a batch is built (and, with data.verify_checksums, at start).
 //
+// Output sets. A dataset is what one `loom-pack pack` run wrote: its shards' headers name their
+// set (set_id, shard_index, shard_count; packed_format.h). Shards of two sets (two runs, e.g. a
+// stale NAME-00003.bin beside a newer NAME.bin) are refused, naming a file of each; so is a set
+// missing a file or holding one twice. Shards that record no set (set_id 0, older loom-pack) are
+// accepted as before when all of the dataset's shards are such.
+//
 // Checksums. With data.verify_checksums (the default) every shard's .bin is read once, front to
-// back, when it is opened: ids against the vocab and its XXH64 against the .meta's bin_xxh64
-// (PackedReader::verify_deep, the check of `loom-pack verify`). A mismatch is a loom::Error naming
-// the file and both checksums.
+// back, at start: ids against the vocab and its XXH64 against the .meta's bin_xxh64
+// (PackedReader::verify_deep, the check of `loom-pack verify`). The shards are split among the
+// ranks (shard i, over all datasets in order, is checked by rank i % world) and each rank checks
+// its share on all its cores, one shard per thread. A mismatch is a loom::Error naming the file
+// and both checksums, raised on the rank that found it (the first bad shard in order when there
+// are several), which reports it to the others as any start-up failure.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +61,9 @@ struct DataOptions {
 // One named dataset: its shards, seen as one array of packs (shard by shard, in sorted path order).
 class PackedDataset {
  public:
-  PackedDataset(std::string name, const std::vector<std::string>& shard_paths, int64_t seq_len,
-                bool verify_checksums);
+  // Opens and checks the shards' headers and indexes, and that they form one output set; the
+  // checksums are verify_checksums()'s.
+  PackedDataset(std::string name, const std::vector<std::string>& shard_paths, int64_t seq_len);
 
   const std::string& name() const { return name_; }
   double weight() const { return weight_; }
@@ -81,15 +91,22 @@ class PackedDataset {
 };
 
 // Opens every dataset of a folder (layout above), checking each shard's header and index
-// (PackedReader), its seq_len against seq_len, and that all shards share one tokenizer.
-// key names the option the folder came from, for messages ("data.train_folder").
+// (PackedReader), its seq_len against seq_len, that all shards share one tokenizer and that each
+// dataset is one output set; with verify_checksums, this rank's share of the checksums
+// (verify_checksums()). key names the option the folder came from, for messages ("data.train_folder").
 std::vector<PackedDataset> open_datasets(const std::string& folder, const std::string& key, int64_t seq_len,
-                                         bool verify_checksums);
+                                         bool verify_checksums, int rank = 0, int world = 1);
+
+// Checks the .bin of the shards i (over all datasets, in order) with i % world == rank
+// (PackedReader::verify_deep) on up to `threads` threads (0: the machine's cores). Throws the
+// first failure in shard order, whatever the threads' timing.
+void verify_checksums(const std::vector<PackedDataset>& datasets, int rank, int world, unsigned threads = 0);
 
 // The training datasets of data.train_folder with their weights.
 class TrainData {
  public:
-  explicit TrainData(const DataOptions& opt);
+  // rank and world split the checksum pass (verify_checksums()).
+  explicit TrainData(const DataOptions& opt, int rank = 0, int world = 1);
 
   const std::vector<PackedDataset>& datasets() const { return datasets_; }
   std::vector<std::string> dataset_names() const;

@@ -120,8 +120,12 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
       watchdog = std::make_unique<Watchdog>(config.monitor.hang_timeout, &alerts);
       watchdog->set_on_hang([&comm](const std::string& report) { comm.report_failure("hang watchdog: " + report); });
     }
-    Loop loop(config, init_weights, comm, alerts, watchdog.get());
-    return loop.run();
+    std::unique_ptr<Loop> loop;
+    {
+      const Watchdog::StartupPhase startup(watchdog.get());  // the Loop indexes the data and its checksums
+      loop = std::make_unique<Loop>(config, init_weights, comm, alerts, watchdog.get());
+    }
+    return loop->run();
   } catch (const std::exception& e) {
     comm.report_failure(e.what());  // the other ranks' reports name this cause
     alerts.send_exception(e.what());

@@ -23,7 +23,7 @@ Loop::Loop(const TrainConfig& c, const WeightInit& init_weights, Communicator& c
       watchdog_(watchdog),
       lead_(comm.rank() == 0),
       device_(c.job.device),
-      data_(c.data),
+      data_(c.data, comm.rank(), comm.world()),  // train() builds the Loop under the start-up rule
       loader_(data_, c.data, comm.rank(), comm.world()),
       schedule_(c.lr_schedule_options()),
       ckpt_(c.ckpt),
@@ -209,7 +209,7 @@ void Loop::probe() {
 
 TrainSummary Loop::run() {
   {
-    Watchdog::LongPhase phase(watchdog_, "start-up", 0);
+    const Watchdog::StartupPhase phase(watchdog_);
     start();
   }
   if (state_.step > c_.data.total_steps) {

@@ -13,6 +13,12 @@
 // at it. hang_exit() flushes stdio and calls std::_Exit: no destructors, no atexit handlers (they
 // could block on the same hung resource).
 //
+// The start-up rule: everything before the first step (the Loop's construction, which indexes the
+// data and verifies its checksums, then Loop::start's phases) runs under a StartupPhase, a
+// LongPhase named "start-up" without a bound: how long a start takes grows with the data (the
+// checksums of 8.6 GB of packs: seconds) and a resume's checkpoint, not with a step, so
+// hang_timeout never applies to it. The step clock starts when start-up ends.
+//
 // Known-long phases (validation, a synchronous checkpoint save, the start-up probe) run under a
 // Watchdog::LongPhase guard: the phase is named and gets its own timeout (0 = unbounded) instead of
 // hang_timeout, and the step clock restarts when the guard ends. Chosen over a plain pause because a
@@ -43,8 +49,8 @@ class Watchdog {
   using Clock = std::chrono::steady_clock;
 
   // hang_timeout_s > 0 (callers skip creating one when monitor.hang_timeout is 0). alerts may be
-  // null. The thread starts at once; the clock starts now, so the first step must also complete in
-  // time (wrap a slow start-up in a LongPhase).
+  // null. The thread starts at once; the clock starts now, so whatever runs before the first step
+  // must be under a StartupPhase (the trainer's start-up is, from the Loop's construction on).
   explicit Watchdog(double hang_timeout_s, Alerts* alerts = nullptr);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -82,6 +88,14 @@ class Watchdog {
     Watchdog* w_;
     std::string previous_phase_;
     double previous_timeout_s_;
+  };
+
+  // The start-up rule (above), one guard per stretch of start-up code.
+  class StartupPhase : public LongPhase {
+   public:
+    static constexpr const char* kName = "start-up";
+    static constexpr double kTimeoutS = 0;  // none
+    explicit StartupPhase(Watchdog* w) : LongPhase(w, kName, kTimeoutS) {}
   };
 
   double hang_timeout_s() const { return timeout_s_; }
