@@ -6,7 +6,7 @@
 # "tree": "base" or "current" and the spec.
 # Usage: bash bench/gpu/ab_base.sh OUT "PRESET:MICRO_BSZ:CKPT[:EXTRA FLAGS] ..."   (LOOM_AB_TREES="base current")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/ab_base.sh OUT SPECS}
 SPECS=${2:?usage: bench/gpu/ab_base.sh OUT SPECS}
 TREES=${LOOM_AB_TREES:-"base current"}
@@ -16,7 +16,8 @@ export LD_LIBRARY_PATH="/tmp/loom-prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_P
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 build_tree() {  # dir name
-  local t0=$(date +%s)
+  local t0
+  t0=$(date +%s)
   (cd "$1" && LOOM_TARGETS=loom-train timeout 420 bash scripts/device/build.sh) > "$OUT/build_$2.log" 2>&1
   echo "build $2 rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/ab.txt"
 }

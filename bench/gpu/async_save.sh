@@ -12,7 +12,7 @@
 #   LOOM_SAVE_MODES (default "replicated zero3"): one mode per call keeps a call under 10 minutes.
 # Run on the GPU machine after scripts/device/build.sh. Usage: bench/gpu/async_save.sh OUT_DIR
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/async_save.sh OUT_DIR}
 mkdir -p "$OUT"
 EVERY=${LOOM_SAVE_EVERY:-80} BSZ=4
@@ -24,11 +24,12 @@ for mode in ${LOOM_SAVE_MODES:-replicated zero3}; do
   mkdir -p "$WORK/train/synthetic"
   python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len 4096 --packs $((BSZ * (STEPS + 2))) >&2
   echo "== 1b $mode, a save every $EVERY steps" >&2
+  # shellcheck disable=SC2086  # $extra: a list of flags
   timeout 500 build-gpu/trainer/loom-train --job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16 \
     --job.peak_tflops=989 --job.tensorboard=false --job.log_every=1 --data.train_folder="$WORK/train" \
     --data.seq_len=4096 --data.micro_bsz=$BSZ --data.micro_num=1 --data.total_steps=$STEPS --model.vocab_size=103168 \
     --model.checkpoint=0 --model.hidden_size=2048 --model.num_layers=24 --model.num_attention_heads=16 \
-    --ckpt.async_save=true --ckpt.checkpoint_every=$EVERY --ckpt.keep=1 $extra > "$OUT/save_$mode.log" 2>&1 \
+    --ckpt.async_save=true --ckpt.checkpoint_every="$EVERY" --ckpt.keep=1 $extra > "$OUT/save_$mode.log" 2>&1 \
     || { echo "$mode failed" >&2; tail -20 "$OUT/save_$mode.log" >&2; }
   python3 - "$WORK/run/metrics.jsonl" "$OUT/save_$mode.log" "$mode" "$EVERY" <<'PY'
 import json, re, sys

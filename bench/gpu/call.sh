@@ -17,12 +17,13 @@
 # The summary lands on stdout and in $OUT/summary.txt, every log in $OUT/logs.tgz.
 # Usage (device tool, carry [".debs"]): bash bench/gpu/call.sh SET [SET...]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 SETS="tests plan precision density recipe ceilings attention sdpa deterministic fp8_quality ab"
 [ $# -ge 1 ] || { echo "usage: bench/gpu/call.sh SET [SET...] ($SETS)" >&2; exit 2; }
 for set in "$@"; do
   [[ " $SETS " == *" $set "* ]] || { echo "unknown set $set ($SETS)" >&2; exit 2; }
 done
+# shellcheck disable=SC1091  # call_env.sh is checked on its own
 source bench/gpu/call_env.sh
 export T0 LOOM_CALL_S=${LOOM_CALL_S:-570}
 
@@ -69,6 +70,7 @@ deterministic() {  # the test, default against deterministic twice on the 1b, th
 targets="loom-train loom-tokenize loom-pack"
 [[ " $* " == *" tests "* || " $* " == *" deterministic "* ]] && targets="$targets test_gpu"
 [[ " $* " == *" ab "* ]] && targets=""  # ab_base.sh builds both trees itself
+# shellcheck disable=SC2086  # the targets are words
 [ -n "$targets" ] && build_for_call $targets
 for set in "$@"; do
   case "$set" in

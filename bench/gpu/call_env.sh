@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by bench/gpu/call.sh, from the repository root: the call's
 # output folders (OUT, L = OUT/logs), its clock (T0; left prints the seconds left of LOOM_CALL_S,
 # default 570), the device's library path and NCCL settings, L/device.txt's first lines,

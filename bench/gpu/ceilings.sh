@@ -8,7 +8,7 @@
 # with what time is left of LOOM_CALL_S, bench/short_docs_bench.sh on all cores (spm_encode from
 # the carried sentencepiece .deb). Usage: bench/gpu/ceilings.sh OUT_DIR
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 L=${1:?usage: bench/gpu/ceilings.sh OUT_DIR}
 T0=${T0:-$(date +%s)}
 left() { echo $(( ${LOOM_CALL_S:-570} - ($(date +%s) - T0) )); }

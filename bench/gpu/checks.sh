@@ -10,7 +10,7 @@
 # Data: bench/gpu/make_packed.py (random ids), validation every 10 steps, checkpoints every 10.
 # Usage: [LOOM_CHECK_DEVICE=cuda:0] bash bench/gpu/checks.sh OUT_DIR   (logs: OUT_DIR/nccl_resume.log, OUT_DIR/hf_logits.log)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/checks.sh OUT_DIR}
 BIN=build-gpu/trainer/loom-train
 DEV=${LOOM_CHECK_DEVICE:-cuda}  # job.device of the NCCL runs

@@ -8,12 +8,12 @@
 # LOOM_SDPA_SET=windows runs only the biased windows and the lines of one sequence per document
 # beside them; LOOM_SDPA_SET=order only packs of a few documents in pack order against longest first)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-/tmp/loom-out}
 mkdir -p "$OUT"
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } | tee "$OUT/sdpa.txt"
 CUDNN=$(python3 -c 'import nvidia.cudnn as m, os; print(list(m.__path__)[0])')
-NVCC=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)
+NVCC=$(command -v nvcc || find /usr/local -maxdepth 3 -path "/usr/local/cuda*/bin/nvcc" 2>/dev/null | head -1)
 CUDA_HOME=$(dirname "$(dirname "$NVCC")")
 CUDART_INC=$(python3 -c 'import nvidia.cuda_runtime as m; print(list(m.__path__)[0])' 2>/dev/null)/include
 echo "cudnn $CUDNN; cuda $CUDA_HOME" | tee -a "$OUT/sdpa.txt"

@@ -15,7 +15,7 @@
 # 1% of bf16's at every evaluation from step FROM (300) on, with the bf16-against-bf16 figure beside it.
 # Run on the GPU machine after scripts/device/build.sh. Usage: bench/gpu/fp8_quality.sh OUT_DIR [STEPS]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/fp8_quality.sh OUT_DIR [STEPS]}
 STEPS=${2:-1000}
 SEQ_LEN=${SEQ_LEN:-2048} WARMUP=${WARMUP:-100} VALID_FRACTION=${VALID_FRACTION:-0.03} VALID_EVERY=${VALID_EVERY:-50}
@@ -63,6 +63,7 @@ for seed in $SEEDS; do
 done
 # One JSON line per pair ([reference, other]), then the verdict: fp8's held-out loss within 1% of
 # bf16's (same seed) at every evaluation from step FROM on, for every seed.
+# shellcheck disable=SC2086  # the seeds are words
 python3 - "$OUT" "$WARMUP" "$FROM" "$STEPS" $SEEDS <<'PY'
 import json, os, sys
 out, warmup, start, steps, seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]

@@ -6,7 +6,7 @@
 # bf16": an FP8 run may read above what bf16 could reach.
 # Run on the GPU machine after scripts/device/build.sh. Usage: bench/gpu/fp8_vs_bf16.sh OUT_DIR [PRESETS]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/fp8_vs_bf16.sh OUT_DIR [PRESETS]}
 PRESETS=${2:-1b 7b}
 mkdir -p "$OUT"

@@ -18,7 +18,7 @@
 # LOOM_BENCH_BIN (the loom-train to time, default build-gpu/trainer/loom-train: an older build's).
 # Usage: bench/gpu/loom_train.sh PRESET MICRO_BSZ CHECKPOINT(fraction or auto) OUT_DIR
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 PRESET=$1 BSZ=$2 CKPT=$3 OUT=$4
 STEPS=${LOOM_BENCH_STEPS:-10} WARMUP=${LOOM_BENCH_WARMUP:-3} TAG=${LOOM_BENCH_TAG:-$PRESET}
 MICRO_NUM=${LOOM_BENCH_MICRO_NUM:-1}
@@ -38,10 +38,12 @@ else
   python3 bench/gpu/make_packed.py "$WORK/train/synthetic/part0.bin" --seq-len "$SEQ" --packs $((BSZ * MICRO_NUM * (STEPS + 2))) \
     --docs "${LOOM_BENCH_DOCS:-random}" >&2
 fi
+read -ra SHAPE_ARGS <<< "$SHAPE"
+read -ra EXTRA_ARGS <<< "${LOOM_TRAIN_EXTRA:-}"
 ARGS=(--job.run_dir="$WORK/run" --job.device=cuda --model.dtype=bfloat16
   --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false --job.log_every=1
   --data.train_folder="$WORK/train" --data.seq_len="$SEQ" --data.micro_bsz="$BSZ" --data.micro_num="$MICRO_NUM"
-  --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint="$CKPT" $SHAPE ${LOOM_TRAIN_EXTRA:-})
+  --data.total_steps="$STEPS" --model.vocab_size=103168 --model.checkpoint="$CKPT" "${SHAPE_ARGS[@]}" "${EXTRA_ARGS[@]}")
 # The memory plan of the same run, to set beside the allocator's measured peak.
 "$BIN" plan --json "${ARGS[@]}" > "$WORK/plan.json" 2> "$OUT/plan_${TAG}.err" || true
 # --profile-memory: the breakdown (parameters, gradients, optimizer state, activations) lands in the log.

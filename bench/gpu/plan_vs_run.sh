@@ -5,7 +5,7 @@
 # or a mismatch line (exit 1). Data: bench/gpu/make_packed.py.
 # Usage: bash bench/gpu/plan_vs_run.sh OUT_DIR [PRESET...]   (presets: 1b 7b; default 1b)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/plan_vs_run.sh OUT_DIR [PRESET...]}
 shift
 BIN=build-gpu/trainer/loom-train

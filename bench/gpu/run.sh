@@ -5,7 +5,7 @@
 # Usage: bash bench/gpu/run.sh OUT_DIR   (LOOM_BENCH_SYSTEMS="hf loom", LOOM_BENCH_PRESETS="1b 7b"
 # and LOOM_BENCH_MODES="eager sdpa compile" pick what runs)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/run.sh OUT_DIR}
 SYSTEMS=${LOOM_BENCH_SYSTEMS:-"hf loom"}
 JSONL="$OUT/bench.jsonl"
@@ -23,6 +23,7 @@ hf() {  # preset bsz ckpt mode
 }
 
 for p in "${PRESETS[@]}"; do
+  # shellcheck disable=SC2086  # a preset is its words
   set -- $p
   [[ " $WANT " == *" $1 "* ]] || continue
   if [[ " $SYSTEMS " == *" hf "* ]]; then

@@ -46,7 +46,7 @@
 # packs' statistics and the JSON lines in OUT_DIR/density_logs.tgz (LOOM_DENSITY_TAR=0: loose).
 # Run on the GPU machine after scripts/device/build.sh. Usage: bash bench/gpu/targets.sh OUT_DIR
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/targets.sh OUT_DIR}
 mkdir -p "$OUT"
 SETS=${LOOM_TARGET_SETS:-"precision density"}
@@ -239,6 +239,7 @@ PY
   rm -rf "$W"
   # The device tool brings few files back: everything but the summary goes into one archive.
   if [ "${LOOM_DENSITY_TAR:-1}" = 1 ]; then
+    # shellcheck disable=SC2046,SC2086  # the names ls finds are the archive's list
     (cd "$OUT" && tar -czf density_logs.tgz --remove-files $(ls density_*.json density_*.err packs_*.json packs_*.err \
       flex_*.jsonl flex_*.err hf_compile_*_one.* density_build.log 2>/dev/null; for preset in $PRESETS; do
       for d in $DENS; do ls loom_${preset}_$d.log plan_${preset}_$d.err trace_${preset}_$d.* 2>/dev/null; done; done))

@@ -10,7 +10,7 @@
 # Launch: torchrun (scripts/launch/torchrun.sh) with the image's python; each rank takes the GPU of
 # its LOCAL_RANK (job.device=cuda). Usage: bash bench/gpu/zero_scaling.sh OUT_DIR
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/zero_scaling.sh OUT_DIR}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -28,6 +28,7 @@ for world in 1 2 4 8; do
   for m in $(modes); do
     name=${m%%:*} flags=${m#*:}
     run="$W/scale_${world}_$name"
+    # shellcheck disable=SC2086  # flags: a list
     timeout 600 bash scripts/launch/torchrun.sh "$world" $BIN --job.run_dir="$run" --job.device=cuda \
       --model.dtype=bfloat16 --job.peak_tflops=989 --job.tensorboard=false --ckpt.enable_save_ckpt=false \
       --job.log_every=1 --data.train_folder="$W/train" --data.seq_len=4096 --data.micro_bsz=4 --data.micro_num=1 \
@@ -58,6 +59,7 @@ for world in 1 2 4 8; do
   for m in $(modes); do
     name=${m%%:*} flags=${m#*:}
     [ "$world" = 1 ] && [ "$name" != replicated ] && continue
+    # shellcheck disable=SC2086  # flags: a list
     timeout 300 bash scripts/launch/torchrun.sh "$world" $BIN --config configs/demo.ini --job.device=cuda \
       --job.run_dir="$W/eq_${world}_$name" --job.tensorboard=false --ckpt.enable_save_ckpt=false --job.log_every=1 \
       --data.train_folder="$W/small" --data.valid_folder= --data.seq_len=256 --data.micro_bsz=$((8 / world)) \

@@ -10,7 +10,7 @@
 #     bandwidth table of docs/DISTRIBUTED.md.
 # Run on the GPU machine after scripts/device/build.sh. Usage: bench/gpu/zero_stages.sh OUT_DIR
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${1:?usage: bench/gpu/zero_stages.sh OUT_DIR}
 mkdir -p "$OUT"
 export LOOM_BENCH_STEPS=${LOOM_BENCH_STEPS:-10}
