@@ -127,7 +127,9 @@ $(foreach d,$(DATASETS),$(eval $(call dataset_rules,$(d))))
 
 # The final checkpoint. --resume auto continues the run from its newest checkpoint (fresh only when
 # there is none); when that checkpoint is already the final one nothing is trained, and the touch
-# marks the target as made from the current packs.
+# marks the target as made from the current packs. A run that ends without it (stopped by a signal
+# or the stop file, or already past STEPS) fails the target: a touch would make an empty file
+# stand for the checkpoint.
 # No dataset with valid packs: no validation (an empty data.valid_folder).
 $(FINAL): $(PACKED_TRAIN) $(PACKED_VALID) $(CONFIG) $(OUT)/mixture
 	$(BIN)/trainer/loom-train --config $(CONFIG) --resume auto --job.run_dir=$(OUT)/run \
@@ -135,4 +137,7 @@ $(FINAL): $(PACKED_TRAIN) $(PACKED_VALID) $(CONFIG) $(OUT)/mixture
 	  --data.valid_folder=$$(ls $(OUT)/packed/valid/*/packed.bin.meta >/dev/null 2>&1 && echo $(OUT)/packed/valid) \
 	  --data.seq_len=$(SEQ_LEN) --data.total_steps=$(STEPS) $(if $(ON_RESUME),--lr_scheduler.on_resume=$(ON_RESUME)) \
 	  $(if $(WEIGHTS),--data.dataset_weights=$(WEIGHTS)) $(if $(MIXTURE),--data.mixture=$(MIXTURE)) $(TRAIN_ARGS)
+	@[ -d $@ ] || { echo "$@: loom-train ended without this checkpoint (stopped before step $(STEPS), or the run" \
+	  "is already past it: its newest is $$(cat $(OUT)/run/checkpoints/latest 2>/dev/null)); run make again to" \
+	  "continue, or give STEPS the run's length" >&2; exit 1; }
 	touch $@

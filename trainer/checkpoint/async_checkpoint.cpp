@@ -139,6 +139,7 @@ CheckpointContents copy_to_host(const CheckpointContents& c, HostBuffers* reuse)
   out.shard_name = c.shard_name;
   out.shard_metadata = c.shard_metadata;
   out.tokenizer_model = c.tokenizer_model;
+  out.lr_schedule_ini = c.lr_schedule_ini;
   return out;
 }
 
@@ -194,10 +195,8 @@ double AsyncCheckpointer::save(int64_t step, CheckpointContents&& c, Write write
   writer_ = std::thread([this, step, h = std::move(host), w = std::move(write_fn)]() mutable {
     write(step, std::move(h), w);
   });
-  const double blocked = seconds_since(t0);
-  log::info("checkpoint step ", step, ": training blocked ", blocked, " s (copy ", copy_s,
-            " s); writing in the background");
-  return blocked;
+  last_copy_seconds_ = copy_s;
+  return seconds_since(t0);  // the caller logs it once, with what it did before (a gather)
 }
 
 void AsyncCheckpointer::write(int64_t step, CheckpointContents c, const Write& write_fn) {

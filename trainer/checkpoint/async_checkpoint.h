@@ -7,7 +7,8 @@
 //                         copies every tensor into host buffers that are reused from save to save
 //                         (HostBuffers: pinned for CUDA tensors, copied all at once with one
 //                         synchronisation; later in-place optimizer updates cannot change what is
-//                         written), starts the write and returns the seconds training was blocked.
+//                         written), starts the write and returns the seconds training was blocked
+//                         (logged by the caller, once per save: it may have blocked before, gathering).
 //                         The buffers stay allocated between saves: host memory for one copy of
 //                         the checkpoint, so a save costs copies, not allocations.
 //   reserve(like, device) lays those buffers out at start-up, from tensors shaped like what the
@@ -83,6 +84,7 @@ class AsyncCheckpointer {
   double save(int64_t step, CheckpointContents&& c, Write write = {});
   AsyncSaveResult wait();
   bool busy() const;  // a write is in flight
+  double last_copy_seconds() const { return last_copy_seconds_; }  // the last save()'s copies to host
 
   // HostBuffers::reserve for the tensors of `like` (shapes and dtypes only; model, optimizer and
   // shard by the names save() gives their copies): call once at start-up.
@@ -105,6 +107,7 @@ class AsyncCheckpointer {
   bool busy_ = false;
   AsyncSaveResult last_;
   std::function<void(int64_t)> before_write_;
+  double last_copy_seconds_ = 0;
   HostBuffers buffers_;
 };
 

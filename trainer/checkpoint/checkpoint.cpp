@@ -169,6 +169,7 @@ std::string Checkpointer::commit(int64_t step, const CheckpointContents& c, cons
   write_text(tmp + "/state.json", c.state_json, files);
   write_text(tmp + "/config.ini", c.config_ini, files);
   if (!c.tokenizer_model.empty()) write_text(tmp + "/" + kCheckpointTokenizer, c.tokenizer_model, files);
+  if (!c.lr_schedule_ini.empty()) write_text(tmp + "/" + kCheckpointSchedule, c.lr_schedule_ini, files);
 
   std::ostringstream man;
   man << "{\"format\": \"" << kCheckpointFormat << "\", \"version\": " << kCheckpointVersion << ", \"step\": " << step

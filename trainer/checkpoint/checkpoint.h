@@ -12,6 +12,9 @@
 //                               at any ZeRO stage (zero.h has the layout); either kind resumes into either mode
 //       state.json              TrainState: step, updates, consumed samples/tokens, sampler, RNG, counters
 //       config.ini              the resolved configuration of the run that wrote it
+//       lr_schedule.ini         the learning-rate schedule in force (INI: adam.lr, data.total_steps,
+//                               lr_scheduler.*), which lr_scheduler.on_resume=keep makes differ
+//                               from config.ini's; a checkpoint without it trained under config.ini's
 //       tokenizer.model         the SentencePiece model of the data, when data.tokenizer names it
 //       manifest.json           {"format": "loom-checkpoint", "version": 1, "step": N,
 //                                "files": [{"name", "bytes", "xxh64" (16 hex digits)}]}, written last
@@ -62,9 +65,12 @@ struct CheckpointContents {
   safetensors::Metadata shard_metadata;
   // The SentencePiece model's bytes (data.tokenizer), written as tokenizer.model ("" = none).
   std::string tokenizer_model;
+  // The learning-rate schedule in force, written as lr_schedule.ini ("" = none).
+  std::string lr_schedule_ini;
 };
 
 inline constexpr const char* kCheckpointTokenizer = "tokenizer.model";
+inline constexpr const char* kCheckpointSchedule = "lr_schedule.ini";
 // The SentencePiece model that goes with checkpoint `dir`: `given` when set (refused when the
 // checkpoint holds a tokenizer.model of other bytes: another XXH64), else the checkpoint's copy,
 // else "".

@@ -9,6 +9,7 @@
 #include "hf_import.h"
 #include "hf_tokenizer.h"
 #include "kv_cache.h"
+#include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/json_text.h"
 #include "loom/log.h"
@@ -20,9 +21,13 @@
 namespace loom {
 
 void GenerateOptions::validate() const {
-  LOOM_CHECK(max_new_tokens >= 0, "--max-new-tokens must be >= 0, got ", max_new_tokens);
-  LOOM_CHECK(temperature >= 0, "--temperature must be >= 0 (0 = greedy), got ", temperature);
-  LOOM_CHECK(top_p > 0 && top_p <= 1, "--top-p must be in (0, 1], got ", top_p);
+  // Values outside their range are usage errors (exit 2), as the option parser's own.
+  const auto check = [](bool ok, const std::string& what) {
+    if (!ok) throw UsageError(what);
+  };
+  check(max_new_tokens >= 0, str("--max-new-tokens must be >= 0, got ", max_new_tokens));
+  check(temperature >= 0, str("--temperature must be >= 0 (0 = greedy), got ", temperature));
+  check(top_p > 0 && top_p <= 1, str("--top-p must be in (0, 1], got ", top_p));
 }
 
 TokenSampler::TokenSampler(const GenerateOptions& o) : o_(o), rng_(o.seed) { o_.validate(); }
@@ -161,6 +166,7 @@ bool parse_generate_args(const std::vector<std::string>& args, GenerateArgs& a, 
   LOOM_CHECK(p.has("prompt") != p.has("prompt-ids"), "generate: pass exactly one of --prompt TEXT and --prompt-ids 1,2,3");
   a.text_prompt = p.has("prompt");
   o.use_cache = !no_cache;
+  o.validate();  // before any checkpoint is read
   return true;
 }
 

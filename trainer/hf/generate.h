@@ -23,7 +23,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int64_t eos_id = -1;       // stop after generating it (-1: never)
   bool use_cache = true;     // false: recompute the full forward every step (the reference path)
-  void validate() const;
+  void validate() const;     // throws loom::UsageError naming the option out of its range
 };
 
 // Picks the next token from fp32 logits [V]. Deterministic for a given seed: the uniform draw is

@@ -37,6 +37,7 @@ CheckpointContents CheckpointSaver::contents(const HostFor& model_into) {
   cc.model = src_.update->whole_model_state(named_state(*src_.model), model_into);
   cc.config_ini = src_.config_ini;
   cc.tokenizer_model = src_.tokenizer_model;
+  cc.lr_schedule_ini = src_.lr_schedule_ini;
   return cc;
 }
 
@@ -80,7 +81,11 @@ std::string CheckpointSaver::save(int64_t step) {
 
 std::string CheckpointSaver::save_replicated_async(int64_t step) {
   // Rank 0 copies the state to host memory and a background thread writes it; the others go on.
-  async_->save(step, contents({}));
+  async_->save(step, contents({}), [this](int64_t s, CheckpointContents& host) {
+    const std::string tmp = ckpt_.begin(s);
+    faults_.in_save(s, tmp, host.model);
+    return ckpt_.commit(s, host, {});
+  });
   return folder_of(step);
 }
 
@@ -151,6 +156,7 @@ std::string CheckpointSaver::save_sharded_async(int64_t step, const std::string&
       throw;
     }
     if (!lead) return folder_of(s);
+    faults_.in_save(s, tmp, host.model);
     collect_shards(key, shards);
     return ckpt_.commit(s, host, shards);
   });
@@ -166,9 +172,9 @@ void CheckpointSaver::finish() {
 
 void CheckpointSaver::log_blocked(int64_t step, std::chrono::steady_clock::time_point t0, const std::string& dir) {
   const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log::info("checkpoint of step ", step, ": training blocked ", format_number(blocked, 3), " s (previous write, ",
-            src_.update->zero_stage() == 3 ? "weight gather, " : "", "copies to host); writing ", dir,
-            " in the background");
+  log::info("checkpoint of step ", step, ": training blocked ", format_number(blocked, 3), " s (copy ",
+            format_number(async_->last_copy_seconds(), 3), " s; with the previous write",
+            src_.update->zero_stage() == 3 ? " and the weight gather" : "", "); writing ", dir, " in the background");
 }
 
 void CheckpointSaver::publish_shard(const std::string& key, const CheckpointFile& f) {

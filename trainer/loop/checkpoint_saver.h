@@ -36,6 +36,7 @@ struct SaveSources {
   std::vector<Stateful*> parts;        // every component (state.json, model, optimizer.safetensors, ...)
   std::string config_ini;              // written for the record, never restored
   std::string tokenizer_model;         // data.tokenizer's bytes ("" if none)
+  std::string lr_schedule_ini;         // the schedule in force (schedule_ini, startup.h)
 };
 
 class CheckpointSaver {

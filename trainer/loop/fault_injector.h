@@ -32,8 +32,9 @@ class FaultInjector {
   void after_backward(int64_t step, const std::vector<torch::Tensor>& params) const;
   // The loss the spike detector sees: debug.spike_at_step makes it 100x larger.
   double observed_loss(int64_t step, double loss) const { return step == o_.spike_at_step ? loss * 100 : loss; }
-  // Inside rank 0's save, before its files: debug.kill_in_save leaves a half-written checkpoint
-  // (the model file in tmp_dir, no manifest) and SIGKILLs.
+  // Inside rank 0's save, before its files (on the writer thread of an asynchronous save):
+  // debug.kill_in_save leaves a half-written checkpoint (the model file in tmp_dir, no manifest)
+  // and SIGKILLs.
   void in_save(int64_t step, const std::string& tmp_dir, const safetensors::NamedTensors& model) const;
   // In every rank's part of a save (its optimizer shard): debug.fail_save_at_step throws loom::Error.
   void in_shard_write(int64_t step) const;

@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <sstream>
 #include <vector>
 
+#include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "loom/sys.h"
@@ -69,6 +71,51 @@ void move_aside(const std::string& path, const std::string& aside, const std::ve
   move_entries_aside(path, aside, keep);
 }
 
+// step_N or step_N.tmp: a checkpoint's folder name, complete or being written (checkpoint.h).
+bool is_step_name(std::string name) {
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) name.resize(name.size() - 4);
+  return name.size() > 5 && name.rfind("step_", 0) == 0 &&
+         name.find_first_not_of("0123456789", 5) == std::string::npos;
+}
+
+// A checkpoint folder, as checkpoint.h lays one out: step_N(.tmp) with a checkpoint's files.
+bool is_step_folder(const std::string& dir) {
+  if (!is_step_name(sys::basename(dir)) || !sys::is_directory(dir)) return false;
+  for (const char* f : {"manifest.json", "state.json", "model.safetensors"})
+    if (sys::exists(dir + "/" + f)) return true;
+  return false;
+}
+
+// The step_N folders of a checkpoints folder, newest last (a folder without `latest` has none).
+std::vector<std::string> step_folders(const std::string& dir) {
+  std::vector<std::pair<uint64_t, std::string>> found;
+  for (const std::string& name : entries(dir))
+    if (is_step_name(name) && name.find('.') == std::string::npos && name.size() <= 5 + 18 &&
+        sys::is_directory(dir + "/" + name))
+      found.emplace_back(std::stoull(name.substr(5)), name);
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+// job.run_dir as the config.ini of checkpoint folder `step_dir` records it ("" when it does not).
+std::string recorded_run_dir(const std::string& step_dir) {
+  const std::string path = step_dir + "/config.ini";
+  if (!sys::exists(path)) return "";
+  std::istringstream in(sys::read_file(path));
+  std::string section;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.front() == '[') section = line;
+    if (section != "[job]" || line.rfind("run_dir", 0) != 0) continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos || line.find_first_not_of(' ', 7) != eq) continue;
+    const size_t v = line.find_first_not_of(' ', eq + 1);
+    return v == std::string::npos ? "" : line.substr(v);
+  }
+  return "";
+}
+
 bool inside(const std::string& path, const std::string& dir) {
   std::string d = dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
@@ -105,7 +152,27 @@ FolderLock::~FolderLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the flock; the file stays (removing it would race a waiting run)
 }
 
+void check_ckpt_folder_place(const std::string& ckpt_folder) {
+  const std::string c = sys::canonical_path(ckpt_folder);
+  for (std::string p = c;; p = sys::dirname(p)) {
+    // Above the folder, a checkpoints folder (`latest` and step_N folders) counts too: its run's
+    // pruning and job.overwrite reach everything inside it.
+    const bool checkpoint =
+        is_step_folder(p) || (p != c && sys::exists(p + "/latest") && !step_folders(p).empty());
+    if (checkpoint) {
+      std::string run = recorded_run_dir(p);
+      if (run.empty() && !step_folders(p).empty()) run = recorded_run_dir(p + "/" + step_folders(p).back());
+      throw UsageError(str("ckpt.save_ckpt_folder ", ckpt_folder, p == c ? " is" : " is inside", " the loom checkpoint ",
+                           p, run.empty() ? "" : " of the run in " + run,
+                           ": this run's saves would sit among its files, and job.overwrite would move them aside "
+                           "(that run could no longer resume); choose a folder outside every checkpoint"));
+    }
+    if (p == "/" || p.empty()) break;
+  }
+}
+
 std::unique_ptr<FolderLock> lock_ckpt_folder(const std::string& ckpt_folder, const std::string& run_dir) {
+  check_ckpt_folder_place(ckpt_folder);  // before the lock file is made inside it
   if (sys::same_file(ckpt_folder, run_dir)) return nullptr;
   return std::make_unique<FolderLock>(ckpt_folder, "ckpt.save_ckpt_folder");
 }
@@ -127,6 +194,18 @@ std::string prepare_fresh_run_dir(const std::string& run_dir, const std::string&
                                   const std::string& init_from) {
   const std::string earlier = earlier_run_outputs(run_dir, ckpt_folder);
   if (earlier.empty()) return "";
+  if (!overwrite && !inside(sys::canonical_path(ckpt_folder), sys::canonical_path(run_dir))) {
+    // A checkpoint folder of another run (its checkpoints' config.ini names their run_dir).
+    const std::vector<std::string> steps = step_folders(ckpt_folder);
+    const std::string other = steps.empty() ? "" : recorded_run_dir(ckpt_folder + "/" + steps.back());
+    std::string list;
+    for (const std::string& st : steps) list += (list.empty() ? "" : ", ") + st;
+    LOOM_CHECK(other.empty() || sys::same_file(other, run_dir), "ckpt.save_ckpt_folder ", ckpt_folder,
+               " holds the checkpoints of the run in ", other, " (", list,
+               "): a fresh run would overwrite them. Continue that run with --job.run_dir=", other,
+               " --resume auto, give this run another ckpt.save_ckpt_folder, or pass --job.overwrite=true to move "
+               "them aside (nothing is deleted)");
+  }
   LOOM_CHECK(overwrite, "job.run_dir ", run_dir, " already holds an earlier run (", earlier,
              "): a fresh run would overwrite it. Continue it with --resume auto, give another job.run_dir, or "
              "pass --job.overwrite=true to move the old run aside (nothing is deleted)");

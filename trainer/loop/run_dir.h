@@ -37,7 +37,13 @@ class RunDirLock : public FolderLock {
   explicit RunDirLock(const std::string& run_dir) : FolderLock(run_dir, "job.run_dir") {}
 };
 
-// The checkpoint folder's lock (ckpt.save_ckpt_folder), or none when that folder is run_dir itself,
+// Refuses (loom::UsageError) a checkpoint folder that is a loom checkpoint (step_N) or lies inside
+// one or inside another checkpoints folder, naming it and the run its config.ini records: saves
+// there would mix with that checkpoint's files, and job.overwrite would move them aside.
+void check_ckpt_folder_place(const std::string& ckpt_folder);
+
+// check_ckpt_folder_place, then the checkpoint folder's lock (ckpt.save_ckpt_folder), or none when
+// that folder is run_dir itself,
 // whose RunDirLock covers it (a second flock on the same file would refuse this very run). Take it
 // after run_dir's and before prepare_fresh_run_dir, which leaves held locks in place.
 std::unique_ptr<FolderLock> lock_ckpt_folder(const std::string& ckpt_folder, const std::string& run_dir);
@@ -46,7 +52,8 @@ std::unique_ptr<FolderLock> lock_ckpt_folder(const std::string& ckpt_folder, con
 // ("metrics.jsonl, checkpoints step_10, step_20").
 std::string earlier_run_outputs(const std::string& run_dir, const std::string& ckpt_folder);
 
-// For a run that does not resume (no --resume). With earlier outputs: throws unless overwrite; with
+// For a run that does not resume (no --resume). With earlier outputs: throws unless overwrite (a
+// checkpoint folder outside run_dir holding another run's checkpoints is named with that run); with
 // overwrite, moves everything in run_dir but the lock into RUN_DIR.old-YYYYMMDD_HHMMSS (and a
 // checkpoint folder outside run_dir to CKPT.old-YYYYMMDD_HHMMSS); a checkpoint folder's lock file
 // stays where it is (its folder is emptied instead of moved). Returns where the old run went

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -152,9 +153,23 @@ LrScheduleOptions saved_schedule(const std::string& ini, const LrScheduleOptions
 
 }  // namespace
 
+std::string schedule_ini(const LrScheduleOptions& o) {
+  char lr[32], ratio[32], eta[32], decay[32];
+  std::snprintf(lr, sizeof lr, "%.17g", o.base_lr);
+  std::snprintf(ratio, sizeof ratio, "%.17g", o.warmup_ratio);
+  std::snprintf(eta, sizeof eta, "%.17g", o.eta_min);
+  std::snprintf(decay, sizeof decay, "%.17g", o.decay_ratio);
+  return str("[adam]\nlr = ", lr, "\n[data]\ntotal_steps = ", o.total_steps, "\n[lr_scheduler]\nkind = ", o.kind,
+             "\nwarmup_ratio = ", ratio, "\nwarmup_steps = ", o.warmup_steps, "\ninit_steps = ", o.init_steps,
+             "\neta_min = ", eta, "\ndecay_ratio = ", decay, "\n");
+}
+
 LrScheduleOptions schedule_on_resume(const std::string& resume_dir, const LrScheduleOptions& now,
                                      const std::string& on_resume, int64_t updates) {
-  const std::string path = resume_dir + "/config.ini";
+  // The schedule in force when the checkpoint was saved: a restart under on_resume=keep continues
+  // the kept schedule, not the one config.ini's keys describe.
+  const std::string recorded = resume_dir + "/" + kCheckpointSchedule;
+  const std::string path = sys::exists(recorded) ? recorded : resume_dir + "/config.ini";
   const LrScheduleOptions saved = saved_schedule(sys::read_file(path), now, path);
   const std::string diff = saved.differences(now);
   if (diff.empty()) return now;

@@ -39,8 +39,13 @@ std::string read_tokenizer_model(const DataOptions& data, const TrainData& train
 // checkpoint whose model.* keys differ from run_ini's.
 std::string resolve_resume_dir(const std::string& resume, const Checkpointer& ckpt, const std::string& run_ini);
 
-// The learning-rate schedule a resumed run follows. The checkpoint's config.ini holds the keys it
-// trained with; when they differ from `now`, one line names each difference and on_resume
+// The schedule's keys as INI text (adam.lr, data.total_steps, lr_scheduler.*; doubles in 17
+// digits): what a checkpoint records as lr_schedule.ini, the schedule it trained under.
+std::string schedule_ini(const LrScheduleOptions& o);
+
+// The learning-rate schedule a resumed run follows. The checkpoint's lr_schedule.ini (else, in a
+// checkpoint from before it, its config.ini) holds the keys it trained under, on_resume=keep
+// included; when they differ from `now`, one line names each difference and on_resume
 // (lr_scheduler.on_resume) decides: "refuse" (loom::UsageError naming the differences and both
 // other choices), "apply" (now's keys from this update on; the lr before and after is logged),
 // "keep" (the checkpoint's keys; past its total_steps the lr holds eta_min). `updates` is the

@@ -179,6 +179,7 @@ void Loop::open_saver() {
   for (const auto& part : checkpointed_) src.parts.push_back(part.get());
   src.config_ini = c_.resolved_ini;
   src.tokenizer_model = tokenizer_model_;
+  src.lr_schedule_ini = schedule_ini(schedule_.options());  // after a resume chose it
   saver_ = std::make_unique<CheckpointSaver>(ckpt_, comm_, std::move(src), faults_, alerts_, c_.ckpt.async_save,
                                              device_.is_cuda() ? cuda_index() : -1);
 }
@@ -212,10 +213,12 @@ TrainSummary Loop::run() {
     const Watchdog::StartupPhase phase(watchdog_);
     start();
   }
-  if (state_.step > c_.data.total_steps) {
-    // Nothing to train, validate or save: the checkpoint is already the run's end.
-    log::info("done: the run is already past data.total_steps: resumed at step ", state_.step, ", data.total_steps ",
-              c_.data.total_steps, "; nothing to do (raise data.total_steps to train on)");
+  if (saved_step_ >= 0 && state_.step >= c_.data.total_steps) {
+    // Nothing to train, validate or save: the checkpoint is already the run's end, and its step
+    // is in the logs once (a make rerun after touching an input lands here).
+    log::info("done: the run is ", state_.step > c_.data.total_steps ? "already past" : "at",
+              " data.total_steps: resumed at step ", state_.step, ", data.total_steps ", c_.data.total_steps,
+              "; nothing to do (raise data.total_steps to train on)");
     summary_.final_step = state_.step;
     return summary_;
   }

@@ -7,6 +7,7 @@
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/sys.h"
+#include "model_state.h"
 #include "zero.h"
 
 namespace loom {
@@ -161,11 +162,12 @@ void DataParallelUpdate::load(const std::string& dir) {
       return;
     }
     // A replicated checkpoint: its per-tensor state, flattened in this optimizer's order.
-    safetensors::Reader r(plain);
+    safetensors::Reader r(plain), model(dir + "/model.safetensors");
     std::vector<torch::Tensor> master, m, v;
     for (const auto& [name, p] : named_) {
-      const bool has_master = p.scalar_type() != torch::kFloat32;
-      master.push_back((has_master ? r.get("master." + name) : p.detach()).to(torch::kCPU, torch::kFloat32).reshape(-1));
+      const bool has_master = p.scalar_type() != torch::kFloat32;  // else the weights loaded are the masters
+      const torch::Tensor w = has_master ? checkpoint_master(r, model, name) : p.detach();
+      master.push_back(w.to(torch::kCPU, torch::kFloat32).reshape(-1));
       m.push_back(r.get("exp_avg." + name).to(torch::kFloat32).reshape(-1));
       v.push_back(r.get("exp_avg_sq." + name).to(torch::kFloat32).reshape(-1));
       LOOM_CHECK(m.back().numel() == p.numel() && v.back().numel() == p.numel(), plain, ": the state of '", name,
@@ -176,7 +178,13 @@ void DataParallelUpdate::load(const std::string& dir) {
     return;
   }
   if (sys::exists(plain)) {
-    opt_->load_state(safetensors::Reader(plain));
+    // A model that is not fp32 from a checkpoint of an fp32 one: its masters are that model's weights.
+    const safetensors::Reader r(plain);
+    std::vector<std::string> lacking;
+    for (const auto& [name, p] : named_)
+      if (p.scalar_type() != torch::kFloat32 && !r.contains("master." + name)) lacking.push_back(name);
+    if (lacking.empty()) opt_->load_state(r);
+    else opt_->load_state(optimizer_state_with_masters(dir, lacking), plain + " (the masters from model.safetensors)");
     return;
   }
   // A ZeRO-1 checkpoint into a replicated optimizer: gather the shards, cut per parameter.
