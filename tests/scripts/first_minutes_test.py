@@ -87,6 +87,13 @@ def check_megatron_hints(tmp):
         check(rc == 0, "the printed loom-pack command packs the dataset", out + err)
         rc, out, err = run([PACK, "verify", os.path.join(tmp, "packed/train")])
         check(rc == 0 and "1 passed" in out, "its packs verify", out + err)
+        # verify counts documents and packs apart; stats prints its report and no configuration.
+        rc, out, err = run([PACK, "verify", os.path.join(tmp, "packed/train"), prefix])
+        docs = sum(1 for _ in open(os.path.join(tmp, "corpus.jsonl")))
+        check(rc == 0 and re.search(rf"verify: {docs:,} documents, [0-9,]+ packs? and [0-9,]+ tokens in the shards", err),
+              f"verify's log counts the {docs} documents and the packs apart", err)
+        rc, out, err = run([PACK, "stats", prefix])
+        check(rc == 0 and "configuration" not in err, "stats prints no configuration", err)
     # A blend: a command per prefix, each into its own sub-folder, and the blend of those.
     other = os.path.join(tmp, "other_text_document")
     for ext in (".bin", ".idx"):
