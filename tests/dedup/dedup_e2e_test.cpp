@@ -249,6 +249,14 @@ TEST_CASE("InternLM and Megatron inputs come out in their own format", "[dedup][
   CHECK(r.output.find("copies.bin: every document removed, no output") != std::string::npos);
 }
 
+TEST_CASE("loom-dedup --version names the tool, the commit and the build type", "[dedup][e2e]") {
+  const RunResult r = loom_dedup("--version");
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.rfind("loom-dedup ", 0) == 0);
+  CHECK(r.output.find("\ncommit: ") != std::string::npos);
+  CHECK(r.output.find("\nbuild type: ") != std::string::npos);
+}
+
 TEST_CASE("bad usage and inputs are refused with what was expected", "[dedup][e2e]") {
   Corpus c;
   RunResult r = loom_dedup(c.args() + " --tasks 2");
