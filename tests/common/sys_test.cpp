@@ -144,7 +144,7 @@ TEST_CASE("open_regular and MappedFile refuse a FIFO, a folder and a device at o
   CHECK(sys::MappedFile(dir / "file").size() == 3);
 }
 
-TEST_CASE("lexists sees a symlink loop that exists() does not; an output that is a folder is refused") {
+TEST_CASE("lexists sees a symlink loop that exists() does not, and an output that is a folder is refused") {
   test::TempDir dir("sys_lexists");
   REQUIRE(::symlink("loop", (dir / "loop").c_str()) == 0);
   CHECK_FALSE(sys::exists(dir / "loop"));
