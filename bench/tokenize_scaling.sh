@@ -119,9 +119,9 @@ rows=()
 for lang in en ja; do
   in=$WORK/$lang.txt
   mb=$($PY -c "import os; print(f'{os.path.getsize(\"$in\") / 1e6:.1f}')")
-  r1=$(best "${lang}_t1" "$TOK --model $MODEL --output-dir $WORK/o1 --threads 1 $in" "$REPEAT1")
-  rn=$(best "${lang}_t$N" "$TOK --model $MODEL --output-dir $WORK/on --threads $N $in")
-  rb=$(best "${lang}_t${N}_b1m" "$TOK --model $MODEL --output-dir $WORK/ob --threads $N --batch-bytes 1048576 $in")
+  r1=$(best "${lang}_t1" "$TOK --verbose --model $MODEL --output-dir $WORK/o1 --threads 1 $in" "$REPEAT1")
+  rn=$(best "${lang}_t$N" "$TOK --verbose --model $MODEL --output-dir $WORK/on --threads $N $in")
+  rb=$(best "${lang}_t${N}_b1m" "$TOK --verbose --model $MODEL --output-dir $WORK/ob --threads $N --batch-bytes 1048576 $in")
   for o in on ob; do
     cmp -s "$WORK/o1/$lang.bin" "$WORK/$o/$lang.bin" || { echo "$lang: the .bin of $N threads ($o) differs from 1 thread" >&2; exit 1; }
   done
@@ -141,8 +141,8 @@ for lang in en ja; do
 done
 
 # Many small inputs: the English text as MANY files in one call.
-m1=$(best many_t1 "$TOK --model $MODEL --output-dir $WORK/m1 --threads 1 $WORK/many" "$REPEAT1")
-mn=$(best "many_t$N" "$TOK --model $MODEL --output-dir $WORK/mn --threads $N $WORK/many")
+m1=$(best many_t1 "$TOK --verbose --model $MODEL --output-dir $WORK/m1 --threads 1 $WORK/many" "$REPEAT1")
+mn=$(best "many_t$N" "$TOK --verbose --model $MODEL --output-dir $WORK/mn --threads $N $WORK/many")
 many_mb=$($PY -c "import glob, os; print(f'{sum(os.path.getsize(p) for p in glob.glob(\"$WORK/many/*\")) / 1e6:.1f}')")
 for b in "$WORK"/m1/*.bin; do cmp -s "$b" "$WORK/mn/$(basename "$b")" || { echo "many: $(basename "$b") differs at $N threads" >&2; exit 1; }; done
 pm1=$(pipeline_s many_t1); pmn=$(pipeline_s "many_t$N")
@@ -154,7 +154,7 @@ if [ "${LOOM_SCALING_DIAG:-0}" = 1 ]; then
   in=$WORK/en.txt
   { lscpu 2>/dev/null | grep -iE 'numa|socket|model name|^cpu\(s\)|mhz' || true; } > "$OUT/diag_machine.txt"
   for t in 1 "$N"; do
-    cmd=("$TOK" --model "$MODEL" --output-dir "$WORK/od" --threads "$t" "$in")
+    cmd=("$TOK" --verbose --model "$MODEL" --output-dir "$WORK/od" --threads "$t" "$in")
     if command -v perf >/dev/null; then
       perf stat -e task-clock,page-faults,context-switches,cpu-migrations -o "$OUT/diag_perf_stat_t$t.txt" -- "${cmd[@]}" 2> "$OUT/diag_log_t$t.txt" || true
       perf record -q -F 499 -o "$WORK/perf_t$t.data" -- "${cmd[@]}" 2>/dev/null >/dev/null || true
