@@ -2,12 +2,14 @@
 // key documents itself, and a bad value names its key.
 #include <catch2/catch.hpp>
 #include <set>
+#include <utility>
 
 #include "config.h"
 #include "loom/cli.h"
 #include "loom/option_table.h"
 #include "loom/sys.h"
 #include "lr_schedule.h"
+#include "size_limits.h"
 
 using namespace loom;
 
@@ -306,4 +308,99 @@ TEST_CASE("config: data.global_batch_size derives data.micro_num once the world 
   CHECK(agree.data.micro_num == 4);
   CHECK_THROWS_WITH(parse_train_config({kTrain, "--global-batch-size=-1"}),
                     Catch::Contains("data.global_batch_size must be >= 0"));
+}
+
+TEST_CASE("config: a size key above its limit, at 0 or negative is a usage error naming the key and the limit") {
+  const std::string max = "9223372036854775807", two62 = "4611686018427387904";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--model.num_layers=" + max, str("model.num_layers must be in [1, ", kMaxNumLayers, "], got ", max)},
+      {"--model.num_layers=4294967295", str("model.num_layers must be in [1, ", kMaxNumLayers, "], got 4294967295")},
+      {"--model.vocab_size=" + max, str("model.vocab_size must be in [1, ", kMaxVocabSize, "], got ", max)},
+      {"--model.vocab_size=" + two62, str("model.vocab_size must be in [1, ", kMaxVocabSize, "], got ", two62)},
+      {"--model.hidden_size=" + two62, str("model.hidden_size must be in [1, ", kMaxHiddenSize, "], got ", two62)},
+      {"--model.mlp_ratio=1e300", str("model.mlp_ratio must be in (0, ", kMaxMlpRatio, "], got 1e+300")},
+      {"--data.seq_len=" + max, str("data.seq_len must be in [1, ", kMaxSeqLen, "], got ", max)},
+      {"--data.micro_bsz=" + max, str("data.micro_bsz must be in [1, ", kMaxMicroBsz, "], got ", max)},
+      {"--data.micro_num=" + max, str("data.micro_num must be in [1, ", kMaxMicroNum, "], got ", max)},
+      {"--model.hidden_size=0", "model.hidden_size must be in [1, "},
+      {"--model.hidden_size=-8", "model.hidden_size must be in [1, "},
+      {"--model.num_layers=0", "model.num_layers must be in [1, "},
+      {"--model.vocab_size=-1", "model.vocab_size must be in [1, "},
+      {"--model.mlp_ratio=0", "model.mlp_ratio must be in (0, "},
+      {"--model.mlp_ratio=-2", "model.mlp_ratio must be in (0, "},
+      {"--data.seq_len=0", "data.seq_len must be > 0"},
+      {"--data.micro_bsz=-1", "data.micro_bsz must be > 0"},
+      {"--data.micro_num=0", "data.micro_num must be > 0"},
+  };
+  for (const auto& [arg, want] : cases) {
+    INFO(arg);
+    CHECK_THROWS_AS(parse_train_config({kTrain, arg}), UsageError);
+    CHECK_THROWS_WITH(parse_train_config({kTrain, arg}), Catch::Contains(want));
+  }
+  // Each within its limit, together past 64 bits: the parameter count names the keys.
+  CHECK_THROWS_AS(parse_train_config({kTrain, "--model.hidden_size=1048576", "--model.num_layers=65536",
+                                      "--model.mlp_ratio=64"}),
+                  UsageError);
+  CHECK_THROWS_WITH(parse_train_config({kTrain, "--model.hidden_size=1048576", "--model.num_layers=65536",
+                                        "--model.mlp_ratio=64"}),
+                    Catch::Contains("the parameter count of model.hidden_size=1048576 model.num_layers=65536 "
+                                    "model.mlp_ratio=64 model.vocab_size=103168 does not fit in 64 bits"));
+  // At their limits the keys are taken.
+  CHECK(parse_train_config({kTrain, "--model.num_layers=65536", "--model.vocab_size=2147483647",
+                            "--data.seq_len=16777216", "--data.micro_bsz=1048576", "--model.mlp_ratio=64"}));
+}
+
+TEST_CASE("config: a value out of its range is a usage error (exit 2) whichever check finds it") {
+  for (const std::string bad : {"--loss.label_smoothing=1.5", "--adam.adam_beta1=1", "--adam.lr=-1",
+                                "--hybrid_zero_optimizer.clip_grad_norm=-1", "--monitor.alert_timeout_s=0",
+                                "--lr_scheduler.warmup_ratio=2", "--parallel.timeout_s=0", "--data.total_steps=0"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_train_config({kTrain, bad}), UsageError);
+  }
+}
+
+TEST_CASE("config: the optimizer, the schedule and the communicator take their sections' defaults") {
+  const TrainConfig c;
+  // The schedule config assembles from the defaults is the schedule's default, but for
+  // data.total_steps (the data section's default, which optim/ cannot see).
+  LrScheduleOptions s;
+  s.total_steps = DataOptions{}.total_steps;
+  CHECK(s.differences(c.lr_schedule_options()).empty());
+  const OptimizerOptions o, from = c.optimizer_options();
+  CHECK(o.lr == from.lr);
+  CHECK(o.beta1 == from.beta1);
+  CHECK(o.beta2 == from.beta2);
+  CHECK(o.eps == from.eps);
+  CHECK(o.weight_decay == from.weight_decay);
+  CHECK(o.decay_embeddings == from.decay_embeddings);
+  CHECK(o.overlap_update == from.overlap_update);
+  CHECK(o.clip_grad_norm == from.clip_grad_norm);
+  const CommOptions comm;
+  CHECK(comm.timeout.count() == static_cast<int64_t>(c.parallel.timeout_s * 1000));
+  CHECK(comm.backend == c.parallel.backend);
+  ParallelOptions p;
+  p.timeout_s = 2.5;
+  p.backend = "gloo";
+  CHECK(CommOptions(p).timeout.count() == 2500);
+  CHECK(CommOptions(p).backend == "gloo");
+}
+
+TEST_CASE("config: the adam and alert checks are their structs', the ones the optimizer and Alerts run") {
+  AdamOptions a;
+  a.beta1 = 1;
+  CHECK_THROWS_WITH(a.validate(), "adam.adam_beta1 must be in [0, 1), got 1");
+  CHECK_THROWS_WITH(parse_train_config({kTrain, "--adam.adam_beta1=1"}), "adam.adam_beta1 must be in [0, 1), got 1");
+  OptimizerOptions o;
+  o.eps = 0;
+  CHECK_THROWS_WITH(Optimizer({}, o), "adam.adam_eps must be > 0, got 0");
+  o.eps = 1e-8;
+  o.clip_grad_norm = -1;
+  CHECK_THROWS_WITH(Optimizer({}, o), "hybrid_zero_optimizer.clip_grad_norm must be >= 0 (0 = off), got -1");
+  CHECK_THROWS_WITH(parse_train_config({kTrain, "--hybrid_zero_optimizer.clip_grad_norm=-1"}),
+                    "hybrid_zero_optimizer.clip_grad_norm must be >= 0 (0 = off), got -1");
+  AlertOptions al;
+  al.timeout_s = 0;
+  CHECK_THROWS_WITH(Alerts(al, 0, "h"), "monitor.alert_timeout_s must be > 0, got 0");
+  CHECK_THROWS_WITH(parse_train_config({kTrain, "--monitor.alert_timeout_s=0"}),
+                    "monitor.alert_timeout_s must be > 0, got 0");
 }

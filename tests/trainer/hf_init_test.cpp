@@ -180,7 +180,7 @@ TEST_CASE("hf init: --init-from-hf of an export equals --init-from of its checkp
   REQUIRE(bad.output.find("hidden_size") != std::string::npos);
   // And it excludes --init-from.
   auto both = train(dir / "data", dir / "both", {"--init-from-hf=" + dir / "hf", "--init-from=" + ckpt});
-  REQUIRE(both.exit_code == 1);
+  REQUIRE(both.exit_code == 2);
   REQUIRE(both.output.find("exclude each other") != std::string::npos);
 }
 

@@ -9,10 +9,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "loom/cli.h"
 #include "memory_plan.h"
 #include "model.h"
+#include "size_limits.h"
 
 namespace {
 
@@ -275,4 +280,91 @@ TEST_CASE("memory plan: the table for people groups the digits of large counts",
   grouped.insert(grouped.find('.') - 3, ",");
   CHECK_THAT(text, Catch::Contains("\n  total " + std::string(21 - grouped.size(), ' ') + grouped + " GiB  100.0%"));
   CHECK_THAT(text, Catch::Contains("\n  device 2,048.0 GiB, 5% kept free: does not fit"));
+}
+
+TEST_CASE("memory plan: a size above its limit is refused before any arithmetic, naming the key and the limit",
+          "[plan]") {
+  const int64_t max = INT64_MAX, two62 = int64_t{1} << 62;
+  const std::vector<std::pair<std::function<void(PlanInputs&)>, std::string>> cases = {
+      {[&](PlanInputs& in) { in.model.num_layers = max; }, "model.num_layers must be in [1, 65536]"},
+      {[&](PlanInputs& in) { in.model.num_layers = 4294967295; }, "model.num_layers must be in [1, 65536]"},
+      {[&](PlanInputs& in) { in.model.vocab_size = max; }, "model.vocab_size must be in [1, 2147483647]"},
+      {[&](PlanInputs& in) { in.model.vocab_size = two62; }, "model.vocab_size must be in [1, 2147483647]"},
+      {[&](PlanInputs& in) { in.model.hidden_size = two62; }, "model.hidden_size must be in [1, 1048576]"},
+      {[&](PlanInputs& in) { in.model.mlp_ratio = 1e300; }, "model.mlp_ratio must be in (0, 64]"},
+      {[&](PlanInputs& in) { in.seq_len = max; }, "data.seq_len must be in [1, 16777216]"},
+      {[&](PlanInputs& in) { in.micro_bsz = max; }, "data.micro_bsz must be in [1, 1048576]"},
+      {[&](PlanInputs& in) { in.micro_num = max; }, "data.micro_num must be in [1, 1048576]"},
+      {[&](PlanInputs& in) { in.micro_bsz = 0; }, "data.micro_bsz must be in [1, 1048576], got 0"},
+      {[&](PlanInputs& in) { in.seq_len = -1; }, "data.seq_len must be in [1, 16777216], got -1"},
+      {[&](PlanInputs& in) { in.world_size = max; }, "the world size must be in [1, 1048576]"},
+  };
+  for (const auto& [set, want] : cases) {
+    INFO(want);
+    PlanInputs in = small(torch::kFloat32);
+    set(in);
+    CHECK_THROWS_WITH(loom::plan_memory(in), Catch::Contains(want));
+    CHECK_THROWS_WITH(loom::auto_checkpoint_fraction(in), Catch::Contains(want));
+  }
+}
+
+namespace {
+
+__extension__ typedef unsigned __int128 U128;  // GCC's, which -Wpedantic would refuse by name
+
+// The count in 128 bits, from model.h's layout (an independent reference for count_parameters).
+U128 parameters_128(const loom::ModelOptions& m) {
+  const U128 C = m.hidden_size, V = m.vocab_size, N = m.num_layers, H = m.num_attention_heads,
+                          K = m.kv_heads(), D = C / H, F = 256 * ((C * 64 + 255) / 256);  // mlp_ratio 64
+  const U128 qkv = (H + 2 * K) * D;
+  const U128 layer = 2 * C + qkv * C + qkv + C * H * D + C + 3 * C * F;  // biases on
+  return V * C + N * layer + C + V * C;
+}
+
+}  // namespace
+
+TEST_CASE("memory plan: sizes within their limits whose products pass 64 bits are refused naming the keys", "[plan]") {
+  // The parameter count: every size at its limit is past 2^63 - 1, one layer fewer in 2^10 is not.
+  loom::ModelOptions m;
+  m.hidden_size = loom::kMaxHiddenSize;
+  m.num_layers = loom::kMaxNumLayers;
+  m.mlp_ratio = 64;
+  REQUIRE(parameters_128(m) > static_cast<U128>(INT64_MAX));
+  CHECK_THROWS_AS(loom::count_parameters(m), loom::SizeOverflow);
+  CHECK_THROWS_WITH(m.validate(), Catch::Contains("the parameter count of model.hidden_size=1048576 "
+                                                  "model.num_layers=65536 model.mlp_ratio=64"));
+  m.num_layers = 1024;
+  REQUIRE(parameters_128(m) < static_cast<U128>(INT64_MAX));
+  CHECK(static_cast<U128>(loom::count_parameters(m)) == parameters_128(m));
+
+  // The masked path's probabilities, B H T T b = 2^20 8 2^48 4 bytes per layer: a usage error
+  // naming the keys, not a wrapped figure (or a division by one, as the loss's chunk once was).
+  PlanInputs in = small(torch::kFloat32);
+  in.attention = loom::AttentionKernel::kMasked;
+  in.micro_bsz = loom::kMaxMicroBsz;
+  in.seq_len = loom::kMaxSeqLen;
+  CHECK_THROWS_AS(loom::plan_memory(in), loom::UsageError);
+  CHECK_THROWS_WITH(loom::plan_memory(in), Catch::Contains("data.seq_len=16777216 data.micro_bsz=1048576") &&
+                                               Catch::Contains("needs more bytes than 64 bits count"));
+
+  // At the largest vocabulary and layer count the plan is planned, in one pass over the layers.
+  PlanInputs deep = small(torch::kFloat32);
+  deep.model.num_layers = loom::kMaxNumLayers;
+  deep.model.vocab_size = loom::kMaxVocabSize;
+  deep.device_bytes = uint64_t{1} << 30;
+  const MemoryPlan p = loom::plan_memory(deep);
+  CHECK_FALSE(p.fits);
+  CHECK(p.num_parameters == loom::count_parameters(deep.model));
+  CHECK(p.parameters == static_cast<uint64_t>(p.num_parameters) * 4);
+}
+
+TEST_CASE("size arithmetic: + and * throw where 64 bits would wrap", "[plan]") {
+  const loom::Size two32 = uint64_t{1} << 32;
+  CHECK((two32 * (uint64_t{1} << 31)).value() == uint64_t{1} << 63);
+  CHECK_THROWS_AS(two32 * two32, loom::SizeOverflow);
+  CHECK_THROWS_WITH(two32 * two32, "4294967296 x 4294967296 exceeds 2^64 - 1");
+  CHECK((loom::Size(UINT64_MAX - 1) + 1).value() == UINT64_MAX);
+  CHECK_THROWS_AS(loom::Size(UINT64_MAX) + 1, loom::SizeOverflow);
+  CHECK((loom::Size(7) - 7).value() == 0);
+  CHECK((loom::Size(7) / 2).value() == 3);
 }

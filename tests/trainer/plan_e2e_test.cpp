@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "loop_fixture.h"
 #include "loom/cli.h"
@@ -93,7 +94,8 @@ TEST_CASE("plan: model.checkpoint=auto recomputes nothing when all fits and some
   const double need_all = json_number(all.output, "total");
   const double need_none = json_number(roomy.output, "total");
   REQUIRE(need_none > need_all);
-  const double gib = (need_all + 0.5 * (need_none - need_all)) / (1 - 0.08) / 1073741824.0;
+  const double margin = loom::ModelOptions{}.checkpoint_margin;  // model.checkpoint_margin's default
+  const double gib = (need_all + 0.5 * (need_none - need_all)) / (1 - margin) / 1073741824.0;
   char cut_gib[64];
   std::snprintf(cut_gib, sizeof cut_gib, "%.9f", gib);
   const auto cut = plan_json("auto", cut_gib);
@@ -118,4 +120,31 @@ TEST_CASE("plan: its flags take either spelling, and stage 3 over more ranks pla
   CHECK(json_number(dash.output, "world_size") == 4);
   CHECK(json_number(dash.output, "zero_stage") == 3);
   CHECK(json_number(dash.output, "parameters") < json_number(one.output, "parameters"));
+}
+
+TEST_CASE("plan: a size past its limit, 0 or negative exits 2 at once, naming the key", "[plan][e2e]") {
+  const std::string max = "9223372036854775807", two62 = "4611686018427387904";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--model.num_layers=" + max, "model.num_layers"},   {"--model.vocab_size=" + max, "model.vocab_size"},
+      {"--data.seq_len=" + max, "data.seq_len"},           {"--data.micro_bsz=" + max, "data.micro_bsz"},
+      {"--model.hidden_size=" + two62, "model.hidden_size"}, {"--model.mlp_ratio=1e300", "model.mlp_ratio"},
+      {"--model.vocab_size=" + two62, "model.vocab_size"}, {"--model.num_layers=4294967295", "model.num_layers"},
+      {"--model.hidden_size=0", "model.hidden_size"},      {"--data.micro_bsz=-1", "data.micro_bsz"},
+      {"--world-size=1e300", "--world-size"},              {"--device-memory-gib=1e300", "--device-memory-gib"},
+  };
+  for (const auto& [arg, key] : cases) {
+    INFO(arg);
+    // `timeout` makes a plan that runs on (one of 2^32 - 1 layers ran for minutes) exit 124.
+    const auto r = loom::test::run("timeout 30 " + quote(LOOM_TRAIN_BIN) + " plan --device-memory-gib=80 " + quote(arg) +
+                                   " 2>&1");
+    INFO(r.output);
+    CHECK(r.exit_code == loom::kExitUsage);
+    CHECK_THAT(r.output, Catch::Contains(key) && !Catch::Contains("fits"));
+  }
+  // A training run refuses them the same way, before reading its data.
+  TempDir dir("plan_limits");
+  const auto run = tool("", loom::test::loop_args(dir / "data", dir / "run", {"--data.seq_len=" + max}));
+  INFO(run.output);
+  CHECK(run.exit_code == loom::kExitUsage);
+  CHECK_THAT(run.output, Catch::Contains("data.seq_len must be in [1, 16777216], got " + max));
 }

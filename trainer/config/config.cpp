@@ -10,31 +10,17 @@
 #include "loom/error.h"
 #include "loom/option_table.h"
 #include "loom/sys.h"
+#include "size_limits.h"
 
 namespace loom {
 
-OptimizerOptions TrainConfig::optimizer_options() const {
-  OptimizerOptions out;
-  out.beta1 = adam.beta1;
-  out.beta2 = adam.beta2;
-  out.eps = adam.eps;
-  out.weight_decay = adam.weight_decay;
-  out.decay_embeddings = adam.decay_embeddings;
-  out.overlap_update = adam.overlap_update;
-  out.clip_grad_norm = hybrid_zero_optimizer.clip_grad_norm;
-  return out;
-}
+OptimizerOptions TrainConfig::optimizer_options() const { return OptimizerOptions{{adam}, {hybrid_zero_optimizer}}; }
 
 LrScheduleOptions TrainConfig::lr_schedule_options() const {
   LrScheduleOptions out;
-  out.kind = lr_scheduler.kind;
+  static_cast<LrSchedulerOptions&>(out) = lr_scheduler;
   out.base_lr = adam.lr;
-  out.warmup_ratio = lr_scheduler.warmup_ratio;
-  out.warmup_steps = lr_scheduler.warmup_steps;
-  out.init_steps = lr_scheduler.init_steps;
-  out.eta_min = lr_scheduler.eta_min;
   out.total_steps = data.total_steps;
-  out.decay_ratio = lr_scheduler.decay_ratio;
   return out;
 }
 
@@ -50,7 +36,11 @@ void validate_sections(const TrainConfig& c) {
   c.flags.validate();
   c.model.validate();
   c.data.validate();
+  check_batch_limits(c.data.micro_bsz, c.data.seq_len, c.data.micro_num);
+  c.adam.validate();
+  c.hybrid_zero_optimizer.validate();
   c.parallel.validate();
+  c.monitor.alerts.validate();
   LrSchedule check(c.lr_schedule_options());  // the lr_scheduler.* keys
 }
 
@@ -256,13 +246,18 @@ std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& ar
   keys.declare(p);
   for (const auto& [name, target] : kMegatronAliases) p.alias(name, target);
   if (!p.parse(args)) return std::nullopt;
+  // A value outside its range or size limit is a usage error (exit 2, loom/cli.h) as much as one
+  // that does not parse, whichever check found it: the table's (in keys.read), a section's
+  // validate() or the schedule's.
   try {
     keys.read(p);
     apply_megatron(megatron, c);
+    validate_sections(c);
   } catch (const UsageError& e) {
     throw UsageError(str("loom-train: ", e.what()));
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
-  validate_sections(c);
   // Dumped before ckpt.folder is derived: "" there means run_dir/checkpoints (set_run_dir).
   c.resolved_ini = keys.ini(false);
   c.changed_ini = keys.ini(true);

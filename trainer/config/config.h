@@ -15,6 +15,7 @@
 #include "loom/option_table.h"
 #include "lr_schedule.h"
 #include "model.h"
+#include "optim_options.h"
 #include "optimizer.h"
 #include "spike_detector.h"
 
@@ -48,32 +49,8 @@ struct FlagOptions {
   void validate() const;           // resume, init_from and init_from_hf exclude each other
 };
 
-// [adam]
-struct AdamOptions {
-  double lr = 1e-4;                // adam.lr: the peak learning rate
-  double beta1 = 0.9;              // adam.adam_beta1
-  double beta2 = 0.95;             // adam.adam_beta2
-  double eps = 1e-8;               // adam.adam_eps
-  double weight_decay = 0.01;      // adam.weight_decay
-  bool decay_embeddings = false;   // adam.decay_embeddings
-  bool overlap_update = true;      // adam.overlap_update
-};
-
-// [hybrid_zero_optimizer]
-struct HybridZeroOptions {
-  double clip_grad_norm = 1.0;     // hybrid_zero_optimizer.clip_grad_norm (0 = off)
-};
-
-// [lr_scheduler]: checked by LrSchedule, which also reads adam.lr and data.total_steps.
-struct LrSchedulerOptions {
-  std::string kind = "cosine";     // lr_scheduler.kind: cosine, constant or wsd
-  double warmup_ratio = 0.01;      // lr_scheduler.warmup_ratio
-  int64_t warmup_steps = -1;       // lr_scheduler.warmup_steps: overrides warmup_ratio when >= 0
-  int64_t init_steps = 0;          // lr_scheduler.init_steps
-  double eta_min = 1e-5;           // lr_scheduler.eta_min
-  double decay_ratio = 0.1;        // lr_scheduler.decay_ratio: wsd's final decay, a fraction of total_steps
-  std::string on_resume = "refuse";  // lr_scheduler.on_resume: refuse, apply or keep (startup.h)
-};
+// [adam], [hybrid_zero_optimizer] and [lr_scheduler]: AdamOptions, HybridZeroOptions and
+// LrSchedulerOptions (optim_options.h), the structs the optimizer and the schedule take views of.
 
 // [loss]
 struct LossOptions {
@@ -125,12 +102,14 @@ struct TrainConfig {
 };
 
 // Every key (and command-line flag) of loom-train, bound to c's fields; each key's default is its
-// field's value now, so a default-constructed c gives the defaults. Checks per section: those of
-// [job] [adam] [hybrid_zero_optimizer] [loss] [ckpt] [monitor] in the table; [data] [model]
-// [parallel] and the flags by their struct's validate(); [lr_scheduler] by LrSchedule.
+// field's value now, so a default-constructed c gives the defaults. Checks per section, each in one
+// place: those of [job] [loss] [ckpt] and [monitor]'s own keys in the table; [data] [model] [adam]
+// [hybrid_zero_optimizer] [parallel], monitor's alert keys and the flags by their struct's
+// validate(), which the subsystem that takes the struct calls too; [lr_scheduler] by LrSchedule.
 OptionTable train_options(TrainConfig& c);
 
-// nullopt when --help was printed. Throws loom::Error on unknown keys or bad values (naming the key).
+// nullopt when --help was printed. Throws UsageError (exit 2) on unknown keys or bad values, naming
+// the key: a value that does not parse, or one outside its range or size limit (size_limits.h).
 std::optional<TrainConfig> parse_train_config(const std::vector<std::string>& args);
 
 // The keys of [model] that change the function the weights compute, where two INI texts (a

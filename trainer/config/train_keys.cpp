@@ -121,17 +121,17 @@ void declare_model(OptionTable& t, ModelOptions& m) {  // checked by ModelOption
 }
 
 void declare_optimizer(OptionTable& t, TrainConfig& c) {
-  AdamOptions& a = c.adam;
-  t.add("adam.lr", &a.lr, "peak learning rate", at_least(0));
-  t.add("adam.adam_beta1", &a.beta1, "beta1", half_open(0, 1));
-  t.add("adam.adam_beta2", &a.beta2, "beta2", half_open(0, 1));
-  t.add("adam.adam_eps", &a.eps, "eps", above(0));
-  t.add("adam.weight_decay", &a.weight_decay, "decoupled weight decay of matrices", at_least(0));
+  AdamOptions& a = c.adam;  // checked by AdamOptions::validate, as the optimizer checks it
+  t.add("adam.lr", &a.lr, "peak learning rate");
+  t.add("adam.adam_beta1", &a.beta1, "beta1");
+  t.add("adam.adam_beta2", &a.beta2, "beta2");
+  t.add("adam.adam_eps", &a.eps, "eps");
+  t.add("adam.weight_decay", &a.weight_decay, "decoupled weight decay of matrices");
   t.add("adam.decay_embeddings", &a.decay_embeddings, "also decay embeddings");
   t.add("adam.overlap_update", &a.overlap_update, "CUDA, replicated optimizer: the update runs layer by layer "
         "beside the next step's forward (same weights, bitwise)");
-  t.add("hybrid_zero_optimizer.clip_grad_norm", &c.hybrid_zero_optimizer.clip_grad_norm, "global-norm clip (0 = off)",
-        at_least(0, " (0 = off)"));
+  t.add("hybrid_zero_optimizer.clip_grad_norm", &c.hybrid_zero_optimizer.clip_grad_norm,
+        "global-norm clip (0 = off)");  // checked by HybridZeroOptions::validate
   LrSchedulerOptions& s = c.lr_scheduler;  // checked by LrSchedule
   t.add("lr_scheduler.kind", &s.kind, "cosine, constant or wsd (warmup-stable-decay: the schedule to extend a run with)");
   t.add("lr_scheduler.decay_ratio", &s.decay_ratio, "wsd: the final linear decay to eta_min, a fraction of total_steps");
@@ -168,7 +168,8 @@ void declare_parallel(OptionTable& t, ParallelOptions& p) {  // checked by Paral
 void declare_monitor(OptionTable& t, MonitorOptions& m) {
   t.add("monitor.alert_webhook", &m.alerts.webhook, "http:// URL that receives each alert as a JSON POST (\"\" = off)");
   t.add("monitor.alert_command", &m.alerts.command, "shell command run with each alert's JSON on stdin (\"\" = off)");
-  t.add("monitor.alert_timeout_s", &m.alerts.timeout_s, "bound of one delivery", above(0));
+  // The alert keys are checked by AlertOptions::validate, as Alerts checks them.
+  t.add("monitor.alert_timeout_s", &m.alerts.timeout_s, "bound of one delivery");
   t.add("monitor.hang_timeout", &m.hang_timeout, "seconds without a finished step before the watchdog reports "
         "every thread's phase and exits 4 (0 = off)", at_least(0));
   t.add("monitor.spike_ratio", &m.spike.ratio, "a loss above this x the median of the last spike_window losses is "

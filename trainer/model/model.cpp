@@ -5,15 +5,21 @@
 #include "activation_checkpoint.h"
 #include "fused_ops.h"
 #include "loom/error.h"
+#include "size_limits.h"
 
 namespace loom {
 
 // ---- options ----
 
 int64_t ModelOptions::ffn_hidden() const {
-  // InternLM: int(hidden * mlp_ratio) rounded up to a multiple of 256.
+  // InternLM: int(hidden * mlp_ratio) rounded up to a multiple of 256. Within the size limits the
+  // product is at most 2^26; outside them the cast would be undefined.
   constexpr int64_t kMultiple = 256;
-  const auto raw = static_cast<int64_t>(static_cast<double>(hidden_size) * mlp_ratio);
+  const double product = static_cast<double>(hidden_size) * mlp_ratio;
+  LOOM_CHECK(product >= 0 && product <= static_cast<double>(kMaxHiddenSize) * kMaxMlpRatio,
+             "model.hidden_size x model.mlp_ratio = ", product, " is outside [0, ", kMaxHiddenSize, " x ", kMaxMlpRatio,
+             "]");
+  const auto raw = static_cast<int64_t>(product);
   return kMultiple * ((raw + kMultiple - 1) / kMultiple);
 }
 
@@ -23,8 +29,12 @@ int64_t ModelOptions::checkpointed_layers() const {
 }
 
 void ModelOptions::validate() const {
-  LOOM_CHECK(hidden_size > 0, "model.hidden_size must be positive, got ", hidden_size);
-  LOOM_CHECK(num_layers > 0, "model.num_layers must be positive, got ", num_layers);
+  // The sizes first (size_limits.h): the checks below and the parameter count compute with them.
+  check_size_key("model.hidden_size", hidden_size, kMaxHiddenSize);
+  check_size_key("model.num_layers", num_layers, kMaxNumLayers);
+  check_size_key("model.vocab_size", vocab_size, kMaxVocabSize);
+  LOOM_CHECK(mlp_ratio > 0 && mlp_ratio <= kMaxMlpRatio, "model.mlp_ratio must be in (0, ", kMaxMlpRatio, "], got ",
+             mlp_ratio, " (loom-train's size limits: docs/TRAIN.md)");
   LOOM_CHECK(num_attention_heads > 0, "model.num_attention_heads must be positive, got ", num_attention_heads);
   LOOM_CHECK(hidden_size % num_attention_heads == 0, "model.hidden_size (", hidden_size,
              ") must be a multiple of model.num_attention_heads (", num_attention_heads, ")");
@@ -34,8 +44,6 @@ void ModelOptions::validate() const {
              num_kv_attention_heads);
   LOOM_CHECK(num_attention_heads % kv_heads() == 0, "model.num_attention_heads (", num_attention_heads,
              ") must be a multiple of model.num_kv_attention_heads (", kv_heads(), ")");
-  LOOM_CHECK(mlp_ratio > 0, "model.mlp_ratio must be positive, got ", mlp_ratio);
-  LOOM_CHECK(vocab_size > 0, "model.vocab_size must be positive, got ", vocab_size);
   LOOM_CHECK(norm_eps > 0, "model.norm_eps must be positive, got ", norm_eps);
   LOOM_CHECK(init_std > 0, "model.init_std must be positive, got ", init_std);
   LOOM_CHECK(dropout >= 0 && dropout < 1, "model.dropout must be in [0, 1), got ", dropout);
@@ -45,6 +53,7 @@ void ModelOptions::validate() const {
   LOOM_CHECK(rope_base > 0, "model.rope_base must be positive, got ", rope_base);
   LOOM_CHECK(!fp8 || dtype == torch::kBFloat16, "model.precision=fp8 needs model.dtype=bfloat16, got ",
              dtype_name(dtype));
+  count_parameters(*this);  // throws where the sizes, each within its limit, multiply past 2^63 - 1
 }
 
 torch::Dtype parse_dtype(const std::string& name) {
@@ -66,20 +75,42 @@ std::string dtype_name(torch::Dtype dtype) {
   return "";
 }
 
-int64_t count_parameters_per_layer(const ModelOptions& o) {
-  const int64_t C = o.hidden_size, H = o.num_attention_heads, K = o.kv_heads(), D = o.head_dim();
-  const int64_t F = o.ffn_hidden();
-  const int64_t qkv = (H + 2 * K) * D;
+namespace {
+
+Size layer_parameters(const ModelOptions& o) {
+  const Size C = o.hidden_size, H = o.num_attention_heads, K = o.kv_heads(), D = o.head_dim();
+  const Size F = o.ffn_hidden();
+  const Size qkv = (H + 2 * K) * D;
   return 2 * C                                   // two norms
          + qkv * C + (o.qkv_bias ? qkv : 0)      // wqkv
          + C * H * D + (o.out_bias ? C : 0)      // wo
          + 3 * C * F;                            // w1, w2, w3
 }
 
-int64_t count_parameters(const ModelOptions& o) {
-  const int64_t C = o.hidden_size, V = o.vocab_size;
-  return V * C + o.num_layers * count_parameters_per_layer(o) + C + (o.tie_embeddings ? 0 : V * C);
+Size model_parameters(const ModelOptions& o) {
+  const Size C = o.hidden_size, V = o.vocab_size;
+  return V * C + o.num_layers * layer_parameters(o) + C + (o.tie_embeddings ? 0 : V * C);
 }
+
+// count() as an int64_t, or SizeOverflow naming the keys whose sizes made it too large.
+template <typename Count>
+int64_t parameters_or_throw(const ModelOptions& o, Count count) {
+  try {
+    const Size n = count(o);
+    if (n.value() <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(n.value());
+    throw SizeOverflow(str(n.value(), " exceeds 2^63 - 1"));
+  } catch (const SizeOverflow& e) {
+    throw SizeOverflow(str("the parameter count of model.hidden_size=", o.hidden_size, " model.num_layers=",
+                           o.num_layers, " model.mlp_ratio=", o.mlp_ratio, " model.vocab_size=", o.vocab_size,
+                           " does not fit in 64 bits (", e.what(), "): lower one of these keys"));
+  }
+}
+
+}  // namespace
+
+int64_t count_parameters_per_layer(const ModelOptions& o) { return parameters_or_throw(o, layer_parameters); }
+
+int64_t count_parameters(const ModelOptions& o) { return parameters_or_throw(o, model_parameters); }
 
 // ---- blocks ----
 

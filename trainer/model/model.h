@@ -63,7 +63,8 @@ struct ModelOptions {
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t ffn_hidden() const;            // F
   int64_t checkpointed_layers() const;   // int(num_layers * checkpoint), as InternLM
-  // Throws loom::Error naming the offending model.* key.
+  // Throws loom::Error naming the offending model.* key: a value out of its range or above its
+  // size limit (size_limits.h), or sizes whose parameter count exceeds 2^63 - 1.
   void validate() const;
 };
 
@@ -71,7 +72,8 @@ struct ModelOptions {
 torch::Dtype parse_dtype(const std::string& name);
 std::string dtype_name(torch::Dtype dtype);
 
-// Parameter count in closed form (no allocation): for the 7B/20B shapes.
+// Parameter count in closed form (no allocation): for the 7B/20B shapes. Checked arithmetic:
+// SizeOverflow (size_limits.h), naming the size keys, where the count exceeds 2^63 - 1.
 int64_t count_parameters(const ModelOptions& o);
 // Of one decoder layer.
 int64_t count_parameters_per_layer(const ModelOptions& o);

@@ -17,12 +17,21 @@ namespace loom {
 
 bool adamw_is_fused(const torch::Device& device) { return LOOM_TORCH2 && device.is_cuda(); }
 
-void OptimizerOptions::validate() const {
-  LOOM_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "adam betas must be in [0, 1), got ", beta1, ", ",
-             beta2);
+void AdamOptions::validate() const {
+  LOOM_CHECK(lr >= 0, "adam.lr must be >= 0, got ", lr);
+  LOOM_CHECK(beta1 >= 0 && beta1 < 1, "adam.adam_beta1 must be in [0, 1), got ", beta1);
+  LOOM_CHECK(beta2 >= 0 && beta2 < 1, "adam.adam_beta2 must be in [0, 1), got ", beta2);
   LOOM_CHECK(eps > 0, "adam.adam_eps must be > 0, got ", eps);
   LOOM_CHECK(weight_decay >= 0, "adam.weight_decay must be >= 0, got ", weight_decay);
-  LOOM_CHECK(clip_grad_norm >= 0, "hybrid_zero_optimizer.clip_grad_norm must be >= 0, got ", clip_grad_norm);
+}
+
+void HybridZeroOptions::validate() const {
+  LOOM_CHECK(clip_grad_norm >= 0, "hybrid_zero_optimizer.clip_grad_norm must be >= 0 (0 = off), got ", clip_grad_norm);
+}
+
+void OptimizerOptions::validate() const {
+  AdamOptions::validate();
+  HybridZeroOptions::validate();
 }
 
 double clip_coefficient(double max_norm, double norm) {

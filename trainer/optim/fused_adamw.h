@@ -12,23 +12,17 @@
 
 #include <torch/torch.h>
 
+#include "optim_options.h"
+
 namespace loom {
 
 inline constexpr int64_t kCastBucketBytes = int64_t{1} << 30;
 
-// The optimizer's hyperparameters, one INI section's worth (config/ fills it); every AdamW
-// implementation reads them from here.
-struct OptimizerOptions {
-  double beta1 = 0.9;            // adam.adam_beta1
-  double beta2 = 0.95;           // adam.adam_beta2
-  double eps = 1e-8;             // adam.adam_eps
-  double weight_decay = 0.01;    // adam.weight_decay
-  bool decay_embeddings = false; // adam.decay_embeddings
-  double clip_grad_norm = 1.0;   // hybrid_zero_optimizer.clip_grad_norm (0 = no clipping)
-  // adam.overlap_update: on CUDA the replicated optimizer's update runs beside the next forward
-  // (optimizer.h); the weights are the same bits either way.
-  bool overlap_update = true;
-  // Throws loom::Error naming the key of a value out of range.
+// What every AdamW implementation reads: [adam] and [hybrid_zero_optimizer] (optim_options.h,
+// where their defaults are), assembled by TrainConfig::optimizer_options(). lr is the schedule's
+// peak; each update's lr arrives in AdamWStepArgs.
+struct OptimizerOptions : AdamOptions, HybridZeroOptions {
+  // Both sections' checks: throws loom::Error naming the key of a value out of range.
   void validate() const;
 };
 

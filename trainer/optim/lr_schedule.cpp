@@ -20,7 +20,7 @@ LrSchedule::LrSchedule(const LrScheduleOptions& o) : o_(o) {
   LOOM_CHECK(o.warmup_steps >= -1 && o.warmup_steps < o.total_steps,
              "lr_scheduler.warmup_steps must be -1 (use warmup_ratio) or in [0, data.total_steps), got ", o.warmup_steps);
   LOOM_CHECK(o.init_steps >= 0, "lr_scheduler.init_steps must be >= 0, got ", o.init_steps);
-  LOOM_CHECK(o.base_lr >= 0 && o.eta_min >= 0, "adam.lr and lr_scheduler.eta_min must be >= 0");
+  LOOM_CHECK(o.eta_min >= 0, "lr_scheduler.eta_min must be >= 0, got ", o.eta_min);  // adam.lr: AdamOptions
   // int() of Python truncates toward zero, as static_cast does for non-negative values.
   warmup_steps_ = o.warmup_steps >= 0 ? o.warmup_steps
                                       : static_cast<int64_t>(static_cast<double>(o.total_steps) * o.warmup_ratio);

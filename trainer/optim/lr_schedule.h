@@ -17,17 +17,17 @@
 #include <cstdint>
 #include <string>
 
+#include "optim_options.h"
+
 namespace loom {
 
-struct LrScheduleOptions {
-  std::string kind = "cosine";  // cosine | constant | wsd
-  double base_lr = 1e-4;        // adam.lr
-  double warmup_ratio = 0.0;    // lr_scheduler.warmup_ratio
-  int64_t warmup_steps = -1;    // lr_scheduler.warmup_steps: Wst itself (Megatron's --lr-warmup-iters); -1 = from the ratio
-  int64_t init_steps = 0;       // lr_scheduler.init_steps: updates at lr 0 before the warmup
-  double eta_min = 0.0;         // lr_scheduler.eta_min
-  int64_t total_steps = 1;      // data.total_steps
-  double decay_ratio = 0.1;     // lr_scheduler.decay_ratio: wsd's final decay, a fraction of total_steps
+// [lr_scheduler] (optim_options.h, where its defaults are) with the two keys of other sections it
+// needs, assembled by TrainConfig::lr_schedule_options().
+struct LrScheduleOptions : LrSchedulerOptions {
+  double base_lr = AdamOptions{}.lr;  // adam.lr
+  // data.total_steps. Its default is [data]'s (dataset.h), which optim/ does not see: callers set
+  // it; 1 only keeps a default-constructed schedule valid.
+  int64_t total_steps = 1;
 
   bool operator==(const LrScheduleOptions& o) const;
   bool operator!=(const LrScheduleOptions& o) const { return !(*this == o); }

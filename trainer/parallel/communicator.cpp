@@ -11,12 +11,21 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <exception>
 
+#include "data_parallel.h"
 #include "loom/error.h"
 #include "loom/log.h"
 
 namespace loom {
+
+CommOptions::CommOptions() : CommOptions(ParallelOptions{}) {}
+
+CommOptions::CommOptions(const ParallelOptions& p)
+    // Capped where a huge timeout_s would not fit the milliseconds' int64_t (about 292 million years).
+    : timeout(static_cast<int64_t>(std::min(p.timeout_s * 1000, 9e18))), backend(p.backend) {}
+
 namespace {
 
 constexpr const char* kFailureKey = "loom/failure";

@@ -28,9 +28,14 @@ class Work;
 
 namespace loom {
 
+struct ParallelOptions;  // data_parallel.h: the [parallel] section
+
+// What the communicator reads of [parallel]: a view of ParallelOptions, whose defaults are its own.
 struct CommOptions {
-  std::chrono::milliseconds timeout{std::chrono::seconds(600)};  // parallel.timeout_s (ParallelOptions)
-  std::string backend = "auto";  // auto (nccl for CUDA devices, else gloo) | gloo | nccl
+  CommOptions();                                   // ParallelOptions{}'s values
+  explicit CommOptions(const ParallelOptions& p);  // p's timeout_s and backend
+  std::chrono::milliseconds timeout;               // parallel.timeout_s
+  std::string backend;  // parallel.backend: auto (nccl for CUDA devices, else gloo) | gloo | nccl
 };
 
 enum class ReduceOp { kSum, kMax, kMin };

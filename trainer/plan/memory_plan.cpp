@@ -8,9 +8,11 @@
 #include "chunked_loss.h"
 #include "cpu_attention.h"
 #include "cudnn_attention.h"
+#include "loom/cli.h"
 #include "loom/error.h"
 #include "loom/json_text.h"
 #include "loom/progress.h"
+#include "size_limits.h"
 
 namespace loom {
 namespace {
@@ -21,7 +23,7 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kCudaRuntimeBytes = uint64_t{256} << 20;
 constexpr uint64_t kCpuRuntimeBytes = uint64_t{256} << 20;
 
-uint64_t dtype_bytes(torch::Dtype d) { return d == torch::kFloat32 ? 4 : 2; }
+Size dtype_bytes(torch::Dtype d) { return d == torch::kFloat32 ? 4 : 2; }
 
 int64_t shards_of(const PlanInputs& in) {
   if (in.zero1 == 1) return 1;
@@ -30,19 +32,19 @@ int64_t shards_of(const PlanInputs& in) {
 
 // Activations of one micro-batch, per rank: what each layer keeps for backward.
 struct LayerBytes {
-  uint64_t full = 0;          // a layer that is not recomputed
-  uint64_t checkpointed = 0;  // a recomputed layer: its input
-  uint64_t transient = 0;     // one layer's gradients in flight during backward
-  uint64_t shared = 0;        // once per micro-batch: the mask/bias of the masked path, cuDNN's windows' bias
+  Size full = 0;          // a layer that is not recomputed
+  Size checkpointed = 0;  // a recomputed layer: its input
+  Size transient = 0;     // one layer's gradients in flight during backward
+  Size shared = 0;        // once per micro-batch: the mask/bias of the masked path, cuDNN's windows' bias
 };
 
 LayerBytes layer_bytes(const PlanInputs& in) {
   const ModelOptions& m = in.model;
-  const uint64_t b = dtype_bytes(m.dtype), B = in.micro_bsz, T = in.seq_len, tok = B * T;
-  const uint64_t C = m.hidden_size, H = m.num_attention_heads, K = m.kv_heads(), D = m.head_dim(), F = m.ffn_hidden();
+  const Size b = dtype_bytes(m.dtype), B = in.micro_bsz, T = in.seq_len, tok = B * T;
+  const Size C = m.hidden_size, H = m.num_attention_heads, K = m.kv_heads(), D = m.head_dim(), F = m.ffn_hidden();
   LayerBytes l;
   // Two norms (input and output each), q k v, the attention output, SwiGLU's inputs and product.
-  const uint64_t per_token = (4 * C + C + 2 * K * D + C + 3 * F) * b + 2 * 4;  // + fp32 rstd of each norm
+  const Size per_token = (4 * C + C + 2 * K * D + C + 3 * F) * b + 2 * 4;  // + fp32 rstd of each norm
   l.full = tok * per_token;
   switch (in.attention) {
     case AttentionKernel::kCudnnSegments:
@@ -65,10 +67,10 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   // would keep. The norm outputs and the SwiGLU product are then kept by nobody; flash keeps the
   // attention output anyway, so wo's copy comes beside it.
   if (m.fp8) {
-    const auto fp8 = [tok](uint64_t in_features, uint64_t out_features) {
-      return tok % 16 == 0 && in_features % 16 == 0 && out_features % 16 == 0;
+    const auto fp8 = [tok](Size in_features, Size out_features) {
+      return tok.value() % 16 == 0 && in_features.value() % 16 == 0 && out_features.value() % 16 == 0;
     };
-    uint64_t add = 0, drop = 0;
+    Size add = 0, drop = 0;
     if (fp8(C, (H + 2 * K) * D)) add += C * (H + 2 * K) * D + tok * C, drop += tok * C * b;  // wqkv
     if (fp8(H * D, C)) add += H * D * C + tok * H * D;                                       // wo
     if (fp8(C, F)) add += 2 * C * F + tok * C, drop += tok * C * b;  // w1, w2: one copy of their input
@@ -83,17 +85,17 @@ LayerBytes layer_bytes(const PlanInputs& in) {
     // Short documents' windows: a bias [n, 1, W, W] for at most n windows, built from a bool
     // comparison of as many entries, held by the forward's thread and by the recomputing
     // backward's.
-    const uint64_t W = kCudnnWindow;
-    const uint64_t n = static_cast<uint64_t>(cudnn_most_windows(static_cast<int64_t>(tok), kCudnnWindow));
+    const Size W = kCudnnWindow;
+    const Size n = cudnn_most_windows(static_cast<int64_t>(tok.value()), kCudnnWindow);
     l.shared += n * W * W * (2 * b + 1);
   }
   return l;
 }
 
-uint64_t logits_and_loss_bytes(const PlanInputs& in) {
+Size logits_and_loss_bytes(const PlanInputs& in) {
   const ModelOptions& m = in.model;
-  const uint64_t tok = static_cast<uint64_t>(in.micro_bsz) * in.seq_len, V = m.vocab_size, C = m.hidden_size;
-  const uint64_t chunk = std::min<uint64_t>(tok, std::max<int64_t>(1, ChunkedLossOptions::kChunkBytes / (V * 4)));
+  const Size tok = Size(in.micro_bsz) * in.seq_len, V = m.vocab_size, C = m.hidden_size;
+  const Size chunk = std::min(tok, std::max(Size(1), Size(ChunkedLossOptions::kChunkBytes) / (V * 4)));
   return chunk * V * 4           // one chunk's fp32 logits
          + tok * C * 4           // the hidden states' gradient, computed in forward
          + tok * 4               // per-token log-sum-exp
@@ -103,43 +105,72 @@ uint64_t logits_and_loss_bytes(const PlanInputs& in) {
 void fill(MemoryPlan& p) {
   const PlanInputs& in = p.in;
   const ModelOptions& m = in.model;
-  const uint64_t P = static_cast<uint64_t>(count_parameters(m)), b = dtype_bytes(m.dtype);
-  p.num_parameters = static_cast<int64_t>(P);
+  const Size P = count_parameters(m), b = dtype_bytes(m.dtype);
+  p.num_parameters = static_cast<int64_t>(P.value());
   p.zero_shards = shards_of(in);
   const bool sharded = in.zero1 != 1;
-  const uint64_t S = static_cast<uint64_t>(p.zero_shards), stage = sharded ? static_cast<uint64_t>(in.zero_stage) : 0;
-  const uint64_t L = static_cast<uint64_t>(count_parameters_per_layer(m)), R = P - static_cast<uint64_t>(m.num_layers) * L;
-  const uint64_t unit = std::max(L, static_cast<uint64_t>(m.vocab_size * m.hidden_size));  // a layer, the embedding or head
-  p.parameters = stage == 3 ? (P + S - 1) / S * b + (R + 3 * L) * b : P * b;
-  p.gradients = (stage >= 2 ? (R + 2 * L) * b : P * b) + (sharded ? (4 * P + S - 1) / S : 0);
-  p.optimizer_state = sharded ? (12 * P + S - 1) / S : 8 * P + (b < 4 ? 4 * P : 0);
+  const Size S = p.zero_shards;
+  const int64_t stage = sharded ? in.zero_stage : 0;
+  const Size L = count_parameters_per_layer(m), R = P - m.num_layers * L;
+  const Size unit = std::max(L, Size(m.vocab_size) * m.hidden_size);  // a layer, the embedding or head
+  const Size parameters = stage == 3 ? (P + S - 1) / S * b + (R + 3 * L) * b : P * b;
+  Size gradients = (stage >= 2 ? (R + 2 * L) * b : P * b) + (sharded ? (4 * P + S - 1) / S : 0);
+  const Size optimizer_state = sharded ? (12 * P + S - 1) / S : 8 * P + (b < 4 ? 4 * P : 0);
   const LayerBytes l = layer_bytes(in);
   const int64_t N = m.num_layers;
   p.checkpointed_layers = m.checkpointed_layers();
-  const uint64_t kept = static_cast<uint64_t>(N - p.checkpointed_layers) * l.full +
-                        static_cast<uint64_t>(p.checkpointed_layers) * l.checkpointed;
+  const Size kept = (N - p.checkpointed_layers) * l.full + p.checkpointed_layers * l.checkpointed;
   // In backward a recomputed layer is live again, one at a time.
-  p.activations = kept + (p.checkpointed_layers > 0 ? l.full : 0) + l.transient + l.shared;
-  p.layer_full_bytes = l.full;
-  p.layer_checkpointed_bytes = l.checkpointed;
+  const Size activations = kept + (p.checkpointed_layers > 0 ? l.full : 0) + l.transient + l.shared;
   if (in.cuda && !sharded) {
     // The replicated optimizer on CUDA releases the gradients after each update: they grow from
     // nothing during the backward while the activations shrink. At the backward's start the head,
     // embedding and final norm have theirs and a layer is making its own; at its end all exist
     // and the activations are gone.
-    p.gradients = std::max((R + L) * b, P * b > p.activations ? P * b - p.activations : 0);
+    gradients = std::max((R + L) * b, P * b > activations ? P * b - activations : 0);
   }
-  p.logits_and_loss = logits_and_loss_bytes(in);
-  p.workspace = (sharded ? 12 * unit + unit * b : 0) + (in.cuda ? kCudaRuntimeBytes : kCpuRuntimeBytes);
-  p.total = p.parameters + p.gradients + p.optimizer_state + p.activations + p.logits_and_loss + p.workspace;
+  const Size logits_and_loss = logits_and_loss_bytes(in);
+  const Size workspace = (sharded ? 12 * unit + unit * b : 0) + (in.cuda ? kCudaRuntimeBytes : kCpuRuntimeBytes);
+  const Size total = parameters + gradients + optimizer_state + activations + logits_and_loss + workspace;
+  p.parameters = parameters.value();
+  p.gradients = gradients.value();
+  p.optimizer_state = optimizer_state.value();
+  p.activations = activations.value();
+  p.logits_and_loss = logits_and_loss.value();
+  p.workspace = workspace.value();
+  p.total = total.value();
+  p.layer_full_bytes = l.full.value();
+  p.layer_checkpointed_bytes = l.checkpointed.value();
   p.fits = in.device_bytes > 0 && static_cast<double>(p.total) <= (1.0 - in.margin) * static_cast<double>(in.device_bytes);
 }
 
+// The plan of in; a size past 64 bits is the keys' fault (exit 2), named with their values.
 MemoryPlan plan_only(const PlanInputs& in) {
   MemoryPlan p;
   p.in = in;
-  fill(p);
+  try {
+    fill(p);
+  } catch (const SizeOverflow& e) {
+    const ModelOptions& m = in.model;
+    throw UsageError(str("the memory plan of model.hidden_size=", m.hidden_size, " model.num_layers=", m.num_layers,
+                         " model.mlp_ratio=", m.mlp_ratio, " model.vocab_size=", m.vocab_size, " data.seq_len=",
+                         in.seq_len, " data.micro_bsz=", in.micro_bsz, " needs more bytes than 64 bits count (",
+                         e.what(), "): lower one of these keys"));
+  }
   return p;
+}
+
+// Whether the plan of in fits (its total into *total when given); a plan past 64 bits does not.
+bool plan_fits(const PlanInputs& in, uint64_t* total) {
+  MemoryPlan p;
+  p.in = in;
+  try {
+    fill(p);
+  } catch (const SizeOverflow&) {
+    return false;
+  }
+  if (total) *total = p.total;
+  return p.fits;
 }
 
 // bytes in GiB with `decimals` decimals and thousands separators: "1,234.5" (decimals 1).
@@ -163,9 +194,9 @@ void suggest(MemoryPlan& p) {
     PlanInputs t = in;
     for (int64_t k = t.model.checkpointed_layers() + 1; k <= t.model.num_layers; ++k) {
       t.model.checkpoint = static_cast<double>(k) / static_cast<double>(t.model.num_layers);
-      const MemoryPlan q = plan_only(t);
-      if (q.fits) {
-        p.suggestions.push_back("model.checkpoint=" + json_number(t.model.checkpoint) + " (" + gib(q.total) + ")");
+      uint64_t total = 0;
+      if (plan_fits(t, &total)) {
+        p.suggestions.push_back("model.checkpoint=" + json_number(t.model.checkpoint) + " (" + gib(total) + ")");
         break;
       }
     }
@@ -176,10 +207,10 @@ void suggest(MemoryPlan& p) {
     PlanInputs t = in;
     t.micro_bsz = bsz;
     t.micro_num = in.micro_bsz * in.micro_num / bsz;
-    const MemoryPlan q = plan_only(t);
-    if (q.fits) {
+    uint64_t total = 0;
+    if (plan_fits(t, &total)) {
       p.suggestions.push_back("data.micro_bsz=" + std::to_string(bsz) + " data.micro_num=" + std::to_string(t.micro_num) +
-                              " (" + gib(q.total) + ")");
+                              " (" + gib(total) + ")");
       break;
     }
   }
@@ -191,9 +222,9 @@ void suggest(MemoryPlan& p) {
       PlanInputs t = in;
       t.zero1 = -1;
       t.zero_stage = z;
-      const MemoryPlan q = plan_only(t);
-      if (q.fits) {
-        p.suggestions.push_back("parallel.zero1=-1 parallel.zero_stage=" + std::to_string(z) + " (" + gib(q.total) + ")");
+      uint64_t total = 0;
+      if (plan_fits(t, &total)) {
+        p.suggestions.push_back("parallel.zero1=-1 parallel.zero_stage=" + std::to_string(z) + " (" + gib(total) + ")");
         break;
       }
     }
@@ -204,10 +235,10 @@ void suggest(MemoryPlan& p) {
     t.world_size = w;
     t.zero1 = -1;
     t.zero_stage = 3;
-    const MemoryPlan q = plan_only(t);
-    if (q.fits) {
+    uint64_t total = 0;
+    if (plan_fits(t, &total)) {
       p.suggestions.push_back("a world size of " + format_count(w) + " with parallel.zero1=-1 parallel.zero_stage=3 (" +
-                              gib(q.total) + " per rank)");
+                              gib(total) + " per rank)");
       break;
     }
   }
@@ -295,28 +326,38 @@ std::string MemoryPlan::to_text() const {
   return o.str();
 }
 
-MemoryPlan plan_memory(const PlanInputs& in) {
+namespace {
+
+// The inputs' own ranges; the model's keys and the batch's against their size limits
+// (size_limits.h), so that no plan loops over 2^32 layers or divides by a wrapped zero.
+void check_plan_inputs(const PlanInputs& in) {
   in.model.validate();
-  LOOM_CHECK(in.micro_bsz > 0 && in.seq_len > 0 && in.micro_num > 0, "plan: micro_bsz, seq_len and micro_num must be "
-             "positive, got ", in.micro_bsz, ", ", in.seq_len, ", ", in.micro_num);
-  LOOM_CHECK(in.world_size > 0, "plan: the world size must be positive, got ", in.world_size);
+  check_batch_limits(in.micro_bsz, in.seq_len, in.micro_num);
+  check_size_key("the world size", in.world_size, kMaxWorldSize);
   LOOM_CHECK(in.margin >= 0 && in.margin < 1, "plan: the margin must be in [0, 1), got ", in.margin);
   const int64_t S = shards_of(in);
   LOOM_CHECK(S > 0 && in.world_size % S == 0, "plan: parallel.zero1=", in.zero1, " must divide the world size ",
              in.world_size);
   LOOM_CHECK(in.zero_stage >= 1 && in.zero_stage <= 3, "plan: parallel.zero_stage must be 1, 2 or 3, got ",
              in.zero_stage);
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const PlanInputs& in) {
+  check_plan_inputs(in);
   MemoryPlan p = plan_only(in);
   suggest(p);
   return p;
 }
 
 double auto_checkpoint_fraction(const PlanInputs& in) {
+  check_plan_inputs(in);
   PlanInputs t = in;
   const int64_t N = t.model.num_layers;
   for (int64_t k = 0; k <= N; ++k) {
     t.model.checkpoint = static_cast<double>(k) / static_cast<double>(N);
-    if (plan_only(t).fits) return t.model.checkpoint;
+    if (plan_fits(t, nullptr)) return t.model.checkpoint;
   }
   return 1.0;
 }

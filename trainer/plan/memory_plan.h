@@ -87,11 +87,14 @@ struct MemoryPlan {
   std::string to_text() const;
 };
 
-// The plan of `in` as given. Suggestions are filled when it does not fit.
+// The plan of `in` as given. Suggestions are filled when it does not fit. Every size is checked
+// first against its limit (size_limits.h; loom::Error naming the key), and the plan's arithmetic
+// is checked: a shape whose bytes pass 64 bits throws UsageError naming the size keys.
 MemoryPlan plan_memory(const PlanInputs& in);
 
 // model.checkpoint=auto: the smallest recompute fraction k / num_layers whose plan fits within
-// in.margin; 1 (every layer) when none does (the plan then says what else would fit).
+// in.margin; 1 (every layer) when none does (the plan then says what else would fit). The same
+// checks of the inputs first.
 double auto_checkpoint_fraction(const PlanInputs& in);
 
 }  // namespace loom

@@ -8,6 +8,7 @@
 
 #include "loom/cli.h"
 #include "loom/error.h"
+#include "size_limits.h"
 
 #ifdef LOOM_CUDA_KERNELS
 #include <torch/cuda.h>
@@ -43,13 +44,17 @@ uint64_t host_memory_bytes() {
 
 namespace {
 
+// Device memory beyond any machine (an exbibyte), so that its bytes fit in 64 bits.
+constexpr double kMaxDeviceGiB = double(uint64_t{1} << 30);
+
 constexpr const char* kUsage =
     "loom-train plan --config F.ini [--section.key=value ...] [--world-size W] [--device-memory-gib G] [--json]\n"
     "  Prints the per-rank memory plan of a run (parameters, gradients, optimizer state, activations,\n"
     "  logits and loss, workspace) against one device's memory, allocating nothing. The device's memory\n"
     "  is G GiB, else the visible GPU's (CUDA builds), else this host's RAM for job.device=cpu.\n"
     "  --world-size W (default 1: the launch environment is not read). --json: one JSON object.\n"
-    "  Exit code 0 when it fits, 1 when it does not (loom/cli.h).\n";
+    "  Exit code 0 when it fits, 1 when it does not, 2 for a value outside its range or size limit\n"
+    "  (loom/cli.h; the limits: docs/TRAIN.md).\n";
 
 MemoryPlan resolve_and_plan(const TrainConfig& c, int64_t world, uint64_t device, const AttentionCaps& caps) {
   PlanInputs in = plan_inputs(c, world, device, caps);
@@ -129,10 +134,15 @@ int run_plan(const std::vector<std::string>& args) {
       json = true;
     } else if (a == "--world-size" || a.rfind("--world-size=", 0) == 0) {
       const double w = number("--world-size", value("--world-size"));
-      if (w != std::floor(w)) throw UsageError("loom-train plan: --world-size must be a whole number");
+      if (w != std::floor(w) || w > static_cast<double>(kMaxWorldSize))
+        throw UsageError(str("loom-train plan: --world-size must be a whole number in [1, ", kMaxWorldSize, "], got ",
+                             w));
       world = static_cast<int64_t>(w);
     } else if (a == "--device-memory-gib" || a.rfind("--device-memory-gib=", 0) == 0) {
       gib = number("--device-memory-gib", value("--device-memory-gib"));
+      if (gib > kMaxDeviceGiB)
+        throw UsageError(str("loom-train plan: --device-memory-gib must be at most ", kMaxDeviceGiB, " (2^30 GiB), got ",
+                             gib));
     } else {
       if (a.rfind("--data.train_folder", 0) == 0) folder_given = true;
       rest.push_back(a);

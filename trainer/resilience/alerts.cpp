@@ -103,9 +103,13 @@ struct Alerts::State {
   std::atomic<uint64_t> dropped{0}, delivered{0}, failed{0};
 };
 
+void AlertOptions::validate() const {
+  LOOM_CHECK(timeout_s > 0, "monitor.alert_timeout_s must be > 0, got ", timeout_s);
+  LOOM_CHECK(queue_capacity > 0, "the alert queue capacity must be > 0");
+}
+
 Alerts::Alerts(AlertOptions o, int rank, std::string host) : o_(std::move(o)), rank_(rank), host_(std::move(host)) {
-  LOOM_CHECK(o_.timeout_s > 0, "monitor.alert_timeout_s must be > 0, got ", o_.timeout_s);
-  LOOM_CHECK(o_.queue_capacity > 0, "the alert queue capacity must be > 0");
+  o_.validate();
   if (!o_.webhook.empty()) {
     sys::HttpUrl u;
     const std::string bad = sys::parse_http_url(o_.webhook, u);

@@ -30,6 +30,7 @@ struct AlertOptions {
   std::string command;        // monitor.alert_command: shell command fed the JSON on stdin ("" = off)
   double timeout_s = 5;       // monitor.alert_timeout_s: bound of one delivery
   size_t queue_capacity = 64; // alerts waiting for delivery; more are dropped (and counted)
+  void validate() const;      // throws loom::Error naming the key of a value out of range
 };
 
 enum class AlertLevel { kInfo, kWarn, kError };
