@@ -24,8 +24,10 @@ def help_options(binary, *args):
     """{'--name': default or None (no default printed) or 'switch' (takes no value)} from --help."""
     r = subprocess.run([binary, *args, "--help"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    # loom-train's --help ends with Megatron-LM's translated flags: not options of its own.
+    options = r.stdout.split("\nMegatron-LM flags translated on the command line")[0]
     out = {}
-    for m in re.finditer(r"^  (?:-\w \[ )?(--[A-Za-z0-9_.-]+)(?: \])?( arg)?(?: \(=([^)]*)\))?", r.stdout, re.M):
+    for m in re.finditer(r"^  (?:-\w \[ )?(--[A-Za-z0-9_.-]+)(?: \])?( arg)?(?: \(=([^)]*)\))?", options, re.M):
         name, arg, default = m.group(1), m.group(2), m.group(3)
         out[name] = default if arg else "switch"
     return out
