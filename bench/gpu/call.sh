@@ -69,9 +69,8 @@ deterministic() {  # the test, default against deterministic twice on the 1b, th
 
 targets="loom-train loom-tokenize loom-pack"
 [[ " $* " == *" tests "* || " $* " == *" deterministic "* ]] && targets="$targets test_gpu"
-[[ " $* " == *" ab "* ]] && targets=""  # ab_base.sh builds both trees itself
 # shellcheck disable=SC2086  # the targets are words
-[ -n "$targets" ] && build_for_call $targets
+build_for_call $targets
 for set in "$@"; do
   case "$set" in
     tests) run_gpu_tests "${LOOM_GPU_TEST_FILTER:-*}" ;;
