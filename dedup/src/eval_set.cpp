@@ -6,15 +6,12 @@
 #include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/spm/sentencepiece_model.h"
+#include "loom/strings.h"
 #include "loom/sys.h"
 
 namespace loom::dedup {
 
 namespace {
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::vector<std::string> nonempty_lines(const std::string& data, std::vector<size_t>& line_numbers) {
   std::vector<std::string> lines;
   size_t start = 0, line = 0;

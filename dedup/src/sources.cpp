@@ -2,14 +2,12 @@
 
 #include "loom/error.h"
 #include "loom/hash.h"
+#include "loom/strings.h"
 #include "loom/sys.h"
 
 namespace loom::dedup {
 
 namespace {
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 uint64_t mix(std::initializer_list<uint64_t> values) {
   Xxh64 h;
   for (uint64_t v : values) h.update(&v, sizeof v);

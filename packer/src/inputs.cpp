@@ -6,15 +6,10 @@
 #include "loom/error.h"
 #include "loom/megatron_format.h"
 #include "loom/progress.h"
+#include "loom/strings.h"
 #include "loom/sys.h"
 
 namespace loom::packer {
-
-namespace {
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-}  // namespace
 
 std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths) {
   std::vector<std::string> out;

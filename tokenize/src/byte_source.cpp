@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loom/error.h"
+#include "loom/strings.h"
 #include "loom/sys.h"
 
 namespace loom::tokenize {
@@ -13,10 +14,6 @@ namespace loom::tokenize {
 namespace {
 
 constexpr size_t kInBufBytes = 1 << 20;
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 class PlainSource : public ByteSource {
  public:

@@ -12,14 +12,14 @@ namespace loom::tokenize {
 
 namespace {
 
-constexpr size_t kChunk = 1 << 20;
+constexpr size_t kParseChunk = 1 << 20;
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 class JsonArrayReader : public DocumentReader {
  public:
   JsonArrayReader(std::unique_ptr<ByteSource> src, const ReaderOptions& o)
-      : src_(std::move(src)), parser_(o), buf_(kChunk) {}
+      : src_(std::move(src)), parser_(o), buf_(kParseChunk) {}
 
   bool next(Document& doc) override {
     if (state_ == State::kDone) return false;

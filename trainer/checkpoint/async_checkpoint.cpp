@@ -11,6 +11,7 @@
 
 #include "host_block.h"
 
+#include "clock.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "loom/sys.h"
@@ -18,10 +19,6 @@
 namespace loom {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // The names under which save() keeps each part's buffers.
 constexpr const char* kModelPrefix = "model/";

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <thread>
 
+#include "clock.h"
 #include "loom/error.h"
 #include "loom/log.h"
 #include "loom/sys.h"
@@ -20,12 +21,6 @@
 #endif
 
 namespace loom {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 HostBlock::HostBlock(int64_t bytes, int cuda_device) : bytes_(bytes), cuda_device_(cuda_device) {
   LOOM_ASSERT(bytes > 0 && bytes % kAlignment == 0, "HostBlock of ", bytes, " bytes");
