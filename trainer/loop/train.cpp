@@ -128,11 +128,11 @@ TrainSummary train(const TrainConfig& config_in, const WeightInit& init_weights)
     return loop->run();
   } catch (const std::exception& e) {
     comm.report_failure(e.what());  // the other ranks' reports name this cause
+    remove_failed_start_folders(created, config.ckpt.folder);
     alerts.send_exception(e.what());
     alerts.flush(config.monitor.alerts.timeout_s);
     throw;
   }
-    remove_failed_start_folders(created, config.ckpt.folder);
 }
 
 }  // namespace loom
