@@ -36,6 +36,11 @@ bool lexists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+bool is_symlink(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
 bool is_directory(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <sstream>
 
 #include "checkpoint.h"
@@ -180,4 +182,28 @@ TEST_CASE("each checkpoint corruption is refused with its reason and resume walk
   }
   // Whatever the damage, the newest valid checkpoint is step_1.
   CHECK(ck.find_latest_valid() == dir / "ck/step_1");
+}
+
+TEST_CASE("a stale checkpoint folder is removed without following a link, and a link in its place is refused") {
+  log::set_level(log::Level::kError);
+  test::TempDir dir("ckpt_links");
+  Checkpointer ck({dir / "ck", 2});
+  ck.save(2, contents(2));
+  sys::make_dirs(dir / "victim/sub");
+  test::write_all(dir / "victim/keep.txt", "a user's file");
+  test::write_all(dir / "victim/sub/deep.txt", "another");
+  // A killed save's .tmp holding a link to another folder: the link goes, the folder stays.
+  sys::make_dirs(dir / "ck/step_4.tmp");
+  REQUIRE(::symlink((dir / "victim").c_str(), (dir / "ck/step_4.tmp/linked").c_str()) == 0);
+  ck.save(4, contents(4));
+  CHECK(ck.steps() == std::vector<int64_t>{2, 4});
+  CHECK(test::read_all(dir / "victim/keep.txt") == "a user's file");
+  CHECK(test::read_all(dir / "victim/sub/deep.txt") == "another");
+  // The .tmp itself a link: refused, naming it, and nothing under the target removed.
+  REQUIRE(::symlink((dir / "victim").c_str(), (dir / "ck/step_6.tmp").c_str()) == 0);
+  CHECK_THROWS_WITH(ck.save(6, contents(6)),
+                    Catch::Contains("step_6.tmp: a symbolic link where loom keeps a checkpoint folder"));
+  CHECK(test::read_all(dir / "victim/keep.txt") == "a user's file");
+  CHECK(test::read_all(dir / "victim/sub/deep.txt") == "another");
+  CHECK(ck.steps() == std::vector<int64_t>{2, 4});
 }

@@ -68,16 +68,25 @@ std::vector<std::string> zero1_shard_files(const std::string& dir) {
   return out;
 }
 
-void remove_checkpoint_dir(const std::string& dir) {
-  if (!sys::exists(dir)) return;
-  std::set<std::string> subdirs;
-  for (const auto& f : sys::list_files(dir)) {
-    sys::remove_file(f);
-    for (std::string d = sys::dirname(f); d != dir && d.size() > dir.size(); d = sys::dirname(d)) subdirs.insert(d);
+namespace {
+// Removes a folder loom wrote, never through a link: a link inside it is removed as a link, and
+// what it points to is left alone.
+void remove_tree_no_follow(const std::string& dir) {
+  for (const auto& name : sys::list_dir(dir)) {
+    const std::string p = dir + "/" + name;
+    if (!sys::is_symlink(p) && sys::is_directory(p)) remove_tree_no_follow(p);
+    else sys::remove_file(p);
   }
-  // Deepest first (longer paths sort after their parents).
-  for (auto it = subdirs.rbegin(); it != subdirs.rend(); ++it) sys::remove_dir(*it);
   sys::remove_dir(dir);
+}
+}  // namespace
+
+void remove_checkpoint_dir(const std::string& dir) {
+  if (!sys::lexists(dir)) return;
+  LOOM_CHECK(!sys::is_symlink(dir), dir, ": a symbolic link where loom keeps a checkpoint folder of its own; loom "
+             "removes only folders it wrote, never what a link points to (remove the link, or choose another ",
+             "ckpt.save_ckpt_folder)");
+  remove_tree_no_follow(dir);
 }
 
 int64_t validate_checkpoint(const std::string& dir) {

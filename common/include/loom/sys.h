@@ -18,6 +18,7 @@ bool exists(const std::string& path);
 // Whether a directory entry of this name exists (lstat: a symlink counts, even a dangling or looping one).
 bool lexists(const std::string& path);
 bool is_directory(const std::string& path);
+bool is_symlink(const std::string& path);  // lstat: the entry itself is a symbolic link
 uint64_t file_size(const std::string& path);
 void make_dirs(const std::string& path);                // mkdir -p
 void remove_file(const std::string& path);              // ignores ENOENT
