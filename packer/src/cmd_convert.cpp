@@ -1,5 +1,6 @@
 // loom-pack convert --to loom|internlm|megatron --output-dir DIR [--model M.model] INPUT...
 #include "cmd_common.h"
+#include "loom/count_text.h"
 #include "loom/log.h"
 #include "loom/packer/convert.h"
 
@@ -26,8 +27,8 @@ int cmd_convert(const Args& args) {
   o.model = parser.get<std::string>("model");
   o.vocab_size = static_cast<uint32_t>(parser.get_uint("vocab-size", 0, UINT32_MAX));
   const ConvertReport r = convert_shards(input_shards(parser), o);
-  log::info("convert: ", r.files, " shards to ", to, " under ", o.output_dir, ": ", r.documents, " documents, ",
-            r.tokens, " tokens");
+  log::info("convert: ", counted(r.files, "shard"), " to ", to, " under ", o.output_dir, ": ",
+            counted(r.documents, "document"), ", ", counted(r.tokens, "token"));
   return kExitOk;
 }
 

@@ -1,5 +1,6 @@
 // loom-pack merge --output OUT.bin INPUT...
 #include "cmd_common.h"
+#include "loom/count_text.h"
 #include "loom/log.h"
 #include "loom/packer/merge.h"
 
@@ -14,7 +15,8 @@ int cmd_merge(const Args& args) {
   const std::string out = required<std::string>(parser, "output");
   const ShardSet inputs(input_shards(parser));
   const MergeReport r = merge_shards(inputs, out);
-  log::info("merge: ", r.inputs, " shards -> ", out, ": ", r.documents, " documents, ", r.tokens, " tokens");
+  log::info("merge: ", counted(r.inputs, "shard"), " -> ", out, ": ", counted(r.documents, "document"), ", ",
+            counted(r.tokens, "token"));
   return kExitOk;
 }
 

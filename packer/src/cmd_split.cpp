@@ -1,5 +1,6 @@
 // loom-pack split --valid-fraction F [--min-valid-docs M]|--valid-docs N --seed S --output-dir DIR INPUT...
 #include "cmd_common.h"
+#include "loom/count_text.h"
 #include "loom/log.h"
 #include "loom/packer/split.h"
 
@@ -32,8 +33,8 @@ int cmd_split(const Args& args) {
   const std::vector<std::string> paths = input_shards(parser);
   const ShardSet inputs(paths);
   const SplitReport r = split_shards(inputs, paths, o);
-  log::info("split: train ", r.train_docs, " documents (", r.train_tokens, " tokens), valid ", r.valid_docs,
-            " documents (", r.valid_tokens, " tokens) under ", o.output_dir);
+  log::info("split: train ", counted(r.train_docs, "document"), " (", counted(r.train_tokens, "token"), "), valid ",
+            counted(r.valid_docs, "document"), " (", counted(r.valid_tokens, "token"), ") under ", o.output_dir);
   return kExitOk;
 }
 

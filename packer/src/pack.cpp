@@ -15,6 +15,7 @@
 
 #include "loom/error.h"
 #include "loom/log.h"
+#include "loom/count_text.h"
 #include "loom/progress.h"
 #include "loom/sys.h"
 
@@ -625,16 +626,16 @@ PackReport pack_shards(const ShardSet& inputs, const PackOptions& o) {
     // number of packs, and its index is walked from the lengths while the copy runs; no plan.
     LOOM_CHECK(o.seq_len > 0, "--seq-len must be positive");
     const uint64_t tokens = inputs.num_tokens(), packs = (tokens + o.seq_len - 1) / o.seq_len;
-    log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", packs, " packs of ", o.seq_len, " tokens from ",
-              inputs.num_docs(), " documents");
+    log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", counted(packs, "pack"), " of ", o.seq_len,
+              " tokens from ", counted(inputs.num_docs(), "document"));
     return write_packs_of(inputs, {o.seq_len, packs, tokens}, nullptr, o);
   }
   auto sweep = std::make_unique<Sweep>(inputs);
   const auto t0 = std::chrono::steady_clock::now();
   const PackPlan plan = plan_packs(inputs.doc_lengths(), o.seq_len, o.strategy, o.seed);
   const std::chrono::duration<double> planned = std::chrono::steady_clock::now() - t0;
-  log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", plan.num_packs(), " packs of ", o.seq_len,
-            " tokens from ", inputs.num_docs(), " documents in ", format_number(planned.count(), 2), " s");
+  log::info("pack: ", pack_strategy_name(o.strategy), " plan: ", counted(plan.num_packs(), "pack"), " of ", o.seq_len,
+            " tokens from ", counted(inputs.num_docs(), "document"), " in ", format_number(planned.count(), 2), " s");
   return write_packs_of(inputs, {plan.seq_len, plan.num_packs(), plan.num_tokens}, &plan, o, std::move(sweep));
 }
 

@@ -96,3 +96,27 @@ TEST_CASE("pack's INI keys take '-' or '_', and an unknown one names its line an
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains((dir / "bad.ini") + ":3: unknown key 'strateg' (did you mean 'strategy'?)"));
 }
+
+TEST_CASE("loom -> InternLM -> loom: the same .bin, and the same .meta but the two fields InternLM cannot hold",
+          "[convert][e2e]") {
+  TempDir dir("convert_round_trip");
+  const std::string model = quote(internlm_model());
+  // loom-tokenize records what encoded the text (encoder) and with which settings (settings_xxh64).
+  require_ok(run(std::string(LOOM_TOKENIZE_BIN) + " --model " + model + " --output-dir " + quote(dir / "tok") + " " +
+                 quote(test_data_dir() + "/botchan.txt") + " 2>&1"));
+  require_ok(loom_pack("convert --to internlm --output-dir " + quote(dir / "internlm") + " " +
+                       quote(dir / "tok/botchan.bin") + " 2>&1"));
+  require_ok(loom_pack("convert --to loom --model " + model + " --output-dir " + quote(dir / "back") + " " +
+                       quote(dir / "internlm/botchan.bin") + " 2>&1"));
+  CHECK(read_all(dir / "back/botchan.bin") == read_all(dir / "tok/botchan.bin"));
+  std::string before = read_all(dir / "tok/botchan.bin.meta");
+  const std::string after = read_all(dir / "back/botchan.bin.meta");
+  REQUIRE(before.size() == after.size());
+  const std::string zero4(4, '\0'), zero8(8, '\0');
+  CHECK(before.substr(80, 4) != zero4);  // encoder
+  CHECK(before.substr(88, 8) != zero8);  // settings_xxh64
+  CHECK(after.substr(80, 4) == zero4);   // 0: not recorded
+  CHECK(after.substr(88, 8) == zero8);
+  before.replace(80, 4, zero4).replace(88, 8, zero8);
+  CHECK(before == after);  // every other byte: header, offsets and their checksums
+}
