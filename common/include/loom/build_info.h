@@ -3,7 +3,7 @@
 // "unknown" outside a git checkout; common/cmake/build_commit.cmake), and CMake's build type. A tool
 // adds lines of its own (loom-train: LibTorch, CUDA, cuDNN, NCCL).
 //
-// Linked by the three executables only (loom_build_info): a new commit relinks them, not every
+// Linked by the executables only (loom_build_info): a new commit relinks them, not every
 // library and test.
 #pragma once
 
