@@ -9,6 +9,8 @@
 #include "loom/internlm_format.h"
 #include "loom/megatron_format.h"
 #include "loom/packed_format.h"
+#include "loom/strings.h"
+#include "loom/sys.h"
 #include "token_scan.h"
 
 namespace loom {
@@ -27,6 +29,32 @@ ShardKind detect_shard_kind(const std::string& bin_path) {
   if (std::memcmp(magic, kPackedMagic, 8) == 0) return ShardKind::kPacked;
   if (std::memcmp(magic, kNpyMagic, sizeof(kNpyMagic)) == 0) return ShardKind::kInternlm;
   return ShardKind::kUnknown;
+}
+
+std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    if (!sys::is_directory(p)) {
+      // Megatron names a dataset by its prefix (--data-path PREFIX): PREFIX.bin beside PREFIX.idx.
+      if (!sys::exists(p) && sys::exists(p + ".bin") && sys::lexists(megatron_idx_path(p))) {
+        out.push_back(p + ".bin");
+        continue;
+      }
+      LOOM_CHECK(sys::exists(p), p, ": no such file or folder");
+      out.push_back(p);
+      continue;
+    }
+    size_t found = 0;
+    for (const std::string& f : sys::list_files(p)) {
+      // lexists: an index that is a broken symlink still marks a shard, whose reader says what is wrong.
+      if (ends_with(f, ".bin") && (sys::lexists(meta_path_for(f)) || sys::lexists(megatron_idx_path(f)))) {
+        out.push_back(f);
+        ++found;
+      }
+    }
+    LOOM_CHECK(found > 0, p, ": folder holds no shard (no *.bin with a .meta, or a Megatron .idx, beside it)");
+  }
+  return out;
 }
 
 const char* shard_kind_name(ShardKind kind) {

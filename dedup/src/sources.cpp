@@ -2,7 +2,6 @@
 
 #include "loom/error.h"
 #include "loom/hash.h"
-#include "loom/strings.h"
 #include "loom/sys.h"
 
 namespace loom::dedup {
@@ -14,30 +13,6 @@ uint64_t mix(std::initializer_list<uint64_t> values) {
   return h.digest();
 }
 }  // namespace
-
-std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths) {
-  std::vector<std::string> out;
-  for (const std::string& p : paths) {
-    if (!sys::is_directory(p)) {
-      if (!sys::exists(p) && sys::exists(p + ".bin") && sys::exists(megatron_idx_path(p))) {
-        out.push_back(p + ".bin");
-        continue;
-      }
-      LOOM_CHECK(sys::exists(p), p, ": no such file or folder");
-      out.push_back(p);
-      continue;
-    }
-    size_t found = 0;
-    for (const std::string& f : sys::list_files(p)) {
-      if (ends_with(f, ".bin") && (sys::exists(meta_path_for(f)) || sys::exists(megatron_idx_path(f)))) {
-        out.push_back(f);
-        ++found;
-      }
-    }
-    LOOM_CHECK(found > 0, p, ": folder holds no shard (no *.bin with a .meta, or a Megatron .idx, beside it)");
-  }
-  return out;
-}
 
 const char* source_format_name(SourceFormat f) {
   switch (f) {

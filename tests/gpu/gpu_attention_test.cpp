@@ -117,7 +117,7 @@ TEST_CASE("packed attention through flash equals the masked path on every real t
   CHECK(rel_err(flash * real, masked * real) < 1e-2);
 }
 
-TEST_CASE("choose_attention on this GPU: cudnn on Hopper, else flash, for bf16; masked for fp32") {
+TEST_CASE("choose_attention on this GPU: cudnn on Hopper, else flash, for bf16, masked for fp32") {
   const loom::AttentionCaps caps = loom::probe_attention_caps(cuda(), 128);
   REQUIRE(caps.flash);
   const auto pick = [&](torch::Dtype dtype, int64_t d, loom::AttentionChoice choice = loom::AttentionChoice::kAuto) {

@@ -151,7 +151,7 @@ TEST_CASE("resume: a checkpoint at data.total_steps is the end: nothing validate
   }
 }
 
-TEST_CASE("scripts/pipeline.mk: a run that ends before STEPS fails make, no stand-in step_STEPS file; a rerun at "
+TEST_CASE("scripts/pipeline.mk: a run that ends before STEPS fails make, no stand-in step_STEPS file, and a rerun at "
           "the end trains nothing", "[resume]") {
   TempDir dir("resume_pipeline");
   loom::sys::make_dirs(dir / "in");

@@ -240,6 +240,11 @@ enum class ShardKind { kLoom, kPacked, kInternlm, kMegatron, kUnknown };
 ShardKind detect_shard_kind(const std::string& bin_path);
 const char* shard_kind_name(ShardKind kind);
 
+// The shards a command's inputs name: a file is itself; a folder gives every *.bin under it that
+// has a .meta (or a Megatron .idx) beside it, sorted; a Megatron dataset's prefix (PREFIX for
+// PREFIX.bin + PREFIX.idx) its .bin. Throws when a path does not exist or a folder holds no shard.
+std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths);
+
 // Writes a loom shard under temporary names; commit() makes it visible, atomically. Ids >= vocab
 // are refused. Destroyed without commit(), it leaves nothing behind.
 class ShardWriter {

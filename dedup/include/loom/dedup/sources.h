@@ -15,11 +15,6 @@
 
 namespace loom::dedup {
 
-// A file is itself; a folder gives every *.bin under it with a .meta (or a Megatron .idx) beside
-// it, sorted; a Megatron dataset's prefix (PREFIX for PREFIX.bin + PREFIX.idx) its .bin. The same
-// rules as loom-pack's inputs.
-std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths);
-
 enum class SourceFormat { kLoom, kInternlm, kMegatron };
 const char* source_format_name(SourceFormat f);
 

@@ -15,11 +15,6 @@
 
 namespace loom::packer {
 
-// A file is itself; a folder gives every *.bin under it that has a .meta (or a Megatron .idx)
-// beside it, sorted; a Megatron dataset's prefix (PREFIX for PREFIX.bin + PREFIX.idx) its .bin.
-// Throws when a path does not exist or a folder holds no shard.
-std::vector<std::string> expand_shard_paths(const std::vector<std::string>& paths);
-
 class ShardSet {
  public:
   // Opens every shard (ShardReader's O(num_docs) checks) and checks they share one tokenizer and
