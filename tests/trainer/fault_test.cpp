@@ -13,6 +13,7 @@
 #include "loom/sys.h"
 #include "loop_fixture.h"
 #include "test_util.h"
+#include "train_process.h"
 
 namespace {
 
@@ -20,20 +21,11 @@ using loom::test::quote;
 using loom::test::read_all;
 using loom::test::TempDir;
 
-struct Run {
-  int exit_code = -1;
-  std::string log;
-};
+using Run = loom::test::TrainRun;
 
 // 8 steps, a checkpoint every 2; extra replaces any of these keys.
 Run train(const std::string& data, const std::string& run_dir, const std::vector<std::string>& extra) {
-  std::vector<std::string> all = {"--model.dropout=0", "--ckpt.keep=0", "--data.total_steps=8",
-                                  "--ckpt.checkpoint_every=2", "--monitor.startup_probe=false"};
-  all.insert(all.end(), extra.begin(), extra.end());
-  std::string cmd = "timeout -s KILL 120 " + quote(LOOM_TRAIN_BIN);
-  for (const auto& a : loom::test::loop_args(data, run_dir, all)) cmd += " " + quote(a);
-  auto r = loom::test::run(cmd + " 2>&1");
-  return {r.exit_code, r.output};
+  return loom::test::run_train_process(data, run_dir, 8, extra);
 }
 
 std::map<int64_t, std::string> losses(const std::string& run_dir) {

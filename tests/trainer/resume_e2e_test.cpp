@@ -15,6 +15,7 @@
 #include "loop_fixture.h"
 #include "safetensors.h"
 #include "test_util.h"
+#include "train_process.h"
 
 namespace {
 
@@ -22,20 +23,11 @@ using loom::test::quote;
 using loom::test::read_all;
 using loom::test::TempDir;
 
-struct Run {
-  int exit_code = -1;
-  std::string log;
-};
+using Run = loom::test::TrainRun;
 
 // 4 steps, a checkpoint every 2, all kept; extra replaces any of these keys.
 Run train(const std::string& data, const std::string& run_dir, const std::vector<std::string>& extra) {
-  std::vector<std::string> all = {"--model.dropout=0", "--ckpt.keep=0", "--data.total_steps=4",
-                                  "--ckpt.checkpoint_every=2", "--monitor.startup_probe=false"};
-  all.insert(all.end(), extra.begin(), extra.end());
-  std::string cmd = "timeout -s KILL 120 " + quote(LOOM_TRAIN_BIN);
-  for (const auto& a : loom::test::loop_args(data, run_dir, all)) cmd += " " + quote(a);
-  auto r = loom::test::run(cmd + " 2>&1");
-  return {r.exit_code, r.output};
+  return loom::test::run_train_process(data, run_dir, 4, extra);
 }
 
 size_t count(const std::string& text, const std::string& what) {
