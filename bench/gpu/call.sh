@@ -76,7 +76,8 @@ for set in "$@"; do
     tests) run_gpu_tests "${LOOM_GPU_TEST_FILTER:-*}" ;;
     plan) timeout "$(left)" bash bench/gpu/plan_vs_run.sh "$L" 1b 2>&1 | tee -a "$L/device.txt" ;;
     precision|recipe)
-      LOOM_TARGET_SETS=$set timeout "$(left)" bash bench/gpu/targets.sh "$L" 2>&1 | tee -a "$L/device.txt" ;;
+      LOOM_TARGET_SETS=$set LOOM_RECIPE_DEADLINE=$(( T0 + LOOM_CALL_S - 15 )) timeout "$(left)" \
+        bash bench/gpu/targets.sh "$L" 2>&1 | tee -a "$L/device.txt" ;;
     density)
       LOOM_TARGET_SETS=density LOOM_DENSITY_TAR=0 LOOM_FLEX_DEADLINE=$(( T0 + LOOM_CALL_S - 15 )) \
         timeout "$(left)" bash bench/gpu/targets.sh "$L" 2>&1 | tee -a "$L/device.txt" ;;

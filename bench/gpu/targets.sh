@@ -248,26 +248,20 @@ PY
 
 # recipe: NVIDIA NeMo 24.09's published Llama2-7B recipe (Megatron-core + Transformer Engine, 8 H100,
 # seq 4096, micro-batch 1, global batch 128: 16 micro-batches a GPU a step; 780 model TFLOP/s/GPU in
-# FP8) on one GPU: loom's LOOM_RECIPE_PRESET (default 7b12, the 7b's layers, 12 of them, for an
-# 80 GB card; 7b on an H200) at micro_bsz 1, data.micro_num LOOM_RECIPE_MICRO_NUM (16), seq 4096,
-# model.checkpoint=auto, in bf16 and fp8, on one-document packs of real text (full causal attention,
-# the work NeMo's figure counts); beside it, on the same packs, the HF peers in bf16 with the same 16
-# micro-batches accumulated: compiled with SDPA (exact on one-document packs) and the flex_attention
-# peer. Model TFLOP/s by the one convention, 6N + 12LCT per token (PaLM's; NeMo's own counts the same
-# square attention). Targets (7b on an H200): fp8 >= 800 and bf16 >= 600 model TFLOP/s; on the 7b12
-# the same lines are printed as figures for an H100, with NeMo's 780 beside them.
+# FP8) on one GPU: each of LOOM_RECIPE_PRESET's presets (default 7b12, the 7b's layers, 12 of them,
+# for an 80 GB card; "7b 7b12" on an H200) at micro_bsz 1, data.micro_num LOOM_RECIPE_MICRO_NUM (16),
+# seq 4096, model.checkpoint=auto, in bf16 and fp8, on one-document packs of real text (full causal
+# attention, the work NeMo's figure counts); then, while LOOM_RECIPE_DEADLINE (epoch s) leaves 150 s,
+# on the same packs the HF peers in bf16 with the same 16 micro-batches accumulated, for the presets of
+# LOOM_RECIPE_PEER_PRESETS (default: all): compiled with SDPA (exact on one-document packs) and the
+# flex_attention peer. Model TFLOP/s by the one convention, 6N + 12LCT per token (PaLM's; NeMo's own
+# counts the same square attention). Targets (7b on an H200): fp8 >= 800 and bf16 >= 600 model TFLOP/s;
+# on the 7b12 the same lines are printed as figures for the card, with NeMo's 780 beside them. First,
+# the card's device-to-device copy bandwidth (what a bandwidth-bound kernel can reach on it).
 # LOOM_RECIPE_STEPS (10) steps, the first LOOM_RECIPE_WARMUP (2) untimed; LOOM_RECIPE_PEERS
 # ("compile flex"; "" for none).
-recipe() {
-  local preset=${LOOM_RECIPE_PRESET:-7b12} M=${LOOM_RECIPE_MICRO_NUM:-16}
-  local STEPS=${LOOM_RECIPE_STEPS:-10} WARMUP=${LOOM_RECIPE_WARMUP:-2} W t0 hfck="" mode
-  W=$(mktemp -d /tmp/loom-recipe-XXXX)
-  t0=$(date +%s)
-  mkdir -p "$W/one"
-  timeout 180 python3 bench/gpu/make_packed.py "$W/one/part0.bin" --seq-len 4096 --packs $((M * (STEPS + 2))) \
-    --docs one --stats-json "$OUT/recipe_packs.json" > /dev/null 2> "$OUT/recipe_packs.err" \
-    || { echo "recipe: make_packed failed"; cat "$OUT/recipe_packs.err"; return; }
-  echo "recipe: packs made ($(( $(date +%s) - t0 )) s)"
+recipe_loom() {  # PRESET: loom in bf16 and fp8
+  local preset=$1 precision
   for precision in bf16 fp8; do
     LOOM_BENCH_DATA="$W/one/part0.bin" LOOM_BENCH_TAG="recipe_${preset}_$precision" LOOM_BENCH_STEPS=$STEPS \
       LOOM_BENCH_WARMUP=$WARMUP LOOM_BENCH_MICRO_NUM=$M LOOM_TRAIN_EXTRA="--model.precision=$precision ${LOOM_TRAIN_EXTRA:-}" \
@@ -275,15 +269,27 @@ recipe() {
       2> "$OUT/recipe_${preset}_$precision.err" || echo "{\"failed\": \"loom $preset $precision\"}" >> "$OUT/recipe_${preset}_$precision.json"
     echo "recipe $preset $precision: $(tail -1 "$OUT/recipe_${preset}_$precision.json") ($(( $(date +%s) - t0 )) s)"
   done
+}
+
+recipe_peers() {  # PRESET: the HF peers, each while the deadline leaves 150 s
+  local preset=$1 hfck="" mode
   # The peers recompute layers only where loom's plan did (HF recomputes all or none).
   grep -qE "model.checkpoint=auto: [1-9][0-9]* of" "$OUT"/loom_recipe_"${preset}"_*.log 2>/dev/null && hfck=--checkpoint
   for mode in ${LOOM_RECIPE_PEERS-compile flex}; do
+    if [ "$(( ${LOOM_RECIPE_DEADLINE:-99999999999} - $(date +%s) ))" -lt 150 ]; then
+      echo "recipe $preset peer $mode: skipped, under 150 s left"
+      continue
+    fi
     timeout 240 python3 bench/gpu/hf_llama.py --preset "$preset" --mode "$mode" --micro-bsz 1 --micro-num "$M" \
       --data "$W/one/part0.bin" --tags one --steps $((STEPS - WARMUP)) --warmup "$WARMUP" $hfck \
       > "$OUT/recipe_hf_${mode}_$preset.jsonl" 2> "$OUT/recipe_hf_${mode}_$preset.err" || echo "recipe peer $mode: exit $?"
     echo "recipe $preset peer $mode: $(tail -1 "$OUT/recipe_hf_${mode}_$preset.jsonl" 2>/dev/null) ($(( $(date +%s) - t0 )) s)"
   done
-  python3 - "$OUT" "$preset" "$M" <<'PY' | tee "$OUT/recipe_targets.txt"
+}
+
+recipe_report() {  # PRESET
+  local preset=$1
+  python3 - "$OUT" "$preset" "$M" <<'PY' | tee -a "$OUT/recipe_targets.txt"
 import json, os, sys
 sys.path.insert(0, "bench/gpu")
 from hf_llama import PRESETS, flops_per_token
@@ -318,6 +324,29 @@ for precision in ("bf16", "fp8"):
           + (f"; NeMo 24.09 FP8 on H100: {NEMO[precision]}, loom/NeMo {tf / NEMO[precision]:.3f}x" if NEMO[precision] and tf else "")
           + (f"; peers (bf16): {peer_txt}" if peer_txt else "; peers missing"))
 PY
+}
+
+recipe() {
+  local M=${LOOM_RECIPE_MICRO_NUM:-16} STEPS=${LOOM_RECIPE_STEPS:-10} WARMUP=${LOOM_RECIPE_WARMUP:-2} W t0 preset
+  W=$(mktemp -d /tmp/loom-recipe-XXXX)
+  t0=$(date +%s)
+  mkdir -p "$W/one"
+  timeout 60 python3 -c "
+import torch, time
+x = torch.empty(2 << 30, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+torch.cuda.synchronize(); t = time.perf_counter()
+for _ in range(20): y.copy_(x)
+torch.cuda.synchronize(); s = (time.perf_counter() - t) / 20
+print(f'recipe card: {torch.cuda.get_device_name()}, device-to-device copy of 2 GiB: {2 * x.numel() / s / 1e12:.3f} TB/s (read + write)')
+" 2>&1 | tee "$OUT/recipe_targets.txt"
+  timeout 180 python3 bench/gpu/make_packed.py "$W/one/part0.bin" --seq-len 4096 --packs $((M * (STEPS + 2))) \
+    --docs one --stats-json "$OUT/recipe_packs.json" > /dev/null 2> "$OUT/recipe_packs.err" \
+    || { echo "recipe: make_packed failed"; cat "$OUT/recipe_packs.err"; return; }
+  echo "recipe: packs made ($(( $(date +%s) - t0 )) s)"
+  for preset in ${LOOM_RECIPE_PRESET:-7b12}; do recipe_loom "$preset"; done
+  for preset in ${LOOM_RECIPE_PEER_PRESETS:-${LOOM_RECIPE_PRESET:-7b12}}; do recipe_peers "$preset"; done
+  for preset in ${LOOM_RECIPE_PRESET:-7b12}; do recipe_report "$preset"; done
   echo "recipe: $(( $(date +%s) - t0 )) s in all"
   rm -rf "$W"
 }
