@@ -4,7 +4,6 @@
 // kept only when lengths and both exact hashes agree; with --verify a near band's pairs only at
 // exact Jaccard >= the threshold.
 #include <cstring>
-#include <queue>
 
 #include "job.h"
 #include "loom/dedup/external_sort.h"
@@ -46,28 +45,21 @@ class Verifier {
 };
 
 void bucket_unit(const Job& job, uint32_t unit, const Signatures& sigs, uint64_t params, uint64_t memory) {
-  std::vector<std::unique_ptr<PairStream>> streams;
+  std::vector<PairStream> streams;
   uint64_t total = 0;
   for (size_t s = 0; s < job.num_sources(); ++s) {
     const WorkReader band(job.band_path(s, unit), WorkKind::kBandKeys, sizeof(Pair));
     band.verify();
-    streams.push_back(std::make_unique<PairStream>(band.path(), sizeof(WorkHeader), band.num_records()));
+    streams.emplace_back(band.path(), sizeof(WorkHeader), band.num_records());
     total += band.num_records();
   }
-  auto later = [&](size_t a, size_t b) { return streams[b]->head() < streams[a]->head(); };
-  std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
-  for (size_t i = 0; i < streams.size(); ++i)
-    if (!streams[i]->done()) heap.push(i);
+  PairMerge keys(std::move(streams));
   PairSorter edges(job.edges_path(unit), memory, true);
   Verifier verifier(job, sigs, unit == job.exact_unit());
   Progress progress(str("buckets of band ", unit == job.exact_unit() ? std::string("exact") : str(unit)), total, "keys");
   uint64_t key = 0, first = kNoDoc;
-  while (!heap.empty()) {
-    const size_t i = heap.top();
-    heap.pop();
-    const Pair p = streams[i]->head();
-    streams[i]->next();
-    if (!streams[i]->done()) heap.push(i);
+  for (; !keys.done(); keys.next()) {
+    const Pair p = keys.head();
     progress.add(1);
     if (first == kNoDoc || p.first != key) {
       key = p.first, first = p.second;

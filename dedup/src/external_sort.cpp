@@ -1,7 +1,7 @@
 #include "loom/dedup/external_sort.h"
 
 #include <algorithm>
-#include <queue>
+#include <climits>
 
 #include "loom/error.h"
 
@@ -9,10 +9,46 @@ namespace loom::dedup {
 
 namespace {
 constexpr size_t kStreamPairs = size_t{1} << 14;  // 256 KiB read buffer per run
+
+// The end of a decimal number at name[pos] as str() writes one (digits, no leading zero), its value
+// in *value; npos if there is none or it exceeds max.
+size_t decimal_end(const std::string& name, size_t pos, uint64_t max, uint64_t* value) {
+  size_t end = pos;
+  uint64_t v = 0;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9') {
+    const uint64_t digit = static_cast<uint64_t>(name[end++] - '0');
+    if (v > (max - digit) / 10) return std::string::npos;
+    v = v * 10 + digit;
+  }
+  if (end == pos || (name[pos] == '0' && end - pos > 1)) return std::string::npos;
+  *value = v;
+  return end;
 }
 
+// Removes "<prefix>.runN.tmp.<host>.<pid>" of this host whose process no longer runs, for any N: the
+// runs of a killed sorter, which AtomicFile's own clean-up reaches only up to the runs this one spills.
+void remove_stale_runs(const std::string& prefix) {
+  const std::string dir = sys::dirname(prefix);
+  const std::string folder = dir.empty() ? "." : dir;
+  if (!sys::is_directory(folder)) return;  // the first spill reports a missing folder properly
+  const std::string run = sys::basename(prefix) + ".run", tmp = ".tmp." + sys::hostname() + ".";
+  for (const std::string& name : sys::list_dir(folder)) {
+    if (name.compare(0, run.size(), run) != 0) continue;
+    uint64_t n = 0, pid = 0;
+    size_t at = decimal_end(name, run.size(), UINT64_MAX, &n);
+    if (at == std::string::npos || name.compare(at, tmp.size(), tmp) != 0) continue;
+    at = decimal_end(name, at + tmp.size(), INT_MAX, &pid);
+    if (at != name.size() || sys::process_alive(static_cast<long>(pid))) continue;
+    const std::string path = dir.empty() ? name : dir + "/" + name;
+    if (!sys::is_symlink(path) && !sys::is_directory(path)) sys::remove_file(path);
+  }
+}
+}  // namespace
+
 PairSorter::PairSorter(std::string run_prefix, uint64_t memory_bytes, bool unique)
-    : prefix_(std::move(run_prefix)), capacity_(std::max<uint64_t>(memory_bytes / sizeof(Pair), 1024)), unique_(unique) {}
+    : prefix_(std::move(run_prefix)), capacity_(std::max<uint64_t>(memory_bytes / sizeof(Pair), 1024)), unique_(unique) {
+  remove_stale_runs(prefix_);
+}
 
 PairSorter::~PairSorter() = default;  // the AtomicFiles remove their temporaries
 
@@ -35,29 +71,23 @@ void PairSorter::finish(WorkWriter& out) {
     return;
   }
   if (!buf_.empty()) spill();
-  std::vector<std::unique_ptr<PairStream>> streams;
-  for (const auto& r : runs_)
-    streams.push_back(std::make_unique<PairStream>(r->temp_path(), 0, r->bytes_written() / sizeof(Pair)));
-  auto later = [&](size_t a, size_t b) { return streams[b]->head() < streams[a]->head(); };
-  std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
-  for (size_t i = 0; i < streams.size(); ++i)
-    if (!streams[i]->done()) heap.push(i);
-  std::vector<Pair> block;
-  bool have_last = false;
-  Pair last{};
-  while (!heap.empty()) {
-    const size_t i = heap.top();
-    heap.pop();
-    const Pair p = streams[i]->head();
-    streams[i]->next();
-    if (!streams[i]->done()) heap.push(i);
-    if (unique_ && have_last && p == last) continue;
-    block.push_back(p);
-    last = p, have_last = true;
-    if (block.size() == kStreamPairs) out.add_many(block.data(), block.size()), block.clear();
-  }
-  out.add_many(block.data(), block.size());
-  streams.clear();
+  std::vector<PairStream> streams;
+  streams.reserve(runs_.size());
+  for (const auto& r : runs_) streams.emplace_back(r->temp_path(), 0, r->bytes_written() / sizeof(Pair));
+  {
+    PairMerge merge(std::move(streams));
+    std::vector<Pair> block;
+    bool have_last = false;
+    Pair last{};
+    for (; !merge.done(); merge.next()) {
+      const Pair p = merge.head();
+      if (unique_ && have_last && p == last) continue;
+      block.push_back(p);
+      last = p, have_last = true;
+      if (block.size() == kStreamPairs) out.add_many(block.data(), block.size()), block.clear();
+    }
+    out.add_many(block.data(), block.size());
+  }  // the runs' descriptors closed before they are removed
   for (auto& r : runs_) r->abandon();
   runs_.clear();
 }
@@ -77,6 +107,29 @@ void PairStream::fill() {
   const uint64_t n = std::min<uint64_t>(kStreamPairs, count_ - pos_);
   buf_.resize(n);
   if (n) file_.pread_exact(buf_.data(), n * sizeof(Pair), offset_ + pos_ * sizeof(Pair));
+}
+
+namespace {
+// The heap's order: the stream whose head is larger comes later.
+struct LaterHead {
+  const std::vector<PairStream>* streams;
+  bool operator()(size_t a, size_t b) const { return (*streams)[b].head() < (*streams)[a].head(); }
+};
+}  // namespace
+
+PairMerge::PairMerge(std::vector<PairStream> streams) : streams_(std::move(streams)) {
+  for (size_t i = 0; i < streams_.size(); ++i)
+    if (!streams_[i].done()) heap_.push_back(i);
+  std::make_heap(heap_.begin(), heap_.end(), LaterHead{&streams_});
+}
+
+void PairMerge::next() {
+  const LaterHead later{&streams_};
+  std::pop_heap(heap_.begin(), heap_.end(), later);
+  PairStream& s = streams_[heap_.back()];
+  s.next();
+  if (s.done()) heap_.pop_back();
+  else std::push_heap(heap_.begin(), heap_.end(), later);
 }
 
 }  // namespace loom::dedup

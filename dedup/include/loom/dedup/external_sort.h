@@ -1,7 +1,10 @@
 // Sorting more pairs of u64 than memory holds: pairs are buffered up to a budget, each full buffer
-// is sorted and spilled to a run file beside the output (sys::AtomicFile temporaries, so a killed
-// process leaves only temporaries that the next run of the same stage removes), and finish()
-// merges the runs into a work file. Memory: the budget, plus one read buffer per run.
+// is sorted and spilled to a run file beside the output, and finish() merges the runs (PairMerge)
+// into a work file. Memory: the budget, plus one read buffer per run. Run N of a sorter whose
+// prefix is P is the sys::AtomicFile temporary "P.runN.tmp.<host>.<pid>": a killed process leaves
+// such files, and the next sorter of the same prefix on the same host removes every one whose
+// process no longer runs, whatever its number (regular files of exactly that name, in P's folder;
+// never a link), before it spills.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +62,20 @@ class PairStream {
   sys::File file_;
   uint64_t offset_, count_, pos_ = 0, buf_begin_ = 0;
   std::vector<Pair> buf_;
+};
+
+// The k-way merge of sorted PairStreams (a min-heap of the streams by their heads): head() is the
+// smallest pair not passed yet, next() passes it; equal pairs of several streams each come out.
+class PairMerge {
+ public:
+  explicit PairMerge(std::vector<PairStream> streams);
+  bool done() const { return heap_.empty(); }
+  const Pair& head() const { return streams_[heap_.front()].head(); }
+  void next();
+
+ private:
+  std::vector<PairStream> streams_;
+  std::vector<size_t> heap_;  // the streams not done
 };
 
 }  // namespace loom::dedup
