@@ -2,11 +2,15 @@
 // std::sort; the work file around it checked as its header says.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 
 #include "loom/dedup/external_sort.h"
 #include "loom/dedup/work_file.h"
+#include "loom/error.h"
 #include "loom/sys.h"
 #include "test_util.h"
 
@@ -39,6 +43,56 @@ TEST_CASE("pairs beyond the memory budget are spilled in runs and merged in orde
     CHECK(same);
     CHECK(sys::list_dir(dir.path()) == std::vector<std::string>{"out.pairs"});  // the runs are gone
   }
+}
+
+namespace {
+// The bytes of a sort of `n` pairs (unique) under the smallest budget, into prefix.
+std::string sorted_bytes(const std::string& prefix, int n) {
+  std::mt19937_64 rng(11);
+  PairSorter sorter(prefix, 1, true);
+  for (int i = 0; i < n; ++i) sorter.add(rng() % 5000, rng() % 3);
+  WorkWriter out(prefix, WorkKind::kEdges, sizeof(Pair), 0, 42);
+  sorter.finish(out);
+  out.commit();
+  return test::read_all(prefix);
+}
+}  // namespace
+
+TEST_CASE("a rerun removes every run file a killed sort left, whatever its number, and nothing else", "[dedup][sort]") {
+  test::TempDir dir("dedup_sort_rerun");
+  const std::string prefix = dir / "out.pairs";
+  // A pid that surely does not run any more: a child that has exited and been reaped.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string host = sys::hostname();
+  auto run_file = [&](const std::string& base, const std::string& n, const std::string& h, long pid) {
+    return str(base, ".run", n, ".tmp.", h, ".", pid);
+  };
+  // What a killed sort leaves: runs 0-2 and 40, where the rerun spills 5 runs (0-4).
+  const std::vector<std::string> stale = {run_file(prefix, "0", host, dead), run_file(prefix, "1", host, dead),
+                                          run_file(prefix, "2", host, dead), run_file(prefix, "40", host, dead)};
+  for (const auto& f : stale) test::write_all(f, std::string(4096, '\x5a'));
+  // Not this sorter's: a live process's run, another host's, another output's, names it never
+  // writes, and a link named as a stale run (left as it is, its target untouched).
+  const std::vector<std::string> keep = {
+      run_file(prefix, "3", host, ::getppid()),   run_file(prefix, "3", "other-host", dead),
+      run_file(dir / "other.pairs", "0", host, dead), run_file(prefix, "07", host, dead),
+      run_file(prefix, "", host, dead),           run_file(prefix, "5", host, dead) + ".bak",
+      str(prefix, ".runs.tmp.", host, ".", dead), str(prefix, ".run6.tmp.", host, ".x", dead)};
+  for (const auto& f : keep) test::write_all(f, "keep");
+  test::write_all(dir / "target", "target");
+  const std::string link = run_file(prefix, "9", host, dead);
+  REQUIRE(::symlink((dir / "target").c_str(), link.c_str()) == 0);
+
+  test::TempDir clean("dedup_sort_clean");
+  const std::string want = sorted_bytes(clean / "out.pairs", 5000);
+  CHECK(sorted_bytes(prefix, 5000) == want);  // spills runs 0-4 (1,024 pairs a run)
+  for (const auto& f : stale) CHECK_FALSE(sys::lexists(f));
+  for (const auto& f : keep) CHECK(test::read_all(f) == "keep");
+  CHECK(sys::is_symlink(link));
+  CHECK(test::read_all(dir / "target") == "target");
+  CHECK(sys::list_dir(dir.path()).size() == 1 + keep.size() + 2);  // the output, keep, the link and its target
 }
 
 TEST_CASE("a work file that is truncated, of another kind or damaged is refused, naming it", "[dedup][sort]") {
