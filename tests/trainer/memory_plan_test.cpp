@@ -81,6 +81,15 @@ TEST_CASE("memory plan: parameters, gradients and optimizer state are the model'
   const uint64_t outside = P - 4 * layer;
   CHECK(c.gradients == std::max(2 * (outside + layer), 2 * P > c.activations ? 2 * P - c.activations : 0));
   CHECK(c.gradients < b.gradients);
+  // Accumulating over micro-batches, the gradients of the first are whole while the second's
+  // forward keeps its activations: all of them count beside the activations.
+  for (const int64_t micro_num : {2, 16}) {
+    cu.micro_num = micro_num;
+    const MemoryPlan acc = loom::plan_memory(cu);
+    CHECK(acc.gradients == 2 * P);
+    CHECK(acc.total - c.total == 2 * P - c.gradients);
+  }
+  cu.micro_num = 1;
   // ZeRO-1 over 4 ranks: a quarter of the fp32 master and moments, the fp32 gradient shard, and the
   // reduction buffers of three units plus one unit's gather (the largest unit: the embedding, here
   // larger than a layer).

@@ -122,11 +122,12 @@ void fill(MemoryPlan& p) {
   const Size kept = (N - p.checkpointed_layers) * l.full + p.checkpointed_layers * l.checkpointed;
   // In backward a recomputed layer is live again, one at a time.
   const Size activations = kept + (p.checkpointed_layers > 0 ? l.full : 0) + l.transient + l.shared;
-  if (in.cuda && !sharded) {
+  if (in.cuda && !sharded && in.micro_num == 1) {
     // The replicated optimizer on CUDA releases the gradients after each update: they grow from
     // nothing during the backward while the activations shrink. At the backward's start the head,
     // embedding and final norm have theirs and a layer is making its own; at its end all exist
-    // and the activations are gone.
+    // and the activations are gone. Over several micro-batches the first one's are whole while
+    // the next one's activations are kept, so then all of them count.
     gradients = std::max((R + L) * b, P * b > activations ? P * b - activations : 0);
   }
   const Size logits_and_loss = logits_and_loss_bytes(in);

@@ -4,15 +4,18 @@
 // resolves model.checkpoint=auto with it.
 //
 // Per rank, P parameters, b bytes per element of model.dtype, Tok = micro_bsz * seq_len tokens of
-// one micro-batch (micro-batches run one after the other, so micro_num does not add activations):
+// one micro-batch (micro-batches run one after the other, so micro_num does not add activations,
+// only whole gradients beside them):
 // With ZeRO (parallel.zero1 = S != 1, parallel.zero_stage z; zero.h), L = one layer's parameters,
 // R = P - N L the ones outside the layers (embedding, final norm, head):
 //   parameters       P b; at z = 3 the chunk P b / S, and gathered: R (through a step) and three
 //                    layers (the one running, the next one prefetched, the one freed last)
 //   gradients        P b (accumulated over micro-batches in the parameters' dtype); sharded runs
 //                    add the fp32 gradient shard 4 P / S; at z >= 2 the whole gradients live only
-//                    until their unit is reduced: R b, and two layers'. CUDA, replicated: released
-//                    after each update, so beside the activations only max((R + L) b, P b - activations)
+//                    until their unit is reduced: R b, and two layers'. CUDA, replicated, one
+//                    micro-batch a step: released after each update, so beside the activations only
+//                    max((R + L) b, P b - activations); with micro_num > 1 all of P b, as the next
+//                    micro-batch's forward runs beside the first one's gradients
 //   optimizer_state  AdamW's two fp32 moments, 8 P, plus a 4 P fp32 master copy when b < 4;
 //                    ZeRO holds 12 P / S (its master is always fp32)
 //   activations      a layer keeps, per token, what its backward reads: the two RMSNorm inputs and
@@ -50,7 +53,7 @@ struct PlanInputs {
   ModelOptions model;              // model.checkpoint is the recompute fraction planned
   int64_t micro_bsz = 1;           // B
   int64_t seq_len = 2048;          // T
-  int64_t micro_num = 1;           // for suggestions that keep the global batch
+  int64_t micro_num = 1;           // > 1: gradients whole beside activations; suggestions keep the global batch
   int64_t world_size = 1;          // W
   int64_t zero1 = 1;               // parallel.zero1: 1 = replicated; -1 or 0 = every rank; else S
   bool cuda = false;               // device kind (the runtime's share of workspace)
