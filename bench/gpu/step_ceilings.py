@@ -16,6 +16,14 @@ For a preset of bench/gpu/run.sh (bf16, one micro-batch of MICRO_BSZ packs of SE
   text, --summary) and the step's wall seconds of an unprofiled run (--step-s). "Everything else" is
   the step's wall time less loom's GEMM and attention time: norms, rotary, SwiGLU, the loss, copies,
   AdamW where it does not overlap, and idle time.
+- with --summary, the bandwidth-bound kernels against their bound: per kernel family (norms, SwiGLU,
+  rotary, copy_rows, cuDNN's attention-backward helpers, bias-gradient sums, the loss, AdamW, the
+  gradient norm) the bytes it must move a step at this shape (each tensor read or written once;
+  caches and small tensors not counted), bound = bytes / the device copy's bandwidth, loom's time
+  from the summary's top kernels, time / bound; then "everything else" with each of them at its
+  bound, and what is left (other kernels, idle). A kernel whose bytes the script cannot tell from
+  its name is listed apart, unbounded. --copy-tbps gives the bandwidth instead of measuring it and
+  prints only this table: no GPU (nor torch) needed.
 
 FLOP convention (docs/GPU.md): model FLOPs per step = (6 N + 12 L C T) x tokens, N = matmul
 parameters (the head included); MFU = model FLOPs / (wall x 989 TFLOP/s). Attention's executed
@@ -24,12 +32,11 @@ FLOPs (causal: half the square) are what its TFLOP/s figure counts.
 Prints markdown: the kernels' figures, then per part loom / ceiling, and the MFU the step would reach
 with GEMM and attention at their ceilings and everything else as measured, and with nothing else.
 usage: step_ceilings.py --preset 1b|7b [--micro-bsz N] [--seq-len T] [--summary TRACE.txt] [--step-s S]
+                        [--copy-tbps TB/s]
 """
 import argparse
 import re
 import statistics
-
-import torch
 
 PRESETS = {  # hidden C, layers L, heads H (kv heads = H), head dim D, vocab V, mlp_ratio as loom's default
     "1b": dict(C=2048, L=24, H=16),
@@ -38,6 +45,10 @@ PRESETS = {  # hidden C, layers L, heads H (kv heads = H), head dim D, vocab V, 
 PEAK = 989e12
 VOCAB = 103168
 MLP_RATIO = 8 / 3
+BF16, FP32 = 2, 4
+# AdamW's traffic a parameter: fp32 master weight, m and v each read and written, the bf16
+# gradient read, the bf16 weight written (loom's adamw_bf16_grads).
+ADAMW_BYTES = 3 * 2 * FP32 + BF16 + BF16
 
 
 def ffn_hidden(c):
@@ -45,7 +56,30 @@ def ffn_hidden(c):
     return 256 * ((raw + 255) // 256)
 
 
+class Shape:
+    """A preset's shape (letters as in docs: C hidden, L layers, H heads, K kv heads, D head dim,
+    F ffn hidden, V vocab, T tokens a step) and its parameter counts, as loom counts them."""
+
+    def __init__(self, preset, micro_bsz, seq_len):
+        p = PRESETS[preset]
+        self.preset, self.C, self.L, self.H = preset, p["C"], p["L"], p["H"]
+        self.K, self.D, self.F, self.V = self.H, self.C // self.H, ffn_hidden(self.C), VOCAB
+        self.bsz, self.seq_len = micro_bsz or (4 if preset == "1b" else 1), seq_len
+        self.T = self.bsz * seq_len
+        C, L, H, K, D, F, V = self.C, self.L, self.H, self.K, self.D, self.F, self.V
+        self.matmul_params = L * (C * (H + 2 * K) * D + H * D * C + 3 * C * F) + C * V
+        # trainer/model/model.cpp's count: embedding, per layer two norms, wqkv and wo with their
+        # biases, w1-w3; the final norm; the untied head.
+        self.params = V * C + L * (2 * C + (H + 2 * K) * D * (C + 1) + (H * D + 1) * C + 3 * C * F) + C + V * C
+
+    def line(self):
+        return (f"Shape: C {self.C}, L {self.L}, H {self.H} (kv {self.K}), D {self.D}, F {self.F}, V {self.V}; "
+                f"micro_bsz {self.bsz} x seq_len {self.seq_len} = {self.T} tokens a step; bf16")
+
+
 def timed(fn, iters, warmup=3):
+    import torch
+
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -62,6 +96,8 @@ def timed(fn, iters, warmup=3):
 
 def gemm_ceiling(tok, c, f, h, k, d, layers, vocab, iters):
     """(seconds per step, FLOPs, rows) of every linear's three GEMMs at loom's shapes."""
+    import torch
+
     dev, dt = "cuda", torch.bfloat16
     linears = [  # (name, in, out, count)
         ("qkv", c, (h + 2 * k) * d, layers),
@@ -89,6 +125,7 @@ def gemm_ceiling(tok, c, f, h, k, d, layers, vocab, iters):
 
 def attention_ceiling(b, h, t, d, layers, iters):
     """{kernel: seconds per step (forward + backward, x layers)} and the executed FLOPs per layer."""
+    import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     dev, dt = "cuda", torch.bfloat16
@@ -114,6 +151,8 @@ def attention_ceiling(b, h, t, d, layers, iters):
 
 
 def bandwidth(iters):
+    import torch
+
     n = 1 << 30  # bf16 elements: 2 GiB
     a = torch.empty(n, device="cuda", dtype=torch.bfloat16)
     b = torch.empty_like(a)
@@ -136,6 +175,144 @@ def loom_parts(path):
     return parts
 
 
+def bound_families(s):
+    """(family, kernel-name regex, what it moves, bytes, "call" or "step") of loom's bandwidth-bound
+    kernels at shape s: bytes a launch (times the summary's launches) or a step (a kernel launched in
+    chunks or batches). kv heads = H in the presets; one rank (AdamW over every parameter)."""
+    T, C, H, K, D, F, V, L = s.T, s.C, s.H, s.K, s.D, s.F, s.V, s.L
+    act = T * C * BF16
+    return [
+        ("rmsnorm fwd", r"rmsnorm_fwd<__nv_bfloat16>",
+         "x, r read; h, y written: 4 [T, C] (the first norm has no r: 2)", 4 * act, "call"),
+        ("rmsnorm bwd", r"rmsnorm_bwd<__nv_bfloat16>", "dy, h, d(residual) read; dx written: 4 [T, C]", 4 * act, "call"),
+        ("final norm fwd (fp32)", r"rmsnorm_fwd<float>", "x read, y written: 2 [T, C] fp32", 2 * T * C * FP32, "call"),
+        ("final norm bwd (fp32)", r"rmsnorm_bwd<float>", "dy, x read, dx written: 3 [T, C] fp32", 3 * T * C * FP32,
+         "call"),
+        ("swiglu fwd", r"swiglu_fwd", "gate, up read; y written: 3 [T, F]", 3 * T * F * BF16, "call"),
+        ("swiglu bwd", r"swiglu_bwd", "dy, gate, up read; d(gate), d(up) written: 5 [T, F]", 5 * T * F * BF16, "call"),
+        ("rotary", r"rotary_kernel", "q or k (or its gradient) read and written: 2 [T, H, D]; cos, sin [T, D/2] fp32",
+         2 * T * H * D * BF16 + 2 * T * (D // 2) * FP32, "call"),
+        ("copy_rows", r"copy_rows_kernel", "v (or its gradient) read and written: 2 [T, K, D]", 2 * T * K * D * BF16,
+         "call"),
+        ("cuDNN attention bwd: rowsum(dO O)", r"compute_dot_do_o", "dO, O read: 2 [T, H, D]", 2 * T * H * D * BF16,
+         "call"),
+        ("cuDNN attention bwd: dQ to bf16", r"convert_dq_to_16bits", "dQ read (fp32), written (bf16): [T, H, D]",
+         T * H * D * (FP32 + BF16), "call"),
+        ("bias gradients (sums over tokens)", r"reduce_kernel<.*ReduceOp<c10::BFloat16",
+         "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer", L * T * ((H + 2 * K) * D + C) * BF16, "step"),
+        ("cross_entropy", r"cross_entropy_kernel", "logits [T, V] read, their gradient written in place",
+         2 * T * V * BF16, "step"),
+        ("AdamW", r"adamw_kernel", f"{ADAMW_BYTES} B a parameter x {s.params / 1e9:.3f} B parameters",
+         ADAMW_BYTES * s.params, "step"),
+        ("gradient norm", r"::partial_kernel\(", f"bf16 gradients read: {BF16} B a parameter", BF16 * s.params, "step"),
+    ]
+
+
+def summary_text(path):
+    """What bound_table needs of trace_summary.py's text: the top kernels [(ms a step, launches a
+    step, category, name)], the GPU time by category {category: ms}, the profiled steps' windows
+    (ms) and the busiest stream's idle ms a step (None when absent)."""
+    kernels, windows, idle, section = [], [], None, ""
+    top = re.compile(r"^\s+([\d.]+) ms\s+[\d.]+% n=\s*(\d+) avg\s+[\d.]+ us \[(\w+)\] (.*)$")
+    for line in open(path, errors="replace"):
+        if line.startswith("=="):
+            section = line
+        m = top.match(line)
+        if section.startswith("== top") and m:
+            kernels.append((float(m.group(1)), int(m.group(2)), m.group(3), m.group(4).strip()))
+        m = re.match(r"ProfilerStep#\d+: host range [\d.]+ ms, window ([\d.]+) ms", line)
+        if m:
+            windows.append(float(m.group(1)))
+        m = re.match(r"== idle on the busiest stream \(.*\): ([\d.]+) ms/step", line)
+        if m:
+            idle = float(m.group(1))
+    return kernels, loom_parts(path), windows, idle
+
+
+def bare(name, n=60):
+    """A kernel's name from the summary without "void", namespaces and parameters, cut to n."""
+    s = re.sub(r"\b[A-Za-z_]\w*::", "", name.replace("(anonymous namespace)::", ""))
+    s = re.sub(r"^void ", "", s)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def bound_table(shape, path, bw, step_s):
+    """The bandwidth-bound kernels of the summary at path against bytes / bw, and what the step's
+    "everything else" would be with each at its bound."""
+    kernels, parts, windows, idle = summary_text(path)
+    fams = bound_families(shape)
+    got = {f[0]: [0.0, 0] for f in fams}
+    unbounded = []
+    for ms, n, cat, name in kernels:
+        if cat in ("gemm", "attention"):
+            continue
+        fam = next((f[0] for f in fams if re.search(f[1], name)), None)
+        if fam is None:
+            unbounded.append((ms, n, name))
+        else:
+            got[fam][0] += ms
+            got[fam][1] += n
+    print(f"\n#### Bandwidth-bound kernels against their bound ({bw / 1e12:.2f} TB/s device copy; T = {shape.T} "
+          f"tokens; bf16 unless said)\n")
+    print("| kernel family | moves | launches a step | GB a step | bound ms | loom ms | loom / bound |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    loom_ms = bound_ms = at_bound = 0.0  # at_bound: each at its bound, or as measured where faster
+    for name, _, moves, nbytes, per in fams:
+        ms, n = got[name]
+        total = nbytes * (n if per == "call" else 1)
+        bound = total / bw * 1e3
+        if n == 0:
+            print(f"| {name} | {moves} | - | {total / 1e9:.2f} | {bound:.2f} | not in the summary | - |")
+            continue
+        loom_ms, bound_ms, at_bound = loom_ms + ms, bound_ms + bound, at_bound + min(ms, bound)
+        print(f"| {name} | {moves} | {n} | {total / 1e9:.2f} | {bound:.2f} | {ms:.2f} | {ms / bound:.2f} |")
+    print(f"| all of the above | | | | {bound_ms:.2f} | {loom_ms:.2f} | {loom_ms / max(bound_ms, 1e-9):.2f} |\n")
+    if unbounded:
+        print(f"- not bounded here (bytes not known from the name), of the summary's top kernels: "
+              f"{sum(u[0] for u in unbounded):.2f} ms a step: " + "; ".join(
+                  f"{bare(name)} {ms:.2f} ms (n={n})" for ms, n, name in sorted(unbounded, reverse=True)[:6])
+              + ("; ..." if len(unbounded) > 6 else ""))
+    step = step_s * 1e3 if step_s else sum(windows) / max(len(windows), 1)
+    where = "the unprofiled step's wall time" if step_s else "the profiled steps' mean window"
+    rest = step - parts.get("gemm", 0.0) - parts.get("attention", 0.0)
+    kernels_ms = sum(v for k, v in parts.items() if k not in ("gemm", "attention"))
+    print(f"- everything else: {rest:.1f} ms a step ({where} {step:.1f} - GEMM {parts.get('gemm', 0.0):.1f} "
+          f"- attention {parts.get('attention', 0.0):.1f})")
+    print(f"- of it: the kernels above {loom_ms:.1f} ms (at their bound {bound_ms:.1f}); other kernels "
+          f"{kernels_ms - loom_ms:.1f} ms (not bounded here or not among the summary's top kernels; all streams); "
+          f"idle {rest - kernels_ms:.1f} ms (the rest, net of kernels of other streams that overlap the busiest "
+          f"one, which idles " + (f"{idle:.2f} ms a step)" if idle is not None else "- ms: not in the summary)"))
+    print(f"- with every kernel above at its bound (or as measured where faster), everything else would take "
+          f"{rest - loom_ms + at_bound:.1f} ms ({loom_ms - at_bound:.1f} ms less)")
+
+
+def gpu_ceilings(a, shape):
+    """The measured ceilings (GEMM, attention, copy bandwidth) and, with --summary, loom's parts
+    against them and the bound table."""
+    import torch
+
+    c, layers, h, d, f, tok = shape.C, shape.L, shape.H, shape.D, shape.F, shape.T
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(f"### Ceilings of a {a.preset} step ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()})\n")
+    print(f"{shape.line()}; median of {a.iters} timed calls each.\n")
+
+    gemm_s, gemm_flops, rows = gemm_ceiling(tok, c, f, h, h, d, layers, VOCAB, a.iters)
+    print("| linear | GEMM (forward) | per step | ms (fwd + 2 bwd) | TFLOP/s |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for name, dims, n, s, rate in rows:
+        print(f"| {name} | {dims} | {n} | {s * 1e3:.3f} | {rate / 1e12:.0f} |")
+    print(f"| all | | | {gemm_s * 1e3:.2f} | {gemm_flops / gemm_s / 1e12:.0f} ({100 * gemm_flops / gemm_s / PEAK:.1f}% of peak) |\n")
+
+    attn, attn_flops = attention_ceiling(shape.bsz, h, a.seq_len, d, layers, a.iters)
+    for name, s in attn.items():
+        print(f"- attention, {name}: {s * 1e3:.2f} ms a step (x{layers} layers, forward + backward), "
+              f"{layers * attn_flops / s / 1e12:.0f} TFLOP/s executed (causal)")
+    bw = bandwidth(a.iters)
+    print(f"- device-to-device copy of 2 GiB: {bw / 1e12:.2f} TB/s (read + write)\n")
+    return gemm_s, attn, bw
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", choices=PRESETS, required=True)
@@ -145,33 +322,21 @@ def main():
     ap.add_argument("--summary", help="trace_summary.py's output for a profiled step of the same shape")
     ap.add_argument("--step-s", type=float, help="wall seconds per step of an unprofiled run (loom_train.sh step_s)")
     ap.add_argument("--recompute-layers", type=int, default=0, help="layers whose forward the step runs twice")
+    ap.add_argument("--copy-tbps", type=float,
+                    help="the device copy's bandwidth (TB/s, read + write) in place of measuring it: prints the "
+                         "bound table of --summary only, without a GPU")
     a = ap.parse_args()
-    p = PRESETS[a.preset]
-    c, layers, h = p["C"], p["L"], p["H"]
-    d, f = c // h, ffn_hidden(c)
-    bsz = a.micro_bsz or (4 if a.preset == "1b" else 1)
-    tok = bsz * a.seq_len
-    torch.backends.cuda.matmul.allow_tf32 = False
-    print(f"### Ceilings of a {a.preset} step ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"cuDNN {torch.backends.cudnn.version()})\n")
-    print(f"Shape: C {c}, L {layers}, H {h} (kv {h}), D {d}, F {f}, V {VOCAB}; micro_bsz {bsz} x seq_len {a.seq_len} "
-          f"= {tok} tokens a step; bf16; median of {a.iters} timed calls each.\n")
-
-    gemm_s, gemm_flops, rows = gemm_ceiling(tok, c, f, h, h, d, layers, VOCAB, a.iters)
-    print("| linear | GEMM (forward) | per step | ms (fwd + 2 bwd) | TFLOP/s |")
-    print("| --- | --- | ---: | ---: | ---: |")
-    for name, shape, n, s, rate in rows:
-        print(f"| {name} | {shape} | {n} | {s * 1e3:.3f} | {rate / 1e12:.0f} |")
-    print(f"| all | | | {gemm_s * 1e3:.2f} | {gemm_flops / gemm_s / 1e12:.0f} ({100 * gemm_flops / gemm_s / PEAK:.1f}% of peak) |\n")
-
-    attn, attn_flops = attention_ceiling(bsz, h, a.seq_len, d, layers, a.iters)
-    for name, s in attn.items():
-        print(f"- attention, {name}: {s * 1e3:.2f} ms a step (x{layers} layers, forward + backward), "
-              f"{layers * attn_flops / s / 1e12:.0f} TFLOP/s executed (causal)")
-    bw = bandwidth(a.iters)
-    print(f"- device-to-device copy of 2 GiB: {bw / 1e12:.2f} TB/s (read + write)\n")
-
-    n_params = layers * (c * (h + 2 * h) * d + h * d * c + 3 * c * f) + c * VOCAB
+    shape = Shape(a.preset, a.micro_bsz, a.seq_len)
+    if a.copy_tbps is not None:
+        if not a.summary or a.copy_tbps <= 0:
+            ap.error("--copy-tbps needs --summary and a bandwidth > 0")
+        print(f"### Bandwidth-bound kernels of a {a.preset} step (copy bandwidth given: {a.copy_tbps} TB/s)\n")
+        print(f"{shape.line()}.")
+        bound_table(shape, a.summary, a.copy_tbps * 1e12, a.step_s)
+        return
+    gemm_s, attn, bw = gpu_ceilings(a, shape)
+    layers, c, tok = shape.L, shape.C, shape.T
+    n_params = shape.matmul_params
     model_flops = (6 * n_params + 12 * layers * c * a.seq_len) * tok
     attn_best = min(attn.values()) if attn else float("nan")
     # Recomputed layers run their forward twice: a third more of their GEMM and attention forward.
@@ -200,6 +365,9 @@ def main():
             budget = model_flops / (goal * PEAK) - gemm_ceil - attn_ceil
             print(f"- {goal:.0%} MFU needs a step of {model_flops / (goal * PEAK) * 1e3:.1f} ms: with GEMM and attention "
                   f"at their ceilings, {budget * 1e3:.1f} ms for everything else (now {rest * 1e3:.1f})")
+
+    if a.summary:
+        bound_table(shape, a.summary, bw, a.step_s)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,12 @@ page of text small enough to bring back from the GPU machine: where a step's GPU
 - GPU time by category (GEMM, attention, loss, optimizer, norm/rotary/SwiGLU, elementwise,
   reductions, copies, communication, other) and the top kernels by total time;
 - GPU time by the CPU op that launched it (innermost aten:: op or loom range);
-- the largest idle gaps on the busiest stream, with the kernels around them and what the host was
-  doing meanwhile (the CUDA runtime calls overlapping the gap: syncs, D2H copies);
+- idle time on the busiest stream: its gaps grouped by the kernels around them (count and time a
+  step), then the largest gaps, each with what ran meanwhile on other streams (a cross-stream wait
+  shows as this stream idling while another runs), when the kernel after the gap was launched, what
+  its launching thread did between its previous launch and this one (self time of the innermost
+  CPU ops and runtime calls: a slow allocation, an autograd node or a lock shows) and the CUDA
+  runtime calls of all threads during the gap;
 - host syncs: cudaStreamSynchronize / cudaDeviceSynchronize / cudaEventSynchronize / synchronous
   cudaMemcpy and aten::_local_scalar_dense (item()), with their time and enclosing loom range.
 
@@ -59,6 +63,164 @@ def union_len(intervals):
 
 def short(name, n=110):
     return name if len(name) <= n else name[: n - 3] + "..."
+
+
+def kname(name, n=60):
+    """A kernel's name without its parameter list, namespaces and leading "void", cut to n."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name
+    s = re.sub(r"\b[A-Za-z_]\w*::", "", name.replace("(anonymous namespace)::", ""))
+    s = s[5:] if s.startswith("void ") else s
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += (ch == "<") - (ch == ">")
+        if ch == "(" and depth == 0 and i > 0:
+            s = s[:i]
+            break
+    return short(s, n)
+
+
+def overlap(a0, a1, b0, b1):
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+class Threads:
+    """Per host thread: its CPU ops and runtime calls as one nested timeline (a parent index per
+    event, from a stack over start order), and the runtime calls that put work on the GPU."""
+
+    def __init__(self, cpu_ops, runtime, gpu):
+        launched = {e.get("args", {}).get("correlation") for e in gpu} - {None}
+        self.ev, self.parent, self.starts = {}, {}, {}
+        self.launches, self.launch_starts = {}, {}
+        per = collections.defaultdict(list)
+        for e in cpu_ops + runtime:
+            per[e["tid"]].append(e)
+        for tid, v in per.items():
+            v.sort(key=lambda e: (e["ts"], -e["dur"]))
+            parent, stack = [], []
+            for i, e in enumerate(v):
+                while stack and v[stack[-1]]["ts"] + v[stack[-1]]["dur"] <= e["ts"]:
+                    stack.pop()
+                parent.append(stack[-1] if stack else -1)
+                stack.append(i)
+            self.ev[tid], self.parent[tid], self.starts[tid] = v, parent, [e["ts"] for e in v]
+            ls = [e for e in v if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                  and e.get("args", {}).get("correlation") in launched]
+            self.launches[tid], self.launch_starts[tid] = ls, [e["ts"] for e in ls]
+
+    def previous_launch_end(self, tid, ts):
+        """End of the last GPU-work call of thread tid that started before ts (None: none)."""
+        i = bisect.bisect_left(self.launch_starts.get(tid, []), ts) - 1
+        return None if i < 0 else self.launches[tid][i]["ts"] + self.launches[tid][i]["dur"]
+
+    def self_times(self, tid, t0, t1):
+        """{name: [self time inside [t0, t1], count, summed duration]} of the events of thread tid
+        overlapping the window (self: less the overlap of their children), and the window's time
+        outside every event."""
+        v, parent, starts = self.ev.get(tid, []), self.parent.get(tid, []), self.starts.get(tid, [])
+        inside = set(range(bisect.bisect_right(starts, t0), bisect.bisect_left(starts, t1)))
+        j = bisect.bisect_right(starts, t0) - 1  # the innermost event open at t0 and its ancestors
+        while j >= 0:
+            if v[j]["ts"] + v[j]["dur"] > t0:
+                inside.add(j)
+            j = parent[j]
+        ov = {i: overlap(v[i]["ts"], v[i]["ts"] + v[i]["dur"], t0, t1) for i in inside}
+        own = dict(ov)
+        for i in inside:
+            if parent[i] in own:
+                own[parent[i]] -= ov[i]
+        out = {}
+        for i, t in own.items():
+            row = out.setdefault(v[i]["name"], [0.0, 0, 0.0])
+            row[0] += max(t, 0.0)
+            row[1] += 1
+            row[2] += v[i]["dur"]
+        roots = sum(ov[i] for i in inside if parent[i] not in ov)
+        return out, max(t1 - t0 - roots, 0.0)
+
+
+def gap_lines(k, g, t0, before, after, others, threads, corr_rt, enclosing, rt_sorted, rt_starts):
+    """The three lines of one gap of the busiest stream: the kernels and the launch, the other
+    streams meanwhile, the launching thread's time and the runtime calls of all threads."""
+    t1 = t0 + g
+    ra = corr_rt.get(after.get("args", {}).get("correlation"))
+    inner, outer = enclosing(ra["tid"], ra["ts"]) if ra else (None, None)
+    when = ("launch not found" if ra is None else f"launched {(ra['ts'] - t0) / 1e3:+.2f} ms into the gap"
+            if ra["ts"] >= t0 else f"queued {(t0 - ra['ts']) / 1e3:.2f} ms before the gap")
+    print(f"  gap {k}: {g / 1e3:.3f} ms {kname(before['name'])} -> {kname(after['name'])}; "
+          f"launched by {inner or '(no cpu op)'} in {outer or '(no loom range)'}, {when}")
+    lo = max(bisect.bisect_left(others[1], t0 - others[2]), 0)
+    on = collections.Counter()
+    spans = []
+    for e in others[0][lo:bisect.bisect_left(others[1], t1)]:
+        o = overlap(e["ts"], e["_end"], t0, t1)
+        if o > 0:
+            on[kname(e["name"], 40)] += o
+            spans.append((max(e["ts"], t0), min(e["_end"], t1)))
+    print(f"  gap {k} other streams: " + (f"busy {union_len(spans) / 1e3:.2f} ms of it: " + ", ".join(
+        f"{n} {d / 1e3:.2f} ms" for n, d in on.most_common(3)) if on else "idle"))
+    if ra is not None and ra["ts"] > t0:
+        w0 = threads.previous_launch_end(ra["tid"], ra["ts"])
+        w0 = t0 if w0 is None else min(w0, ra["ts"])
+        times, outside = threads.self_times(ra["tid"], w0, ra["ts"])
+        top = sorted(times.items(), key=lambda kv: -kv[1][0])[:4]
+        parts = [f"{n} {t / 1e3:.2f} ms" + (f" ({c} of them)" if c > 1 else f" (of its {d / 1e3:.2f})")
+                 for n, (t, c, d) in top if t > 0]
+        if outside > 0:
+            parts.append(f"outside any op {outside / 1e3:.2f} ms")
+        host = f"thread {ra['tid']}, {(ra['ts'] - w0) / 1e3:.2f} ms since its previous launch: " + ", ".join(parts)
+    else:
+        host = "the host launched it in time"
+    calls = collections.Counter()
+    for r in rt_sorted[bisect.bisect_left(rt_starts, t0 - 50000):bisect.bisect_left(rt_starts, t1)]:
+        calls[r["name"]] += overlap(r["ts"], r["ts"] + r["dur"], t0, t1)
+    calls = [(n, d) for n, d in calls.most_common(3) if d > 0]
+    print(f"  gap {k} host: {host}; CUDA calls in the gap: "
+          + (", ".join(f"{n} {d / 1e3:.2f} ms" for n, d in calls) or "none"))
+
+
+def idle_gaps(by_stream, main_stream, span, nsteps, threads, corr_rt, enclosing, pairs=12, largest=8):
+    """The busiest stream's idle time: its gaps by the pair of kernels around them, then the
+    largest gaps (at most two of a pair) one by one."""
+    ms = sorted((e for e in by_stream[main_stream] if span[0] <= e["ts"] < span[1]), key=lambda e: e["ts"])
+    gaps = []
+    end, prev = None, None
+    for e in ms:
+        if end is not None and e["ts"] > end:
+            gaps.append((e["ts"] - end, end, prev, e))
+        if end is None or e["_end"] > end:
+            end, prev = e["_end"], e
+    total_gap = sum(g[0] for g in gaps)
+    small = sum(g[0] for g in gaps if g[0] < 20)
+    print(f"\n== idle on the busiest stream ({main_stream}): {total_gap / 1e3 / nsteps:.2f} ms/step in "
+          f"{len(gaps) / nsteps:.0f} gaps/step; gaps < 20 us: {small / 1e3 / nsteps:.2f} ms/step")
+    by_pair = collections.defaultdict(lambda: [0, 0.0])
+    for g, _, before, after in gaps:
+        row = by_pair[(kname(before["name"]), kname(after["name"]))]
+        row[0] += 1
+        row[1] += g
+    print(f"  gaps by the kernels before and after them, top {pairs} by time (count and ms a step):")
+    for (b, a), (n, d) in sorted(by_pair.items(), key=lambda kv: -kv[1][1])[:pairs]:
+        count = f"{n // nsteps}" if n % nsteps == 0 else f"{n / nsteps:.1f}"
+        print(f"  pair {count} x {d / n / 1e3:.3f} ms = {d / 1e3 / nsteps:.2f} ms/step: {b} -> {a}")
+    other = sorted((e for s, v in by_stream.items() if s != main_stream for e in v), key=lambda e: e["ts"])
+    others = (other, [e["ts"] for e in other], max((e["dur"] for e in other), default=0.0))
+    rt_sorted = sorted((r for v in threads.ev.values() for r in v if r.get("cat") in ("cuda_runtime", "cuda_driver")),
+                       key=lambda r: r["ts"])
+    rt_starts = [r["ts"] for r in rt_sorted]
+    print("  the largest gaps (at most 2 of a pair): other streams meanwhile; the launching thread's time "
+          "between its previous launch and this one (self time of its innermost ops and calls)")
+    shown = collections.Counter()
+    k = 0
+    for g, t0, before, after in sorted(gaps, key=lambda g: -g[0]):
+        key = (kname(before["name"]), kname(after["name"]))
+        if k == largest:
+            break
+        if shown[key] == 2:
+            continue
+        shown[key] += 1
+        k += 1
+        gap_lines(k, g, t0, before, after, others, threads, corr_rt, enclosing, rt_sorted, rt_starts)
 
 
 def main():
@@ -189,34 +351,7 @@ def main():
     # Idle gaps on the busiest stream.
     main_stream = max(by_stream, key=lambda s: sum(e["dur"] for e in by_stream[s])) if by_stream else None
     if main_stream is not None:
-        ms = sorted((e for e in by_stream[main_stream] if span[0] <= e["ts"] < span[1]), key=lambda e: e["ts"])
-        gaps = []
-        end, prev = None, None
-        for e in ms:
-            if end is not None and e["ts"] > end:
-                gaps.append((e["ts"] - end, end, prev, e))
-            if end is None or e["_end"] > end:
-                end, prev = e["_end"], e
-        total_gap = sum(g[0] for g in gaps)
-        small = sum(g[0] for g in gaps if g[0] < 20)
-        print(f"\n== idle on the busiest stream ({main_stream}): {total_gap / 1e3 / nsteps:.2f} ms/step in "
-              f"{len(gaps) / nsteps:.0f} gaps/step; gaps < 20 us: {small / 1e3 / nsteps:.2f} ms/step")
-        rt_sorted = sorted(runtime, key=lambda r: r["ts"])
-        rt_starts = [r["ts"] for r in rt_sorted]
-        for g, t0, before, after in sorted(gaps, key=lambda g: -g[0])[:15]:
-            lo = bisect.bisect_left(rt_starts, t0 - 50000)
-            host = collections.Counter()
-            for r in rt_sorted[lo:]:
-                if r["ts"] > t0 + g:
-                    break
-                ov = min(r["ts"] + r["dur"], t0 + g) - max(r["ts"], t0)
-                if ov > 0:
-                    host[r["name"]] += ov
-            ra = corr_rt.get(after.get("args", {}).get("correlation"))
-            inner, outer = enclosing(ra["tid"], ra["ts"]) if ra else (None, None)
-            print(f"  {g / 1e3:7.3f} ms after [{short(before['name'], 60)}] before [{short(after['name'], 60)}] "
-                  f"(launched by {inner} in {outer}); host meanwhile: "
-                  + (", ".join(f"{n} {d / 1e3:.2f} ms" for n, d in host.most_common(3)) or "launch latency"))
+        idle_gaps(by_stream, main_stream, span, nsteps, Threads(cpu_ops, runtime, gpu), corr_rt, enclosing)
 
     print("\n== host syncs and read-backs, per step")
     sy = collections.Counter()

@@ -57,18 +57,59 @@ def tang_checkout(work, tree):
                                         encoding="utf-8")
 
 
+ROTARY = ("loom::cuda::(anonymous namespace)::rotary_kernel_vec8(__nv_bfloat16 const*, long, float const*, "
+          "float const*, __nv_bfloat16*, long, long, long, long, float, float*)")
+COPY_ROWS = ("void loom::cuda::(anonymous namespace)::copy_rows_kernel<uint4, __nv_bfloat16>(char const*, long, "
+             "char*, long, long, long, float*)")
+
+
 def chrome_trace(work, tree):
-    """A Kineto trace of one step: a GEMM launched by aten::mm, a host sync, attention, a copy."""
-    ev = [("user_annotation", "ProfilerStep#2", 1, 0, 1000, {}),
-          ("cpu_op", "aten::mm", 1, 10, 50, {"External id": 1}),
-          ("cuda_runtime", "cudaLaunchKernel", 1, 20, 5, {"correlation": 11, "External id": 1}),
-          ("kernel", "sm90_xmma_gemm_bf16", 7, 100, 300, {"correlation": 11, "stream": 7}),
-          ("cuda_runtime", "cudaStreamSynchronize", 1, 450, 100, {"correlation": 12}),
-          ("kernel", "flash_fwd_kernel", 7, 600, 200, {"correlation": 13, "stream": 7}),
-          ("gpu_memcpy", "Memcpy HtoD", 8, 50, 20, {"correlation": 14, "stream": 8})]
+    """A Kineto trace of one step (times in us) on the compute stream 7 and a side stream 113:
+    - 100-400 a GEMM launched by aten::mm at 20; the thread then syncs (410-460) and allocates
+      (aten::empty 470-550) and launches flash attention at 570 (a cpu_op inside it), which runs
+      600-800: a 0.20 ms gap the host caused, 0.54 ms after its previous launch;
+    - a fill (800-850), then an rmsnorm launched at 630 that waits for AdamW on stream 113
+      (850-1290) and runs 1300-1400: a 0.45 ms gap under the other stream's kernel;
+    - rotary, copy_rows, rotary, copy_rows 50 us apart (two gaps of one pair), then SwiGLU's
+      backward 2000-2920 (920 us); a host-to-device copy on stream 8."""
+    ev = [("user_annotation", "ProfilerStep#2", 1, 0, 3000, {}),
+          ("user_annotation", "forward_backward", 1, 5, 2900, {}),
+          ("cpu_op", "aten::mm", 1, 10, 50, {}),
+          ("cuda_runtime", "cudaStreamSynchronize", 1, 410, 50, {"correlation": 12}),
+          ("cpu_op", "aten::empty", 1, 470, 80, {}),
+          ("cpu_op", "aten::_flash_attention_forward", 1, 560, 30, {}),
+          ("cpu_op", "aten::fill_", 1, 595, 12, {}),
+          ("cuda_runtime", "cudaStreamWaitEvent", 1, 620, 3, {"correlation": 22}),
+          ("gpu_memcpy", "Memcpy HtoD", 8, 50, 20, {"correlation": 30, "stream": 8})]
+    kernels = [(11, 20, "sm90_xmma_gemm_bf16", 7, 100, 300),
+               (13, 570, "flash_fwd_kernel", 7, 600, 200),
+               (14, 600, "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+                         "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+                7, 800, 50),
+               (15, 610, "loom::cuda::(anonymous namespace)::adamw_kernel(loom::cuda::(anonymous namespace)::Batch, "
+                         "loom::cuda::(anonymous namespace)::Scalars, float const*, float const*)", 113, 850, 440),
+               (16, 630, "void loom::cuda::(anonymous namespace)::rmsnorm_fwd<__nv_bfloat16>(__nv_bfloat16 const*, "
+                         "__nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16*, __nv_bfloat16*, float*, long, "
+                         "float, float*)", 7, 1300, 100),
+               (17, 1450, ROTARY, 7, 1500, 50), (18, 1590, COPY_ROWS, 7, 1600, 50),
+               (19, 1690, ROTARY, 7, 1700, 50), (20, 1790, COPY_ROWS, 7, 1800, 50),
+               (21, 1990, "loom::cuda::(anonymous namespace)::swiglu_bwd_vec8(__nv_bfloat16 const*, __nv_bfloat16 "
+                          "const*, __nv_bfloat16 const*, long, __nv_bfloat16*, __nv_bfloat16*, long, long, long, "
+                          "float*, float*)", 7, 2000, 920)]
+    for corr, launch, name, stream, ts, dur in kernels:
+        ev.append(("cuda_runtime", "cudaLaunchKernel", 1, launch, 10 if corr == 11 else 5, {"correlation": corr}))
+        ev.append(("kernel", name, stream, ts, dur, {"correlation": corr, "stream": stream}))
     events = [{"ph": "X", "cat": c, "name": n, "pid": 0, "tid": t, "ts": ts, "dur": d, "args": a}
               for c, n, t, ts, d, a in ev]
     (work / "trace.json").write_text(json.dumps({"traceEvents": events}))
+
+
+def trace_summary_text(work, tree):
+    """chrome_trace's trace as trace_summary.py sums it up, in summary.txt."""
+    chrome_trace(work, tree)
+    with open(work / "summary.txt", "w", encoding="utf-8") as out:
+        subprocess.run([sys.executable, str(tree / "bench/gpu/trace_summary.py"), str(work / "trace.json")],
+                       stdout=out, check=True, timeout=TIMEOUT_S)
 
 
 ROW = r"[0-9.]+"
@@ -132,7 +173,41 @@ RECIPES = {
                                out=[r"the dumps from the checkpoint and from its export are identical$"],
                                files=["{W}/fixture/hf/config.json"])],
     "gpu/trace_summary.py": [Run(["{P}", "{S}", "{W}/trace.json"], setup=chrome_trace,
-                                 out=[r"^  gemm +0\.30 ms", r"^kernel launches per step: 1$"])],
+                                 out=[r"^  gemm +0\.30 ms", r"^kernel launches per step: 10$",
+                                      r"^== idle on the busiest stream \(7\): 1\.05 ms/step in 7 gaps/step",
+                                      r"^  pair 2 x 0\.050 ms = 0\.10 ms/step: rotary_kernel_vec8 -> "
+                                      r"copy_rows_kernel<uint4, __nv_bfloat16>$",
+                                      # the cross-stream wait: queued in time, under AdamW on stream 113
+                                      r"^  gap 1: 0\.450 ms vectorized_elementwise_kernel<4, FillFunctor<float>, .* -> "
+                                      r"rmsnorm_fwd<__nv_bfloat16>; launched by \(no cpu op\) in forward_backward, "
+                                      r"queued 0\.22 ms before the gap$",
+                                      r"^  gap 1 other streams: busy 0\.44 ms of it: adamw_kernel 0\.44 ms$",
+                                      r"^  gap 1 host: the host launched it in time; CUDA calls in the gap: none$",
+                                      # the host's gap: the launching thread's ops between its launches
+                                      r"^  gap 2: 0\.200 ms sm90_xmma_gemm_bf16 -> flash_fwd_kernel; launched by "
+                                      r"aten::_flash_attention_forward in forward_backward, launched \+0\.17 ms",
+                                      r"^  gap 2 other streams: idle$",
+                                      r"^  gap 2 host: thread 1, 0\.54 ms since its previous launch: forward_backward "
+                                      r"0\.37 ms \(of its 2\.90\), aten::empty 0\.08 ms \(of its 0\.08\), "
+                                      r"cudaStreamSynchronize 0\.05 ms \(of its 0\.05\), aten::mm 0\.03 ms \(of its "
+                                      r"0\.05\); CUDA calls in the gap: cudaStreamSynchronize 0\.05 ms, cudaLaunchKernel "
+                                      r"0\.01 ms$"])],
+    # The bound table from the summary of that trace: SwiGLU's backward moves 5 x 16384 x 5632 bf16
+    # (1b) or 5 x 4096 x 11008 (7b): 0.3076 or 0.1503 ms at 3 TB/s, against 0.92 ms measured.
+    "gpu/step_ceilings.py": [Run(["{P}", "{S}", "--preset", "1b", "--summary", "{W}/summary.txt", "--copy-tbps", "3"],
+                                 setup=trace_summary_text,
+                                 out=[r"^\| swiglu bwd \| .* \| 1 \| 0\.92 \| 0\.31 \| 0\.92 \| 2\.99 \|$",
+                                      r"^\| rotary \| .* \| 2 \| 0\.29 \| 0\.10 \| 0\.10 \| 1\.05 \|$",
+                                      r"^\| copy_rows \| .* \| 2 \| 0\.27 \| 0\.09 \| 0\.10 \| 1\.12 \|$",
+                                      r"^\| AdamW \| 28 B a parameter x 1\.656 B parameters \| 1 \| 46\.37 \| 15\.46 \| "
+                                      r"0\.44 \| 0\.03 \|$",
+                                      r"^- not bounded here .*: 0\.07 ms a step: vectorized_elementwise_kernel<4, "
+                                      r"FillFunctor<float>, .* 0\.05 ms \(n=1\); Memcpy HtoD 0\.02 ms \(n=1\)$"]),
+                             Run(["{P}", "{S}", "--preset", "7b", "--summary", "{W}/summary.txt", "--copy-tbps", "3",
+                                  "--step-s", "0.004"],
+                                 out=[r"^\| swiglu bwd \| .* \| 1 \| 0\.45 \| 0\.15 \| 0\.92 \| 6\.12 \|$",
+                                      r"^- everything else: 3\.5 ms a step \(the unprofiled step's wall time 4\.0 - "
+                                      r"GEMM 0\.3 - attention 0\.2\)$"])],
 }
 # Helpers another script runs: their recipe is that script's.
 COVERED_BY = {"train_bench.py": "train_bench.sh"}
