@@ -1,5 +1,6 @@
 #include "loom/dedup/work_file.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include "loom/error.h"
@@ -46,6 +47,7 @@ void WorkWriter::commit() {
 }
 
 WorkReader::WorkReader(const std::string& path, WorkKind kind, uint32_t record_bytes) : map_(path) {
+  LOOM_ASSERT(record_bytes > 0 && record_bytes % 8 == 0, path, ": records of ", record_bytes, " bytes asked for");
   LOOM_CHECK(map_.size() >= sizeof(WorkHeader), path, ": ", map_.size(), " bytes, shorter than the ",
              sizeof(WorkHeader), "-byte header of a loom-dedup work file");
   std::memcpy(&header_, map_.data(), sizeof header_);
@@ -56,9 +58,21 @@ WorkReader::WorkReader(const std::string& path, WorkKind kind, uint32_t record_b
              static_cast<uint32_t>(kind), " (", work_kind_name(kind), ")");
   LOOM_CHECK(header_.record_bytes == record_bytes, path, ": records of ", header_.record_bytes,
              " bytes, expected ", record_bytes, " (made with other settings?)");
+  if (kind == WorkKind::kSignatures) {
+    const uint32_t hashes = record_bytes / 8 - 3;
+    LOOM_CHECK(record_bytes >= 32 && header_.aux == hashes, path, ": ", header_.aux,
+               " hashes a signature (aux), but records of ", record_bytes, " bytes hold ", hashes);
+  }
+  const uint8_t zero[sizeof header_.reserved] = {};
+  LOOM_CHECK(std::memcmp(header_.reserved, zero, sizeof zero) == 0, path, ": reserved header bytes ",
+             offsetof(WorkHeader, reserved), "-", sizeof(WorkHeader) - 1, " are not zero (written by a newer loom-dedup?)");
+  // Compared as a count, not as a size: num_records x record_bytes may wrap past 2^64.
+  const uint64_t fit = (map_.size() - sizeof(WorkHeader)) / record_bytes;
+  LOOM_CHECK(header_.num_records <= fit, path, ": ", header_.num_records, " records of ", record_bytes,
+             " bytes, more than the ", map_.size(), "-byte file holds (truncated?)");
   const uint64_t want = sizeof(WorkHeader) + header_.num_records * uint64_t{record_bytes};
-  LOOM_CHECK(header_.num_records <= map_.size() / record_bytes && map_.size() == want, path, ": ", map_.size(),
-             " bytes, expected ", want, " for ", header_.num_records, " records (truncated?)");
+  LOOM_CHECK(map_.size() == want, path, ": ", map_.size(), " bytes, expected ", want, " for ", header_.num_records,
+             " records of ", record_bytes, " bytes (trailing bytes?)");
 }
 
 void WorkReader::verify() const {

@@ -8,7 +8,7 @@
 //    12    4 kind            u32: 1 signatures, 2 band keys, 3 edges, 4 contamination, 5 removals
 //    16    4 record_bytes    u32, the size of one record
 //    20    4 aux             u32, kind-specific: the number of hashes H (signatures), the band (band
-//                            keys), 0 otherwise
+//                            keys, edges; `bands` is the exact band), 0 otherwise
 //    24    8 num_records     u64
 //    32    8 params_xxh64    u64, XXH64 of what the file was made from (the settings that change it
 //                            and the checksums of the files it was computed from); a stage whose
@@ -17,14 +17,17 @@
 //    40    8 records_xxh64   u64, XXH64 (seed 0) of the records' bytes
 //    48   16 reserved        zero
 //
-// Records, by kind (u64 each; "doc" is a document id: source << 40 | index in the source, where
-// the sources are the reference sets, then the inputs, in command-line order):
+// Records, by kind (u64 fields, the removals' last two f64; "doc" is a document id: source << 40 |
+// index in the source, where the sources are the reference sets, then the inputs, in command-line
+// order):
 //   1 signatures     length, exact_h0, exact_h1, sig[0..H): one per document of one source, in order
 //   2 band keys      key, doc: one per document with a shingle (every document for the exact band),
 //                    sorted by key then doc
 //   3 edges          a, b with a < b: a candidate pair, sorted, unique
 //   4 contamination  doc, eval item, token position of the first shared n-gram: sorted by doc
-//   5 removals       doc, kept doc (or kNoDoc), reason (1 exact, 2 near, 3 contaminated): sorted
+//   5 removals       doc, matched doc (or kNoDoc), reason (1 exact, 2 near, 3 contaminated, 4
+//                    contaminated and only reported), eval item, position, length, estimate (f64),
+//                    Jaccard (f64, NaN: not computed): sorted by doc
 //
 // A numpy reader: np.fromfile(path, dtype='<u8', offset=64).reshape(num_records, record_bytes // 8).
 #pragma once
@@ -80,8 +83,11 @@ class WorkWriter {
   Xxh64 hash_;
 };
 
-// A memory-mapped work file. The constructor checks the magic, version, kind, record size and the
-// file size against num_records; verify() also the records' checksum (one pass).
+// A memory-mapped work file (outside bytes: the work folder may be shared). The constructor checks
+// the magic, version, kind, record size (a signatures file's also against its H), that the reserved
+// bytes are zero and that num_records fits the file exactly (compared as a count: num_records x
+// record_bytes may wrap); verify() also the records' checksum (one pass). record_bytes: a
+// positive multiple of 8.
 class WorkReader {
  public:
   WorkReader(const std::string& path, WorkKind kind, uint32_t record_bytes);
