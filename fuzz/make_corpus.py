@@ -128,6 +128,7 @@ def main():
     put("fuzz_megatron_index", "sentences", split2(idx, struct.pack("<9H", *range(1, 10))))
 
     forged_headers()
+    dedup_work_files()
 
     # SentencePiece: the sample model (26 KB; the test models in tests/data are 250 KB and more).
     put("fuzz_spm_model", "spm_2k.model", open(model, "rb").read())
@@ -247,6 +248,60 @@ def forged_headers():
         return b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, s, d) + struct.pack("<i q 2q", 2, 0, 0, 1)
     put("fuzz_megatron_index", "forged_sequences_wrap", split2(idx(1 << 62, 2), struct.pack("<2H", 1, 2)))
     put("fuzz_megatron_index", "forged_documents_wrap", split2(idx(1, 1 << 61), struct.pack("<2H", 1, 2)))
+
+
+def dedup_work_files():
+    """loom-dedup's work files (dedup/include/loom/dedup/work_file.h): an option byte (bit 0: the
+    target recomputes the records checksum), then the file. Valid small files of every kind, then
+    forged headers: counts whose bytes wrap past 2^64, record sizes and kinds that disagree, cut or
+    padded files, a bad magic, version or checksum, reserved bytes set (tests/dedup/work_file_test.cpp
+    has one test per case)."""
+    import xxhash
+    target = "fuzz_dedup_work_file"
+
+    def work(kind, record_bytes, aux, records, n=None, magic=b"LOOMDDP\0", version=1, reserved=b"", checksum=None):
+        body = b"".join(r if isinstance(r, bytes) else struct.pack("<%dQ" % len(r), *r) for r in records)
+        count = len(records) if n is None else n
+        cs = xxhash.xxh64(body).intdigest() if checksum is None else checksum
+        head = magic + struct.pack("<IIIIQQQ", version, kind, record_bytes, aux, count, 0x1234, cs)
+        return head + reserved + b"\0" * (16 - len(reserved)) + body
+
+    def put_work(name, data, fix=False):
+        put(target, name, bytes([1 if fix else 0]) + data)
+
+    sig2 = [(5, 11, 12, 7, 9), (0, 13, 14, 2**64 - 1, 2**64 - 1), (8, 11, 12, 7, 9)]
+    put_work("signatures_h2", work(1, 40, 2, sig2))
+    sig112 = [tuple([9, 1, 2] + [(i * 2654435761) % (1 << 61) for i in range(112)]),
+              tuple([9, 3, 4] + [(i * 40503) % (1 << 61) for i in range(112)])]
+    put_work("signatures_h112", work(1, 920, 112, sig112))
+    doc = lambda s, i: s << 40 | i
+    put_work("band_keys", work(2, 16, 3, [(7, doc(0, 0)), (7, doc(1, 2)), (9, doc(0, 1)), (2**63, doc(1, 0))]))
+    put_work("band_exact", work(2, 16, 14, [(11, doc(0, 0)), (11, doc(0, 2))]))
+    put_work("edges", work(3, 16, 3, [(doc(0, 0), doc(1, 2)), (doc(0, 1), doc(0, 5))]))
+    put_work("edges_empty", work(3, 16, 0, []))
+    put_work("contamination", work(4, 24, 0, [(doc(1, 0), 0, 17), (doc(1, 3), 2, 0)]))
+    removal = lambda d, m, reason, est, jac: struct.pack("<6Q2d", d, m, reason, 0, 0, 0, est, jac)
+    put_work("removals", work(5, 64, 0, [removal(doc(1, 2), doc(0, 0), 2, 0.875, float("nan")),
+                                         removal(doc(1, 4), 2**64 - 1, 3, 0.0, 0.0)]))
+
+    edges = [(1, 2), (3, 4)]
+    wrap = (1 << 60) + 2  # x 16 bytes = 2^64 + 32: two records "fit"
+    put_work("forged_num_records_wrap", work(3, 16, 0, edges, n=wrap), True)
+    put_work("forged_num_records_max", work(3, 16, 0, edges, n=2**64 - 1), True)
+    put_work("forged_num_records_past_end", work(3, 16, 0, edges, n=3), True)
+    put_work("forged_record_bytes_24", work(3, 24, 0, [(1, 2, 3)]), True)
+    put_work("forged_record_bytes_0", work(3, 0, 0, edges), True)
+    put_work("forged_signatures_aux_huge", work(1, 32, 2**32 - 1, [(1, 2, 3, 4)]), True)
+    put_work("forged_signatures_aux_mismatch", work(1, 40, 3, [(1, 2, 3, 4, 5)]), True)
+    full = work(3, 16, 0, edges)
+    put_work("forged_truncated", full[:-8])
+    put_work("forged_trailing", full + b"\0" * 16)
+    put_work("forged_header_only_cut", full[:40])
+    put_work("forged_magic", work(3, 16, 0, edges, magic=b"LOOMDDQ\0"))
+    put_work("forged_version", work(3, 16, 0, edges, version=2))
+    put_work("forged_kind", work(9, 16, 0, edges))
+    put_work("forged_checksum", work(3, 16, 0, edges, checksum=1))
+    put_work("forged_reserved", work(3, 16, 0, edges, reserved=b"\1"))
 
 
 if __name__ == "__main__":
