@@ -35,8 +35,10 @@ usage: step_ceilings.py --preset 1b|7b [--micro-bsz N] [--seq-len T] [--summary 
                         [--copy-tbps TB/s]
 """
 import argparse
+import os
 import re
 import statistics
+import sys
 
 PRESETS = {  # hidden C, layers L, heads H (kv heads = H), head dim D, vocab V, mlp_ratio as loom's default
     "1b": dict(C=2048, L=24, H=16),
@@ -188,11 +190,11 @@ def bound_families(s):
         ("final norm fwd (fp32)", r"rmsnorm_fwd<float>", "x read, y written: 2 [T, C] fp32", 2 * T * C * FP32, "call"),
         ("final norm bwd (fp32)", r"rmsnorm_bwd<float>", "dy, x read, dx written: 3 [T, C] fp32", 3 * T * C * FP32,
          "call"),
-        ("swiglu fwd", r"swiglu_fwd", "gate, up read; y written: 3 [T, F]", 3 * T * F * BF16, "call"),
-        ("swiglu bwd", r"swiglu_bwd", "dy, gate, up read; d(gate), d(up) written: 5 [T, F]", 5 * T * F * BF16, "call"),
-        ("rotary", r"rotary_kernel", "q or k (or its gradient) read and written: 2 [T, H, D]; cos, sin [T, D/2] fp32",
+        ("swiglu fwd", r"swiglu_fwd_vec8|swiglu_fwd<__nv_bfloat16>", "gate, up read; y written: 3 [T, F]", 3 * T * F * BF16, "call"),
+        ("swiglu bwd", r"swiglu_bwd_vec8|swiglu_bwd<__nv_bfloat16>", "dy, gate, up read; d(gate), d(up) written: 5 [T, F]", 5 * T * F * BF16, "call"),
+        ("rotary", r"rotary_kernel_vec8|rotary_kernel<__nv_bfloat16>", "q or k (or its gradient) read and written: 2 [T, H, D]; cos, sin [T, D/2] fp32",
          2 * T * H * D * BF16 + 2 * T * (D // 2) * FP32, "call"),
-        ("copy_rows", r"copy_rows_kernel", "v (or its gradient) read and written: 2 [T, K, D]", 2 * T * K * D * BF16,
+        ("copy_rows", r"copy_rows_kernel<\w+, __nv_bfloat16>", "v (or its gradient) read and written: 2 [T, K, D]", 2 * T * K * D * BF16,
          "call"),
         ("cuDNN attention bwd: rowsum(dO O)", r"compute_dot_do_o", "dO, O read: 2 [T, H, D]", 2 * T * H * D * BF16,
          "call"),
@@ -202,7 +204,8 @@ def bound_families(s):
          "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer", L * T * ((H + 2 * K) * D + C) * BF16, "step"),
         ("cross_entropy", r"cross_entropy_kernel", "logits [T, V] read, their gradient written in place",
          2 * T * V * BF16, "step"),
-        ("AdamW", r"adamw_kernel", f"{ADAMW_BYTES} B a parameter x {s.params / 1e9:.3f} B parameters",
+        ("AdamW", r"adamw_kernel", "fp32 weight, m, v read and written, bf16 gradient read, bf16 weight written: "
+         f"{ADAMW_BYTES} B a parameter x {s.params / 1e9:.3f} B parameters",
          ADAMW_BYTES * s.params, "step"),
         ("gradient norm", r"::partial_kernel\(", f"bf16 gradients read: {BF16} B a parameter", BF16 * s.params, "step"),
     ]
@@ -214,7 +217,9 @@ def summary_text(path):
     (ms) and the busiest stream's idle ms a step (None when absent)."""
     kernels, windows, idle, section = [], [], None, ""
     top = re.compile(r"^\s+([\d.]+) ms\s+[\d.]+% n=\s*(\d+) avg\s+[\d.]+ us \[(\w+)\] (.*)$")
-    for line in open(path, errors="replace"):
+    with open(path, errors="replace") as f:
+        lines = f.readlines()
+    for line in lines:
         if line.startswith("=="):
             section = line
         m = top.match(line)
@@ -230,7 +235,7 @@ def summary_text(path):
 
 
 def bare(name, n=60):
-    """A kernel's name from the summary without "void", namespaces and parameters, cut to n."""
+    """A kernel's name from the summary without "void" and namespaces, cut to n."""
     s = re.sub(r"\b[A-Za-z_]\w*::", "", name.replace("(anonymous namespace)::", ""))
     s = re.sub(r"^void ", "", s)
     return s if len(s) <= n else s[: n - 3] + "..."
@@ -238,8 +243,12 @@ def bare(name, n=60):
 
 def bound_table(shape, path, bw, step_s):
     """The bandwidth-bound kernels of the summary at path against bytes / bw, and what the step's
-    "everything else" would be with each at its bound."""
+    "everything else" would be with each at its bound. False when the summary lists no kernels."""
     kernels, parts, windows, idle = summary_text(path)
+    if not kernels:
+        print(f"{path}: no lines of trace_summary.py's top kernels (expected '  MS ms PCT% n= N avg US us "
+              f"[CATEGORY] NAME' under '== top'): no bound table", file=sys.stderr)
+        return False
     fams = bound_families(shape)
     got = {f[0]: [0.0, 0] for f in fams}
     unbounded = []
@@ -284,6 +293,7 @@ def bound_table(shape, path, bw, step_s):
           f"one, which idles " + (f"{idle:.2f} ms a step)" if idle is not None else "- ms: not in the summary)"))
     print(f"- with every kernel above at its bound (or as measured where faster), everything else would take "
           f"{rest - loom_ms + at_bound:.1f} ms ({loom_ms - at_bound:.1f} ms less)")
+    return True
 
 
 def gpu_ceilings(a, shape):
@@ -330,10 +340,14 @@ def main():
     if a.copy_tbps is not None:
         if not a.summary or a.copy_tbps <= 0:
             ap.error("--copy-tbps needs --summary and a bandwidth > 0")
+        if not os.path.isfile(a.summary):
+            ap.error(f"--summary {a.summary}: no such file")
         print(f"### Bandwidth-bound kernels of a {a.preset} step (copy bandwidth given: {a.copy_tbps} TB/s)\n")
         print(f"{shape.line()}.")
-        bound_table(shape, a.summary, a.copy_tbps * 1e12, a.step_s)
-        return
+        return 0 if bound_table(shape, a.summary, a.copy_tbps * 1e12, a.step_s) else 1
+    if a.summary and not os.path.isfile(a.summary):  # the ceilings are still worth measuring
+        print(f"--summary {a.summary}: no such file; loom's side left out", file=sys.stderr)
+        a.summary = None
     gemm_s, attn, bw = gpu_ceilings(a, shape)
     layers, c, tok = shape.L, shape.C, shape.T
     n_params = shape.matmul_params
@@ -366,9 +380,10 @@ def main():
             print(f"- {goal:.0%} MFU needs a step of {model_flops / (goal * PEAK) * 1e3:.1f} ms: with GEMM and attention "
                   f"at their ceilings, {budget * 1e3:.1f} ms for everything else (now {rest * 1e3:.1f})")
 
-    if a.summary:
-        bound_table(shape, a.summary, bw, a.step_s)
+    if a.summary and not bound_table(shape, a.summary, bw, a.step_s):
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

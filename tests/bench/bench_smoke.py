@@ -199,7 +199,7 @@ RECIPES = {
                                  out=[r"^\| swiglu bwd \| .* \| 1 \| 0\.92 \| 0\.31 \| 0\.92 \| 2\.99 \|$",
                                       r"^\| rotary \| .* \| 2 \| 0\.29 \| 0\.10 \| 0\.10 \| 1\.05 \|$",
                                       r"^\| copy_rows \| .* \| 2 \| 0\.27 \| 0\.09 \| 0\.10 \| 1\.12 \|$",
-                                      r"^\| AdamW \| 28 B a parameter x 1\.656 B parameters \| 1 \| 46\.37 \| 15\.46 \| "
+                                      r"^\| AdamW \| .*: 28 B a parameter x 1\.656 B parameters \| 1 \| 46\.37 \| 15\.46 \| "
                                       r"0\.44 \| 0\.03 \|$",
                                       r"^- not bounded here .*: 0\.07 ms a step: vectorized_elementwise_kernel<4, "
                                       r"FillFunctor<float>, .* 0\.05 ms \(n=1\); Memcpy HtoD 0\.02 ms \(n=1\)$"]),
