@@ -1,0 +1,186 @@
+// linear_grad_bf16 (kernels.h): dw = dy^T x and db = the column sums of dy in one cuBLASLt GEMM
+// whose epilogue makes the bias gradient (CUBLASLT_EPILOGUE_BGRADB).
+//
+// cuBLASLt is column-major. The row-major x [N, in] is the column-major [in, N] (ld in), dy
+// [N, out] the column-major [out, N] (ld out), dw [out, in] the column-major [in, out] (ld in).
+// So D [in, out] = A [in, N] * op(B), with A = x (not transposed) and op(B) = B^T [N, out], B = dy:
+// m = in, n = out, k = N, and D(i, o) = sum_n x[n][i] dy[n][o] = dw[o][i]. BGRADB sums op(B) over
+// the GEMM's k: db[o] = sum_n dy[n][o], one value per column of D (the layout cuBLASLt's users,
+// TransformerEngine and apex, give their weight-gradient GEMM with a bias).
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kernels.h"
+
+namespace loom::cuda {
+namespace {
+
+// A cuBLASLt object destroyed with its owner.
+template <typename T, cublasStatus_t (*Destroy)(T)>
+class Owned {
+ public:
+  Owned() = default;
+  ~Owned() {
+    if (h_ != nullptr) Destroy(h_);
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  T* out() { return &h_; }
+  T get() const { return h_; }
+
+ private:
+  T h_ = nullptr;
+};
+using Handle = Owned<cublasLtHandle_t, cublasLtDestroy>;
+using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+
+// The first failing call of a sequence chained with &&: `s.ok(call(...), "call") && ...`.
+// CUBLAS_STATUS_NOT_SUPPORTED means no kernel for the case (the caller computes another way);
+// any other failure is an error, with its text in a per-thread buffer that lives until the
+// thread's next failure (the caller reports it at once).
+class Steps {
+ public:
+  bool ok(cublasStatus_t s, const char* call) {
+    if (s == CUBLAS_STATUS_SUCCESS) return true;
+    status_ = s;
+    call_ = call;
+    return false;
+  }
+  bool ok(cudaError_t e, const char* call) {
+    if (e == cudaSuccess) return true;
+    cuda_ = e;
+    call_ = call;
+    return false;
+  }
+  LinearGradResult result() const {
+    static thread_local std::string message;
+    if (cuda_ != cudaSuccess) {
+      message = std::string(call_) + ": " + cudaGetErrorString(cuda_);
+      return {LinearGradStatus::kFailed, message.c_str()};
+    }
+    if (status_ == CUBLAS_STATUS_SUCCESS) return {LinearGradStatus::kDone, nullptr};
+    if (status_ == CUBLAS_STATUS_NOT_SUPPORTED) return {LinearGradStatus::kUnsupported, nullptr};
+    message = std::string("cuBLASLt ") + call_ + ": " + cublasLtGetStatusName(status_) + " (" +
+              cublasLtGetStatusString(status_) + ")";
+    return {LinearGradStatus::kFailed, message.c_str()};
+  }
+
+ private:
+  cublasStatus_t status_ = CUBLAS_STATUS_SUCCESS;
+  cudaError_t cuda_ = cudaSuccess;
+  const char* call_ = "";
+};
+
+// One cuBLASLt handle per device, created on the device's first call and kept for the process:
+// a handle belongs to the device current at its creation, and holds no stream or workspace, so
+// the threads and streams of one device share it.
+bool device_handle(Steps& s, cublasLtHandle_t* out) {
+  int device = 0;
+  if (!s.ok(cudaGetDevice(&device), "cudaGetDevice")) return false;
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<Handle>> handles;
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Handle>& h = handles[device];
+  if (h == nullptr) {
+    auto created = std::make_unique<Handle>();
+    if (!s.ok(cublasLtCreate(created->out()), "cublasLtCreate")) return false;
+    h = std::move(created);
+  }
+  *out = h->get();
+  return true;
+}
+
+// The largest power of two up to 256 that divides the address: cuBLASLt's heuristic assumes 256
+// unless told, and would pick kernels that need more than the buffers have.
+uint32_t alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t n = 1;
+  while (n < 256 && a % (2 * n) == 0) n *= 2;
+  return n;
+}
+
+template <typename V>
+bool set(Steps& s, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& value) {
+  return s.ok(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)), "cublasLtMatmulDescSetAttribute");
+}
+template <typename V>
+bool set(Steps& s, cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const V& value) {
+  return s.ok(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value)),
+              "cublasLtMatmulPreferenceSetAttribute");
+}
+
+// The operation: bf16 A, B and D, fp32 accumulation and scale, op(A) = A, op(B) = B^T, and the
+// bias gradient of op(B) into db (bf16: cuBLASLt writes the bias gradient in D's type).
+bool describe(Steps& s, MatmulDesc& desc, void* db) {
+  const cublasOperation_t no = CUBLAS_OP_N, yes = CUBLAS_OP_T;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
+  const cudaDataType_t bias_type = CUDA_R_16BF;
+  return s.ok(cublasLtMatmulDescCreate(desc.out(), CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate") &&
+         set(s, desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, no) && set(s, desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, yes) &&
+         set(s, desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue) &&
+         set(s, desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, db) &&
+         set(s, desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+}
+
+// What the heuristic may choose: kernels that fit the workspace and the buffers' alignments, and
+// no split-K that adds its parts up in bf16 (in place or in the workspace): fp32 throughout, one
+// rounding per output.
+bool prefer(Steps& s, Preference& pref, const void* dy, const void* x, const void* dw, size_t workspace_bytes) {
+  const uint64_t bytes = workspace_bytes;
+  const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  return s.ok(cublasLtMatmulPreferenceCreate(pref.out()), "cublasLtMatmulPreferenceCreate") &&
+         set(s, pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, bytes) &&
+         set(s, pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, schemes) &&
+         set(s, pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(x)) &&
+         set(s, pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(dy)) &&
+         set(s, pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(dw)) &&
+         set(s, pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(dw));
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+LinearGradResult linear_grad_bf16(const void* dy, const void* x, int64_t N, int64_t in, int64_t out, void* dw,
+                                  void* db, void* workspace, size_t workspace_bytes, void* stream) {
+  // loom's own conditions: the tensor-core kernels' 16-byte rows and buffers (tested shapes only).
+  if (N <= 0 || in <= 0 || out <= 0 || in % 8 != 0 || out % 8 != 0 || !aligned16(dy) || !aligned16(x) ||
+      !aligned16(dw) || !aligned16(db) || (workspace_bytes > 0 && !aligned16(workspace))) {
+    return {LinearGradStatus::kUnsupported, nullptr};
+  }
+  Steps s;
+  cublasLtHandle_t handle = nullptr;
+  MatmulDesc desc;
+  Layout a, b, d;
+  Preference pref;
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  const uint64_t rows_n = static_cast<uint64_t>(N), rows_in = static_cast<uint64_t>(in),
+                 rows_out = static_cast<uint64_t>(out);
+  const bool ready =
+      device_handle(s, &handle) && describe(s, desc, db) &&
+      s.ok(cublasLtMatrixLayoutCreate(a.out(), CUDA_R_16BF, rows_in, rows_n, in), "cublasLtMatrixLayoutCreate") &&
+      s.ok(cublasLtMatrixLayoutCreate(b.out(), CUDA_R_16BF, rows_out, rows_n, out), "cublasLtMatrixLayoutCreate") &&
+      s.ok(cublasLtMatrixLayoutCreate(d.out(), CUDA_R_16BF, rows_in, rows_out, in), "cublasLtMatrixLayoutCreate") &&
+      prefer(s, pref, dy, x, dw, workspace_bytes) &&
+      s.ok(cublasLtMatmulAlgoGetHeuristic(handle, desc.get(), a.get(), b.get(), d.get(), d.get(), pref.get(), 1,
+                                          &heuristic, &found),
+           "cublasLtMatmulAlgoGetHeuristic");
+  if (!ready) return s.result();
+  if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS) return {LinearGradStatus::kUnsupported, nullptr};
+  const float alpha = 1.0f, beta = 0.0f;  // beta 0: D is overwritten, C (= D) not read
+  s.ok(cublasLtMatmul(handle, desc.get(), &alpha, x, a.get(), dy, b.get(), &beta, dw, d.get(), dw, d.get(),
+                      &heuristic.algo, workspace, workspace_bytes, static_cast<cudaStream_t>(stream)),
+       "cublasLtMatmul");
+  return s.result();
+}
+
+}  // namespace loom::cuda
