@@ -38,7 +38,7 @@ void remove_stale_runs(const std::string& prefix) {
     size_t at = decimal_end(name, run.size(), UINT64_MAX, &n);
     if (at == std::string::npos || name.compare(at, tmp.size(), tmp) != 0) continue;
     at = decimal_end(name, at + tmp.size(), INT_MAX, &pid);
-    if (at != name.size() || sys::process_alive(static_cast<long>(pid))) continue;
+    if (at != name.size() || pid == 0 || sys::process_alive(static_cast<long>(pid))) continue;
     const std::string path = dir.empty() ? name : dir + "/" + name;
     if (!sys::is_symlink(path) && !sys::is_directory(path)) sys::remove_file(path);
   }

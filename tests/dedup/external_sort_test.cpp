@@ -46,12 +46,14 @@ TEST_CASE("pairs beyond the memory budget are spilled in runs and merged in orde
 }
 
 namespace {
-// The bytes of a sort of `n` pairs (unique) under the smallest budget, into prefix.
-std::string sorted_bytes(const std::string& prefix, int n) {
+// The bytes of a sort of `n` pairs (unique) under the smallest budget, into prefix; *runs: how many
+// runs it spilled.
+std::string sorted_bytes(const std::string& prefix, int n, uint64_t* runs) {
   std::mt19937_64 rng(11);
   PairSorter sorter(prefix, 1, true);
   for (int i = 0; i < n; ++i) sorter.add(rng() % 5000, rng() % 3);
   WorkWriter out(prefix, WorkKind::kEdges, sizeof(Pair), 0, 42);
+  *runs = sorter.runs() + 1;  // finish() spills the rest
   sorter.finish(out);
   out.commit();
   return test::read_all(prefix);
@@ -79,15 +81,18 @@ TEST_CASE("a rerun removes every run file a killed sort left, whatever its numbe
       run_file(prefix, "3", host, ::getppid()),   run_file(prefix, "3", "other-host", dead),
       run_file(dir / "other.pairs", "0", host, dead), run_file(prefix, "07", host, dead),
       run_file(prefix, "", host, dead),           run_file(prefix, "5", host, dead) + ".bak",
-      str(prefix, ".runs.tmp.", host, ".", dead), str(prefix, ".run6.tmp.", host, ".x", dead)};
+      str(prefix, ".runs.tmp.", host, ".", dead), str(prefix, ".run6.tmp.", host, ".x", dead),
+      run_file(prefix, "8", host, 0)};
   for (const auto& f : keep) test::write_all(f, "keep");
   test::write_all(dir / "target", "target");
   const std::string link = run_file(prefix, "9", host, dead);
   REQUIRE(::symlink((dir / "target").c_str(), link.c_str()) == 0);
 
   test::TempDir clean("dedup_sort_clean");
-  const std::string want = sorted_bytes(clean / "out.pairs", 5000);
-  CHECK(sorted_bytes(prefix, 5000) == want);  // spills runs 0-4 (1,024 pairs a run)
+  uint64_t runs = 0;
+  const std::string want = sorted_bytes(clean / "out.pairs", 5000, &runs);
+  CHECK(sorted_bytes(prefix, 5000, &runs) == want);
+  CHECK(runs == 5);  // runs 0-4, of 1,024 pairs
   for (const auto& f : stale) CHECK_FALSE(sys::lexists(f));
   for (const auto& f : keep) CHECK(test::read_all(f) == "keep");
   CHECK(sys::is_symlink(link));
