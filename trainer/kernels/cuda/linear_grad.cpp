@@ -118,16 +118,15 @@ bool set(Steps& s, cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttribu
 }
 
 // The operation: bf16 A, B and D, fp32 accumulation and scale, op(A) = A, op(B) = B^T, and the
-// bias gradient of op(B) into db (bf16: cuBLASLt writes the bias gradient in D's type).
+// bias gradient of op(B) into db, in D's type (bf16; cuBLASLt's default bias type, left unset as
+// TransformerEngine and apex leave it for 16-bit GEMMs).
 bool describe(Steps& s, MatmulDesc& desc, void* db) {
   const cublasOperation_t no = CUBLAS_OP_N, yes = CUBLAS_OP_T;
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
-  const cudaDataType_t bias_type = CUDA_R_16BF;
   return s.ok(cublasLtMatmulDescCreate(desc.out(), CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate") &&
          set(s, desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, no) && set(s, desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, yes) &&
          set(s, desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue) &&
-         set(s, desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, db) &&
-         set(s, desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+         set(s, desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, db);
 }
 
 // What the heuristic may choose: kernels that fit the workspace and the buffers' alignments, and
