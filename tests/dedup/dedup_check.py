@@ -11,6 +11,7 @@ Every test script takes: SOURCE_DIR LOOM_DEDUP LOOM_TOKENIZE TMP_PARENT.
 import json
 import math
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -249,3 +250,90 @@ def check_curve(env, what, sims, found, min_pairs=1):
         wrong = compare_with_curve(sims, found, rows, bands, quiet=True, min_pairs=min_pairs)
         print(f"  against rows {rows}, bands {bands}: {len(wrong)} bucket(s) outside")
         env.check(bool(wrong), f"{what}: the counts also fit rows {rows}, bands {bands}: too few pairs to tell")
+
+
+# ---- planted near copies ----
+
+def edit_copy(rng, doc, kind, target, pool):
+    """A copy of doc by token substitutions, insertions or deletions at random inner positions (bos
+    and eos stay), as many as take the 5-gram Jaccard of a document of m n-grams to about target when
+    no two edits share an n-gram: k substitutions give (m - 5k) / (m + 5k), k insertions
+    (m - 4k) / (m + 5k), k deletions (m - 5k) / (m + 4k). Edits that land close together give a
+    higher Jaccard; the test measures every pair's exactly anyway."""
+    d = list(map(int, doc))
+    m = len(d) - NGRAM + 1
+    k = max(1, round(m * (1 - target) / {"sub": 5 * (1 + target), "ins": 4 + 5 * target, "del": 5 + 4 * target}[kind]))
+    k = min(k, len(d) - 2)
+    positions = sorted(rng.sample(range(1, len(d) - 1), k), reverse=True)
+    for j in positions:
+        if kind == "sub":
+            d[j] = pool[rng.randrange(len(pool))]
+        elif kind == "ins":
+            d.insert(j, pool[rng.randrange(len(pool))])
+        else:
+            del d[j]
+    return d
+
+
+def reordered(rng, lines):
+    """lines with k of them (2 to all) shuffled among their own positions, never the same order."""
+    k = rng.randint(2, len(lines))
+    at = sorted(rng.sample(range(len(lines)), k))
+    moved = at[:]
+    while moved == at:
+        rng.shuffle(moved)
+    out = lines[:]
+    for dst, src in zip(at, moved):
+        out[dst] = lines[src]
+    return out
+
+
+class Planted:
+    """Originals (real text) and one near copy of each, in two shards: in/orig.bin (the originals) and
+    in/copies.bin (the copies, shuffled). Copies are of four kinds: token substitutions, insertions,
+    deletions (wagahaiwa's paragraphs and botchan's lines in fours) and reordered lines (botchan's
+    lines in eights, tokenized after the reordering), each at a target Jaccard drawn uniformly from
+    [0.42, 1). Originals that share more than a tenth of their n-grams with another original are left
+    out, so that no copy can join its original's cluster through a third document."""
+
+    def __init__(self, env, seed, max_edit=900):
+        rng = random.Random(seed)
+        bot, wag = text_lines(env, "botchan.txt"), text_lines(env, "wagahaiwa_nekodearu.txt")
+        half = len(bot) // 2
+        groups = [bot[i:i + 8] for i in range(0, half - 7, 8)]
+        texts = ["\n".join(g) for g in groups] + ["\n".join(reordered(rng, g)) for g in groups]
+        texts += ["\n".join(bot[i:i + 4]) for i in range(half, len(bot) - 3, 4)] + wag
+        self.head, docs = tokenize(env, texts, "planted")
+        n = len(groups)
+        originals = [(docs[i], docs[n + i], "reorder") for i in range(n)]
+        edit = [d for d in docs[2 * n:] if 40 <= len(d) <= 600]
+        rng.shuffle(edit)
+        pool = [int(t) for d in edit for t in d[1:-1]]
+        kinds = ("sub", "ins", "del")
+        originals += [(d, None, kinds[i % 3]) for i, d in enumerate(edit[:max_edit])]
+        sets = shingle_ids([o[0] for o in originals])
+        i, j, sims = all_pairs(sets)
+        close = set(j[sims > 0.1].tolist())  # the later of each close pair goes
+        self.orig, self.copies, self.kind = [], [], []
+        for k, (d, copy, kind) in enumerate(originals):
+            if k in close:
+                continue
+            self.orig.append(d)
+            self.copies.append(copy if copy is not None else edit_copy(rng, d, kind, rng.uniform(0.42, 1.0), pool))
+            self.kind.append(kind)
+        self.order = list(range(len(self.orig)))  # copies.bin holds copy order[i] at index i
+        rng.shuffle(self.order)
+        self.paths = [env.path("in/orig.bin"), env.path("in/copies.bin")]
+        write_shard(self.paths[0], self.orig, self.head)
+        write_shard(self.paths[1], [self.copies[k] for k in self.order], self.head)
+        self.corpus = Corpus()
+        self.corpus.add(self.paths[0], self.orig)
+        self.corpus.add(self.paths[1], [self.copies[k] for k in self.order])
+        # global numbers of each original and its copy, and their exact Jaccard
+        self.o = np.arange(len(self.orig))
+        self.c = len(self.orig) + np.argsort(self.order)
+        sets = shingle_ids(self.corpus.docs)
+        self.sets = sets
+        self.sims = np.array([jaccard(sets[a], sets[b]) for a, b in zip(self.o, self.c)])
+        print(f"{len(self.orig)} originals with one copy each ({len(originals) - len(self.orig)} left out as close "
+              f"to another), kinds {dict((k, self.kind.count(k)) for k in ('sub', 'ins', 'del', 'reorder'))}")
