@@ -36,6 +36,28 @@
 # best run with `kind = wsd` under [lr_scheduler] in CONFIG: it holds the base lr until its last
 # decay_ratio of steps, so extending it before the decay changes no lr already taken or next.
 # SEQ_LEN is recorded in OUT/seq_len, so changing it repacks (and trains on the new packs).
+#
+# DEDUP=1 (default off: the rules above, unchanged) puts loom-dedup (docs/DEDUP.md) between tokenize
+# and split: exact and near duplicates, and with DEDUP_EVAL documents overlapping evaluation texts,
+# are removed before anything is split, packed or trained on.
+#   make -f scripts/pipeline.mk DEDUP=1 DEDUP_REFERENCES="old/tokens" DEDUP_EVAL="mmlu.jsonl gsm8k.jsonl" \
+#     DEDUP_FLAGS="--verify=true --keep none" ...
+# DEDUP_REFERENCES: paths given as --reference (shards or folders: matched against, never written),
+# DEDUP_EVAL: files given as --eval, tokenized with MODEL; DEDUP_FLAGS: more loom-dedup options.
+# One loom-dedup runs over every dataset's token shards together, so a copy is found whichever
+# datasets hold it (a web page quoting a code file): the kept copy is the first in dataset order
+# (by name), then input order, and every other is removed, as when all inputs were one dataset.
+# Dedup per dataset would leave those copies twice in every batch that mixes the two. The shards
+# are linked as OUT/dedup/in/DATASET@NAME.bin (loom-dedup names outputs after inputs, and names
+# need differ only within a dataset), its outputs OUT/dedup/out/DATASET@NAME.bin as
+# OUT/dedup/shards/DATASET/NAME.bin, which split reads; report and summary are in OUT/dedup/work.
+# The stamp OUT/dedup/done depends on every token shard, the references' files, the eval files
+# and OUT/dedup/args (the options and inputs, rewritten when they change), so a changed input,
+# reference, eval file or flag reruns loom-dedup (which itself redoes only what changed) and then
+# every split, pack and training; nothing changed, make does not call it. An input whose every
+# document is removed has no output: its split writes nothing (old shards of it removed) and the
+# packs take what exists. DEDUP off after a DEDUP=1 run in the same OUT: the splits are redone
+# from the token shards (its stamps are removed as the Makefile is read).
 # Defaults run the demo's data through the demo model and config.
 BIN          ?= build
 MODEL        ?= data_samples/spm_2k.model
@@ -57,9 +79,21 @@ TRAIN_ARGS   ?=
 ON_RESUME    ?=
 WEIGHTS      ?=
 MIXTURE      ?=
+DEDUP        ?=
+DEDUP_REFERENCES ?=
+DEDUP_EVAL   ?=
+DEDUP_FLAGS  ?=
 
 ifeq ($(strip $(STEPS)),)
 $(error STEPS: $(CONFIG) has no data.total_steps; give STEPS=N)
+endif
+ifneq ($(filter-out 0 1,$(strip $(DEDUP))),)
+$(error DEDUP: 1 (on) or 0 (off), not '$(DEDUP)')
+endif
+ifneq ($(strip $(DEDUP)),1)
+ifneq ($(strip $(DEDUP_REFERENCES) $(DEDUP_EVAL) $(DEDUP_FLAGS)),)
+$(warning DEDUP_REFERENCES, DEDUP_EVAL and DEDUP_FLAGS are used with DEDUP=1 only: no dedup step)
+endif
 endif
 
 # NAME.EXT[.gz|.zst] -> NAME; a shard is complete when its .meta exists (loom renames it last).
@@ -92,6 +126,7 @@ train: $(FINAL)
 # One tokenize job per input, then its shard split by document (deterministic in SEED; split checks
 # the shard's checksums as it reads, and removes a side's old shard when that side is now empty).
 # The stamp is touched only after split succeeded: a failed or killed split is redone.
+ifneq ($(strip $(DEDUP)),1)
 define input_rules
 $(OUT)/tokens/$(call id_of,$(1)).bin.meta: $(1) $(MODEL)
 	$(BIN)/tokenize/loom-tokenize --model $(MODEL) --output-dir $(OUT)/tokens/$(call ds_of,$(1)) --threads $(THREADS) $(1)
@@ -100,6 +135,53 @@ $(OUT)/split/$(call id_of,$(1)).split: $(OUT)/tokens/$(call id_of,$(1)).bin.meta
 	  --output-dir $(OUT)/split/$(call ds_of,$(1)) $(OUT)/tokens/$(call id_of,$(1)).bin
 	touch $$@
 endef
+# Splits of deduplicated shards (DEDUP=1 before, in this OUT) are redone from the token shards.
+$(shell [ ! -e $(OUT)/dedup/done ] || rm -f $(OUT)/dedup/done $(OUT)/split/*/*.split)
+else
+# DEDUP=1: split reads the input's deduplicated shard; without one (every document removed) it
+# removes the input's old split shards (.meta first: it marks a shard complete) and splits nothing.
+define input_rules
+$(OUT)/tokens/$(call id_of,$(1)).bin.meta: $(1) $(MODEL)
+	$(BIN)/tokenize/loom-tokenize --model $(MODEL) --output-dir $(OUT)/tokens/$(call ds_of,$(1)) --threads $(THREADS) $(1)
+$(OUT)/split/$(call id_of,$(1)).split: $(OUT)/dedup/done
+	if [ -e $(OUT)/dedup/shards/$(call id_of,$(1)).bin.meta ]; then \
+	  $(BIN)/packer/loom-pack split --valid-fraction $(VALID_FRACTION) --min-valid-docs $(MIN_VALID_DOCS) \
+	  --seed $(SEED) --output-dir $(OUT)/split/$(call ds_of,$(1)) $(OUT)/dedup/shards/$(call id_of,$(1)).bin; \
+	else for side in train valid; do rm -f $(OUT)/split/$(call ds_of,$(1))/$$$$side/$(call name_of,$(1)).bin.meta \
+	  $(OUT)/split/$(call ds_of,$(1))/$$$$side/$(call name_of,$(1)).bin || exit 1; done; \
+	  echo "$(1): every document removed by loom-dedup ($(OUT)/dedup/work/report.jsonl): nothing to split"; fi
+	touch $$@
+endef
+# The inputs in loom-dedup's order (datasets by name, then INPUTS' order), as DATASET/NAME; its
+# arguments but --threads (which does not change the output), recorded in OUT/dedup/args as the
+# Makefile is read when they changed; the references' files (a folder's, or a shard's and its
+# .meta/.idx) as prerequisites.
+DEDUP_IDS  := $(strip $(foreach d,$(DATASETS),$(foreach f,$(INPUTS),$(if $(filter $(d),$(call ds_of,$(f))),$(call id_of,$(f))))))
+DEDUP_ARGS := $(strip $(foreach r,$(DEDUP_REFERENCES),--reference $(r)) $(foreach e,$(DEDUP_EVAL),--eval $(e)) \
+              $(if $(strip $(DEDUP_EVAL)),--model $(MODEL)) $(DEDUP_FLAGS) \
+              $(foreach i,$(DEDUP_IDS),$(OUT)/dedup/in/$(subst /,@,$(i)).bin))
+DEDUP_REFERENCE_FILES := $(foreach r,$(DEDUP_REFERENCES),$(if $(wildcard $(r)/.),$(shell find $(r) -type f), \
+                           $(wildcard $(r) $(r).meta $(r).bin $(r).bin.meta $(r).idx)))
+$(shell mkdir -p $(OUT)/dedup)
+ifneq ($(file <$(OUT)/dedup/args),$(DEDUP_ARGS))
+$(file >$(OUT)/dedup/args,$(DEDUP_ARGS))
+endif
+
+.PHONY: dedup
+dedup: $(OUT)/dedup/done
+# Links in (relative, so OUT may move), loom-dedup, links out for the outputs that exist; outputs
+# of inputs no longer given are removed. The stamp is touched last: a failed run is redone.
+$(OUT)/dedup/done: $(TOKENS) $(DEDUP_REFERENCE_FILES) $(DEDUP_EVAL) $(OUT)/dedup/args
+	rm -rf $(OUT)/dedup/in $(OUT)/dedup/shards && mkdir -p $(OUT)/dedup/in && for id in $(DEDUP_IDS); do \
+	  f=$(OUT)/dedup/in/$${id%%/*}@$${id#*/}.bin && ln -s ../../tokens/$$id.bin $$f && \
+	  ln -s ../../tokens/$$id.bin.meta $$f.meta || exit 1; done
+	$(BIN)/dedup/loom-dedup --work-dir $(OUT)/dedup/work --output-dir $(OUT)/dedup/out --threads $(THREADS) $(DEDUP_ARGS)
+	for f in $(OUT)/dedup/out/*; do [ -L $(OUT)/dedup/in/$${f##*/} ] || rm -f $$f || exit 1; done; \
+	for id in $(DEDUP_IDS); do f=$${id%%/*}@$${id#*/}.bin; mkdir -p $(OUT)/dedup/shards/$${id%%/*} && \
+	  if [ -e $(OUT)/dedup/out/$$f.meta ]; then ln -s ../../out/$$f $(OUT)/dedup/shards/$$id.bin && \
+	  ln -s ../../out/$$f.meta $(OUT)/dedup/shards/$$id.bin.meta; fi || exit 1; done
+	touch $@
+endif
 $(foreach f,$(INPUTS),$(eval $(call input_rules,$(f))))
 
 # SEQ_LEN, WEIGHTS and MIXTURE as files that change only when their value does (written as the
@@ -107,12 +189,15 @@ $(foreach f,$(INPUTS),$(eval $(call input_rules,$(f))))
 $(shell mkdir -p $(OUT) && [ "$$(cat $(OUT)/seq_len 2>/dev/null)" = "$(SEQ_LEN)" ] || echo $(SEQ_LEN) > $(OUT)/seq_len)
 $(shell [ "$$(cat $(OUT)/mixture 2>/dev/null)" = "$(WEIGHTS) $(MIXTURE)" ] || echo "$(WEIGHTS) $(MIXTURE)" > $(OUT)/mixture)
 
+# (with DEDUP=1, a dataset's documents may also all be removed)
+dedup_why = $(if $(filter 1,$(strip $(DEDUP))), or was removed by loom-dedup ($(OUT)/dedup/work/report.jsonl))
+
 # Each dataset packed apart, train and valid, from the sides its splits wrote. The valid stamp is
 # touched after its packs are written, or after the old ones are removed when there is nothing to pack.
 define dataset_rules
 $(OUT)/packed/train/$(1)/packed.bin.meta: $(call split_of,$(1)) $(OUT)/seq_len
 	ins=$$$$($$(call sides_sh,$(1),train)); [ -n "$$$$ins" ] || { echo "dataset $(1): no training document: every \
-	  document of $(OUT)/split/$(1) went to validation (VALID_FRACTION=$(VALID_FRACTION), SEED=$(SEED)); \
+	  document of $(OUT)/split/$(1) went to validation$(dedup_why) (VALID_FRACTION=$(VALID_FRACTION), SEED=$(SEED)); \
 	  lower VALID_FRACTION or give the dataset more documents" >&2; exit 1; }; \
 	$(BIN)/packer/loom-pack pack --seq-len $(SEQ_LEN) --strategy bestfit --seed $(SEED) \
 	  --output-dir $(OUT)/packed/train/$(1) $$$$ins
