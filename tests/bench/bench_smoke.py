@@ -136,6 +136,18 @@ RECIPES = {
                                    rf"^Ratios: loom \([0-9]+ threads\) / \(a\) = {ROW}x",
                                    rf"^ratio loom/libsentencepiece {ROW}x$"],
                               log=[r"^## tokenize — "])],
+    # Three lines of each corpus, two copies: every section, the identical-signatures checks, the verdicts.
+    "dedup_bench.sh": [Run(["bash", "{S}", "{B}", "0"], {"RUNS": "1", "COPIES": "2", "LINES": "20", "DOC_LINES": "100"},
+                           out=[r"^- check: loom-dedup against tests/dedup/minhash_ref\.py: ok [0-9]+ documents, 112 hashes; "
+                                r"the peer against loom-dedup: identical signatures: [0-9]+ documents x 112 hashes$",
+                                rf"^\| loom-dedup --stage signatures --threads 1 / peer, 1 process \| {ROW} \(",
+                                r"^- signatures: identical \(loom-dedup's",
+                                rf"^\| loom-dedup --threads 1 \(exact \+ near \+ apply\) / loom-tokenize --threads 1 \| {ROW} \(",
+                                r"^- removed: [0-9]+ exact and [0-9]+ near of [0-9]+ documents",
+                                rf"^\| signatures per core >= 10x the numpy peer \| {ROW}x \| {ROW}x \| (met|NOT met) \|$",
+                                rf"^\| end to end per core >= loom-tokenize \(tokens/s\) \| {ROW}x \| {ROW}x \| (met|NOT met) \|$"],
+                           log=[r"^## loom-dedup against the numpy MinHash peer and loom-tokenize"])],
+    "dedup_peer.py": [Run(["{P}", "{S}", "selftest"], out=[r"^selftest ok: numpy XXH64 checked against python3-xxhash"])],
     "tokenize_rss.sh": [Run(["bash", "{S}", "{B}", "0.002", "2"], {"SMALL_GB": "0.001", "SCRATCH": "{W}"},
                             out=[rf"^peak RSS at 0.002 GB / at 0.001 GB: {ROW}$"])],
     "tokenize_scaling.sh": [Run(["bash", "{S}", "{B}", "{W}/out", "2"],
