@@ -21,7 +21,7 @@
 # usage: bench/dedup_bench.sh [BUILD_DIR] [CPU]     (defaults: build, 0)
 # Knobs: COPIES (8), LINES (20 lines a document), DOC_LINES (0: the whole files, else their first
 # lines), RUNS (5), THREADS (nproc), PEER_HASH (xxhash when python3-xxhash imports, else numpy:
-# the peer's pure-numpy XXH64), PY (/usr/bin/python3 when it exists, else python3).
+# the peer's pure-numpy XXH64), PY (/usr/bin/python3 when it has numpy, else python3).
 # Needs loom-dedup and loom-tokenize built in BUILD_DIR, python3-numpy, taskset. Writes only under
 # a temporary folder (on /dev/shm when there is one: loom-dedup's fsyncs cost nothing there).
 set -euo pipefail
@@ -33,7 +33,8 @@ LINES=${LINES:-20}
 DOC_LINES=${DOC_LINES:-0}
 RUNS=${RUNS:-5}
 THREADS=${THREADS:-$(nproc)}
-if [ -z "${PY:-}" ]; then if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi; fi
+# Debian's python3 here (numpy, xxhash); on the GPU machine the image's python3 (numpy, maybe no xxhash).
+if [ -z "${PY:-}" ]; then if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then PY=/usr/bin/python3; else PY=python3; fi; fi
 LOG=${LOOM_BENCH_LOG:-bench/history/log.md}
 MODEL=tests/data/internlm_v7.model
 DEDUP="$BUILD/dedup/loom-dedup"
@@ -108,7 +109,11 @@ same() {  # fails the bench unless the last runs' signatures are identical
   echo "## loom-dedup against the numpy MinHash peer and loom-tokenize (bench/dedup_bench.sh), $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
   echo "- machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- dedup tokenize common bench/dedup_peer.py bench/dedup_bench.sh 2>/dev/null || echo ' (+ uncommitted changes)')"
+  if git rev-parse --short HEAD > /dev/null 2>&1; then
+    echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- dedup tokenize common bench/dedup_peer.py bench/dedup_bench.sh || echo ' (+ uncommitted changes)')"
+  else
+    echo "- commit: not a git checkout (the caller records the tree's commit)"
+  fi
   echo "- command: \`COPIES=$COPIES LINES=$LINES DOC_LINES=$DOC_LINES RUNS=$RUNS THREADS=$THREADS PEER_HASH=$PEER_HASH bash bench/dedup_bench.sh $BUILD $CPU\`; A and B alternate $RUNS times after a warm-up each; medians (min-max); CPU = user + sys of the whole process"
   echo "- corpus: ${corpus_line#*: }; $DOCS documents, $TOKENS tokens (internlm_v7.model, --txt-doc paragraph)"
   echo "- peer: bench/dedup_peer.py, $PEER_HASH hashing of the n-grams ($([ "$PEER_HASH" = xxhash ] && echo 'xxhash.xxh64_intdigest per n-gram, as datatrove' || echo "numpy's XXH64 over all n-grams at once: python3-xxhash is missing")), permutations + min in numpy over [shingles x 112], exact mod 2^61-1"
