@@ -359,6 +359,8 @@ class GatedProjectionFn : public torch::autograd::Function<GatedProjectionFn> {
 // contiguous): cuBLASLt's GEMM with the bias-gradient epilogue where it takes the case, else a GEMM
 // and a reduction.
 std::pair<torch::Tensor, torch::Tensor> weight_bias_grads(const torch::Tensor& dy, const torch::Tensor& x) {
+  LOOM_ASSERT(dy.scalar_type() == torch::kBFloat16 && x.scalar_type() == torch::kBFloat16 && dy.is_contiguous(),
+              "weight_bias_grads of dy ", dy.scalar_type(), " and x ", x.scalar_type());
   const int64_t N = dy.size(0), out = dy.size(1), in = x.size(1);
   if (bias_grad_epilogue_on.load() && x.is_contiguous()) {
     torch::Tensor dw = torch::empty({out, in}, dy.options());
