@@ -1,6 +1,8 @@
-// The clusters stage: every band's pairs joined by union-find over the documents that have one
-// (memory: 16 bytes per such document), then one decision per input document of a cluster or
-// contaminated, written as removal records sorted by document (work_file.h, kind 5).
+// The clusters stage: every document of a band's pair labelled with the smallest document of its
+// connected component (components.h: external sorts, memory bounded by --memory-mb whatever the
+// number of documents), then, cluster by cluster, the kept member and each removed member's match,
+// sorted by document and merged with the contaminated documents (streamed from the sources'
+// contamination files) into removal records sorted by document (work_file.h, kind 5).
 //
 // The kept document of a cluster is its smallest document id: a reference document when the
 // cluster has one (references come first), else the first in input order. Contaminated documents
@@ -10,37 +12,21 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <optional>
 
 #include "job.h"
+#include "loom/dedup/components.h"
 #include "loom/dedup/external_sort.h"
 #include "loom/log.h"
 
 namespace loom::dedup {
 
 namespace {
-class UnionFind {
- public:
-  explicit UnionFind(size_t n) : parent_(n) {
-    for (size_t i = 0; i < n; ++i) parent_[i] = i;
-  }
-  uint64_t find(uint64_t x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  // The smaller root becomes the root: a cluster's root is its smallest member.
-  void unite(uint64_t a, uint64_t b) {
-    a = find(a), b = find(b);
-    if (a != b) parent_[std::max(a, b)] = std::min(a, b);
-  }
-
- private:
-  std::vector<uint64_t> parent_;
-};
+// Marks, in a (cluster, document) pair, a document removed as contaminated: document ids leave the
+// top bit free for fewer than 2^23 sources (checked by run_clusters).
+constexpr uint64_t kRemovedBit = uint64_t{1} << 63;
 
 struct Inputs {
-  std::vector<std::unique_ptr<WorkReader>> edges, sigs, contam;
-  std::vector<Contamination> contaminated;  // every input's, sorted by doc
+  std::vector<std::unique_ptr<WorkReader>> edges, sigs, contam;  // contam: the inputs' own, in order
 };
 
 uint64_t clusters_params(const Job& job, const Inputs& in) {
@@ -70,45 +56,40 @@ Inputs open_inputs(const Job& job) {
     job.current(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination), "signatures",
                 job.contam_params(s, eval));
     in.contam.push_back(std::make_unique<WorkReader>(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination)));
-    const auto& f = *in.contam.back();
-    f.verify();
-    for (uint64_t i = 0; i < f.num_records(); ++i) {
-      const uint64_t* r = f.record(i);
-      in.contaminated.push_back(Contamination{r[0], r[1], r[2]});
-    }
+    in.contam.back()->verify();
   }
   return in;
 }
 
-// Every document that has a pair, sorted, and the union-find over their positions in that list.
-std::vector<uint64_t> cluster_nodes(const Inputs& in, std::optional<UnionFind>& uf) {
-  std::vector<uint64_t> nodes;
-  for (const auto& e : in.edges) {
-    PairStream pairs(e->path(), sizeof(WorkHeader), e->num_records());
-    for (; !pairs.done(); pairs.next()) nodes.push_back(pairs.head().first), nodes.push_back(pairs.head().second);
-    std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+// The contaminated documents of every input in document order: each file is sorted by document,
+// and the files are in source order.
+class ContaminatedDocs {
+ public:
+  explicit ContaminatedDocs(const Inputs& in) : files_(in.contam) { skip_empty(); }
+  bool done() const { return file_ == files_.size(); }
+  Contamination head() const {
+    const uint64_t* r = files_[file_]->record(i_);
+    return Contamination{r[0], r[1], r[2]};
   }
-  uf.emplace(nodes.size());
-  auto at = [&](uint64_t doc) { return std::lower_bound(nodes.begin(), nodes.end(), doc) - nodes.begin(); };
-  for (const auto& e : in.edges) {
-    e->verify();
-    PairStream pairs(e->path(), sizeof(WorkHeader), e->num_records());
-    for (; !pairs.done(); pairs.next()) uf->unite(at(pairs.head().first), at(pairs.head().second));
+  void next() { ++i_, skip_empty(); }
+  // Whether doc is contaminated; asked in increasing order of doc.
+  bool contains(uint64_t doc) {
+    while (!done() && head().doc < doc) next();
+    return !done() && head().doc == doc;
   }
-  return nodes;
-}
+
+ private:
+  void skip_empty() {
+    while (file_ < files_.size() && i_ == files_[file_]->num_records()) ++file_, i_ = 0;
+  }
+  const std::vector<std::unique_ptr<WorkReader>>& files_;
+  size_t file_ = 0;
+  uint64_t i_ = 0;
+};
 
 class Decider {
  public:
   Decider(const Job& job, const Inputs& in) : job_(job), in_(in) {}
-  bool contaminated(uint64_t doc, Contamination& c) const {
-    auto it = std::lower_bound(in_.contaminated.begin(), in_.contaminated.end(), doc,
-                               [](const Contamination& a, uint64_t d) { return a.doc < d; });
-    if (it == in_.contaminated.end() || it->doc != doc) return false;
-    c = *it;
-    return true;
-  }
   Removal duplicate(uint64_t doc, uint64_t matched) {
     const uint64_t *a = in_.sigs[doc_source(doc)]->record(doc_index(doc));
     const uint64_t *b = in_.sigs[doc_source(matched)]->record(doc_index(matched));
@@ -140,26 +121,51 @@ class Decider {
   std::vector<uint64_t> sa_, sb_;
 };
 
-// Per cluster root: the kept member (kNoDoc: none) and the two smallest members.
-struct ClusterHeads {
-  std::vector<uint64_t> kept, first, second;
-};
-
-ClusterHeads cluster_heads(const Job& job, const std::vector<uint64_t>& nodes, UnionFind& uf, const Decider& d) {
-  ClusterHeads h{std::vector<uint64_t>(nodes.size(), kNoDoc), std::vector<uint64_t>(nodes.size(), kNoDoc),
-                 std::vector<uint64_t>(nodes.size(), kNoDoc)};
-  const bool remove = job.options().remove_contaminated;
-  Contamination c{};
-  for (size_t i = 0; i < nodes.size(); ++i) {  // in document order: the first seen is the smallest
-    const uint64_t root = uf.find(i), doc = nodes[i];
-    if (h.first[root] == kNoDoc) h.first[root] = doc;
-    else if (h.second[root] == kNoDoc) h.second[root] = doc;
-    const bool out = remove && !job.is_reference(doc_source(doc)) && d.contaminated(doc, c);
-    if (h.kept[root] == kNoDoc && !out && job.options().keep == Keep::kFirst) h.kept[root] = doc;
-    if (job.options().keep == Keep::kNone && job.is_reference(doc_source(doc)) && h.kept[root] == kNoDoc)
-      h.kept[root] = doc;  // references are kept under either rule
+// (cluster, document) for every document in a pair, the cluster named by its smallest document,
+// sorted; kRemovedBit set on documents removed as contaminated.
+PairRun cluster_members(const Job& job, const Inputs& in, const std::string& path, ComponentStats& stats) {
+  std::vector<PairRun> edges;
+  for (const auto& e : in.edges) {
+    e->verify();
+    edges.push_back(PairRun{e->path(), sizeof(WorkHeader), e->num_records()});
   }
-  return h;
+  const bool remove = job.options().remove_contaminated;
+  ContaminatedDocs contaminated(in);
+  PairSorter members(path, job.options().memory_bytes, false);
+  stats = label_components(edges, job.removals_path(), job.options().memory_bytes, [&](uint64_t doc, uint64_t root) {
+    const bool out = remove && !job.is_reference(doc_source(doc)) && contaminated.contains(doc);
+    members.add(root, doc | (out ? kRemovedBit : 0));
+  });
+  return write_sorted(members, path);
+}
+
+// Per cluster, its members in document order: the kept one (kNoDoc: none), then for each removed
+// duplicate (doc, matched), sorted by doc. Matched is the kept member, else (--keep none) the
+// cluster's smallest other member.
+PairRun duplicates(const Job& job, const PairRun& members, const std::string& path) {
+  const bool keep_first = job.options().keep == Keep::kFirst;
+  PairSorter removed(path, job.options().memory_bytes, false);
+  for (PairStream m(members.path, members.offset, members.count); !m.done();) {
+    const uint64_t root = m.head().first, first = m.head().second & ~kRemovedBit;
+    const bool first_out = m.head().second & kRemovedBit;
+    m.next();
+    LOOM_ASSERT(!m.done() && m.head().first == root, "cluster ", root, " has one member");
+    const uint64_t second = m.head().second & ~kRemovedBit;
+    uint64_t kept = kNoDoc;
+    if (keep_first ? !first_out : job.is_reference(doc_source(first))) kept = first;  // references come first
+    auto visit = [&](uint64_t doc, bool out) {
+      if (job.is_reference(doc_source(doc)) || doc == kept || out) return;
+      removed.add(doc, kept != kNoDoc ? kept : doc == first ? second : first);
+    };
+    visit(first, first_out);
+    for (; !m.done() && m.head().first == root; m.next()) {
+      const uint64_t doc = m.head().second & ~kRemovedBit;
+      const bool out = m.head().second & kRemovedBit;
+      if (keep_first && kept == kNoDoc && !out) kept = doc;
+      visit(doc, out);
+    }
+  }
+  return write_sorted(removed, path);
 }
 }  // namespace
 
@@ -172,32 +178,28 @@ void run_clusters(const Job& job) {
     log::info("clusters: done already, kept");
     return;
   }
-  std::optional<UnionFind> uf;
-  const std::vector<uint64_t> nodes = cluster_nodes(in, uf);
+  LOOM_CHECK(job.num_sources() <= (size_t{1} << 23), job.num_sources(),
+             " sources: the clusters stage takes at most 2^23 (reference sets and inputs)");
+  const std::string by_cluster = job.removals_path() + ".clusters", by_doc = job.removals_path() + ".duplicates";
+  ScratchFiles remove_at_end({by_cluster, by_doc});
+  ComponentStats stats;
+  const PairRun dups = duplicates(job, cluster_members(job, in, by_cluster, stats), by_doc);
+  // Duplicates and contaminated documents are both in document order: merged as they are written.
   Decider decider(job, in);
-  const ClusterHeads heads = cluster_heads(job, nodes, *uf, decider);
+  ContaminatedDocs contaminated(in);
   WorkWriter out(job.removals_path(), WorkKind::kRemovals, sizeof(Removal), 0, params);
-  // Nodes and contaminated documents are both in document order: merged as they are written.
-  const bool remove = job.options().remove_contaminated;
-  size_t c = 0;
-  for (size_t i = 0; i <= nodes.size(); ++i) {
-    const uint64_t doc = i < nodes.size() ? nodes[i] : kNoDoc;
-    for (; c < in.contaminated.size() && in.contaminated[c].doc <= doc; ++c) {
-      const Removal r = decider.contamination(in.contaminated[c], remove);
+  for (PairStream d(dups.path, dups.offset, dups.count);; d.next()) {
+    const uint64_t doc = d.done() ? kNoDoc : d.head().first;
+    for (; !contaminated.done() && contaminated.head().doc <= doc; contaminated.next()) {
+      const Removal r = decider.contamination(contaminated.head(), job.options().remove_contaminated);
       out.add(&r);
     }
-    if (i == nodes.size()) break;
-    const uint64_t root = uf->find(i);
-    if (job.is_reference(doc_source(doc)) || doc == heads.kept[root]) continue;
-    Contamination found{};
-    if (remove && decider.contaminated(doc, found)) continue;  // removed as contaminated, written above
-    uint64_t matched = heads.kept[root];
-    if (matched == kNoDoc) matched = doc == heads.first[root] ? heads.second[root] : heads.first[root];
-    const Removal r = decider.duplicate(doc, matched);
+    if (d.done()) break;
+    const Removal r = decider.duplicate(doc, d.head().second);
     out.add(&r);
   }
   out.commit();
-  log::info("clusters: ", nodes.size(), " documents in candidate pairs, ", out.num_records(), " removal records");
+  log::info("clusters: ", stats.nodes, " documents in candidate pairs, ", out.num_records(), " removal records");
 }
 
 }  // namespace loom::dedup
