@@ -196,8 +196,9 @@ class Corpus:
             self.docs.append(np.asarray(d, dtype=np.uint32))
 
     def roots(self, report):
-        """Each document's cluster, as its kept document (keep first: the report's matched document).
-        Removed documents are their own roots unless matched: none is, with keep first."""
+        """Each document's cluster, named by its kept document: with --keep first (the default) the
+        report matches each removed document to its cluster's kept one, never removed itself; every
+        other document is its own. (With --keep none the matched document is another member.)"""
         root = np.arange(len(self.docs))
         for r in report:
             if r["reason"] in ("exact", "near"):
