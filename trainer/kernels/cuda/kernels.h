@@ -99,7 +99,8 @@ const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int6
 // the stream is done (a block of the stream's caching allocator). The result:
 //   kDone         dw and db are written (on the stream);
 //   kUnsupported  nothing was written: N, in or out is 0, in or out is not a multiple of 8, a
-//                 pointer is not 16-byte aligned, or cuBLASLt has no kernel for the case; the
+//                 pointer is not 16-byte aligned, cuBLASLt has no kernel for the case, or the
+//                 process has no libcublasLt (linear_grad.cpp binds the one LibTorch loaded); the
 //                 caller computes the gradients another way;
 //   kFailed       a cuBLASLt or CUDA call failed; `error` names it and says how (valid until the
 //                 calling thread's next failure).

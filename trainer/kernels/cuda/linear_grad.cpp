@@ -9,6 +9,7 @@
 // TransformerEngine and apex, give their weight-gradient GEMM with a bias).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdint>
 #include <map>
@@ -21,13 +22,75 @@
 namespace loom::cuda {
 namespace {
 
+// cuBLASLt's entry points, bound at run time to the libcublasLt the process already has: the one
+// LibTorch's libcublas loaded. libcublas calls into libcublasLt and needs the one of its own
+// release; linking the toolkit's copy here would make the loader hand that copy to LibTorch's
+// libcublas too (one soname, one library in the process), of whatever release the toolkit is.
+class Library {
+ public:
+  Library() {
+    const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+    dl_.h = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (dl_.h == nullptr) dl_.h = dlopen(soname.c_str(), RTLD_NOW);  // no LibTorch cuBLAS loaded yet
+    bound_ = dl_.h != nullptr && bind(create, "cublasLtCreate") && bind(destroy, "cublasLtDestroy") &&
+             bind(status_name, "cublasLtGetStatusName") && bind(status_string, "cublasLtGetStatusString") &&
+             bind(desc_create, "cublasLtMatmulDescCreate") && bind(desc_destroy, "cublasLtMatmulDescDestroy") &&
+             bind(desc_set, "cublasLtMatmulDescSetAttribute") && bind(layout_create, "cublasLtMatrixLayoutCreate") &&
+             bind(layout_destroy, "cublasLtMatrixLayoutDestroy") &&
+             bind(pref_create, "cublasLtMatmulPreferenceCreate") &&
+             bind(pref_destroy, "cublasLtMatmulPreferenceDestroy") &&
+             bind(pref_set, "cublasLtMatmulPreferenceSetAttribute") &&
+             bind(heuristic, "cublasLtMatmulAlgoGetHeuristic") && bind(matmul, "cublasLtMatmul");
+  }
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  // Whether every entry point below was found.
+  bool bound() const { return bound_; }
+
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtDestroy) destroy = nullptr;
+  decltype(&cublasLtGetStatusName) status_name = nullptr;
+  decltype(&cublasLtGetStatusString) status_string = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+
+ private:
+  template <typename F>
+  bool bind(F& f, const char* name) {
+    f = reinterpret_cast<F>(dlsym(dl_.h, name));
+    return f != nullptr;
+  }
+  struct Dl {
+    void* h = nullptr;
+    ~Dl() {
+      if (h != nullptr) dlclose(h);
+    }
+  } dl_;  // first member: closed after everything else
+  bool bound_ = false;
+};
+
+// The process's one Library, opened on first use.
+const Library& library() {
+  static const Library lib;
+  return lib;
+}
+
 // A cuBLASLt object destroyed with its owner.
-template <typename T, cublasStatus_t (*Destroy)(T)>
+template <typename T>
 class Owned {
  public:
-  Owned() = default;
+  using Destroy = cublasStatus_t (*)(T);
+  explicit Owned(Destroy destroy) : destroy_(destroy) {}
   ~Owned() {
-    if (h_ != nullptr) Destroy(h_);
+    if (h_ != nullptr) destroy_(h_);
   }
   Owned(const Owned&) = delete;
   Owned& operator=(const Owned&) = delete;
@@ -35,12 +98,13 @@ class Owned {
   T get() const { return h_; }
 
  private:
+  Destroy destroy_;
   T h_ = nullptr;
 };
-using Handle = Owned<cublasLtHandle_t, cublasLtDestroy>;
-using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
-using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
-using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+using Handle = Owned<cublasLtHandle_t>;
+using MatmulDesc = Owned<cublasLtMatmulDesc_t>;
+using Layout = Owned<cublasLtMatrixLayout_t>;
+using Preference = Owned<cublasLtMatmulPreference_t>;
 
 // The first failing call of a sequence chained with &&: `s.ok(call(...), "call") && ...`.
 // CUBLAS_STATUS_NOT_SUPPORTED means no kernel for the case (the caller computes another way);
@@ -68,8 +132,9 @@ class Steps {
     }
     if (status_ == CUBLAS_STATUS_SUCCESS) return {LinearGradStatus::kDone, nullptr};
     if (status_ == CUBLAS_STATUS_NOT_SUPPORTED) return {LinearGradStatus::kUnsupported, nullptr};
-    message = std::string("cuBLASLt ") + call_ + ": " + cublasLtGetStatusName(status_) + " (" +
-              cublasLtGetStatusString(status_) + ")";
+    const Library& lt = library();
+    message = std::string("cuBLASLt ") + call_ + ": " + lt.status_name(status_) + " (" + lt.status_string(status_) +
+              ")";
     return {LinearGradStatus::kFailed, message.c_str()};
   }
 
@@ -81,8 +146,10 @@ class Steps {
 
 // One cuBLASLt handle per device, created on the device's first call and kept for the process:
 // a handle belongs to the device current at its creation, and holds no stream or workspace, so
-// the threads and streams of one device share it.
+// the threads and streams of one device share it. (Destroyed at exit before the Library closes:
+// constructed after it.)
 bool device_handle(Steps& s, cublasLtHandle_t* out) {
+  const Library& lt = library();
   int device = 0;
   if (!s.ok(cudaGetDevice(&device), "cudaGetDevice")) return false;
   static std::mutex mutex;
@@ -90,8 +157,8 @@ bool device_handle(Steps& s, cublasLtHandle_t* out) {
   const std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<Handle>& h = handles[device];
   if (h == nullptr) {
-    auto created = std::make_unique<Handle>();
-    if (!s.ok(cublasLtCreate(created->out()), "cublasLtCreate")) return false;
+    auto created = std::make_unique<Handle>(lt.destroy);
+    if (!s.ok(lt.create(created->out()), "cublasLtCreate")) return false;
     h = std::move(created);
   }
   *out = h->get();
@@ -109,12 +176,11 @@ uint32_t alignment(const void* p) {
 
 template <typename V>
 bool set(Steps& s, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& value) {
-  return s.ok(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)), "cublasLtMatmulDescSetAttribute");
+  return s.ok(library().desc_set(d, attr, &value, sizeof(value)), "cublasLtMatmulDescSetAttribute");
 }
 template <typename V>
 bool set(Steps& s, cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const V& value) {
-  return s.ok(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value)),
-              "cublasLtMatmulPreferenceSetAttribute");
+  return s.ok(library().pref_set(p, attr, &value, sizeof(value)), "cublasLtMatmulPreferenceSetAttribute");
 }
 
 // The operation: bf16 A, B and D, fp32 accumulation and scale, op(A) = A, op(B) = B^T, and the
@@ -123,7 +189,7 @@ bool set(Steps& s, cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttribu
 bool describe(Steps& s, MatmulDesc& desc, void* db) {
   const cublasOperation_t no = CUBLAS_OP_N, yes = CUBLAS_OP_T;
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
-  return s.ok(cublasLtMatmulDescCreate(desc.out(), CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate") &&
+  return s.ok(library().desc_create(desc.out(), CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate") &&
          set(s, desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, no) && set(s, desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, yes) &&
          set(s, desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue) &&
          set(s, desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, db);
@@ -135,7 +201,7 @@ bool describe(Steps& s, MatmulDesc& desc, void* db) {
 bool prefer(Steps& s, Preference& pref, const void* dy, const void* x, const void* dw, size_t workspace_bytes) {
   const uint64_t bytes = workspace_bytes;
   const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  return s.ok(cublasLtMatmulPreferenceCreate(pref.out()), "cublasLtMatmulPreferenceCreate") &&
+  return s.ok(library().pref_create(pref.out()), "cublasLtMatmulPreferenceCreate") &&
          set(s, pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, bytes) &&
          set(s, pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, schemes) &&
          set(s, pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(x)) &&
@@ -155,29 +221,30 @@ LinearGradResult linear_grad_bf16(const void* dy, const void* x, int64_t N, int6
       !aligned16(dw) || !aligned16(db) || (workspace_bytes > 0 && !aligned16(workspace))) {
     return {LinearGradStatus::kUnsupported, nullptr};
   }
+  const Library& lt = library();
+  if (!lt.bound()) return {LinearGradStatus::kUnsupported, nullptr};  // no cuBLASLt in this process
   Steps s;
   cublasLtHandle_t handle = nullptr;
-  MatmulDesc desc;
-  Layout a, b, d;
-  Preference pref;
+  MatmulDesc desc(lt.desc_destroy);
+  Layout a(lt.layout_destroy), b(lt.layout_destroy), d(lt.layout_destroy);
+  Preference pref(lt.pref_destroy);
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
   const uint64_t rows_n = static_cast<uint64_t>(N), rows_in = static_cast<uint64_t>(in),
                  rows_out = static_cast<uint64_t>(out);
   const bool ready =
       device_handle(s, &handle) && describe(s, desc, db) &&
-      s.ok(cublasLtMatrixLayoutCreate(a.out(), CUDA_R_16BF, rows_in, rows_n, in), "cublasLtMatrixLayoutCreate") &&
-      s.ok(cublasLtMatrixLayoutCreate(b.out(), CUDA_R_16BF, rows_out, rows_n, out), "cublasLtMatrixLayoutCreate") &&
-      s.ok(cublasLtMatrixLayoutCreate(d.out(), CUDA_R_16BF, rows_in, rows_out, in), "cublasLtMatrixLayoutCreate") &&
+      s.ok(lt.layout_create(a.out(), CUDA_R_16BF, rows_in, rows_n, in), "cublasLtMatrixLayoutCreate") &&
+      s.ok(lt.layout_create(b.out(), CUDA_R_16BF, rows_out, rows_n, out), "cublasLtMatrixLayoutCreate") &&
+      s.ok(lt.layout_create(d.out(), CUDA_R_16BF, rows_in, rows_out, in), "cublasLtMatrixLayoutCreate") &&
       prefer(s, pref, dy, x, dw, workspace_bytes) &&
-      s.ok(cublasLtMatmulAlgoGetHeuristic(handle, desc.get(), a.get(), b.get(), d.get(), d.get(), pref.get(), 1,
-                                          &heuristic, &found),
+      s.ok(lt.heuristic(handle, desc.get(), a.get(), b.get(), d.get(), d.get(), pref.get(), 1, &heuristic, &found),
            "cublasLtMatmulAlgoGetHeuristic");
   if (!ready) return s.result();
   if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS) return {LinearGradStatus::kUnsupported, nullptr};
   const float alpha = 1.0f, beta = 0.0f;  // beta 0: D is overwritten, C (= D) not read
-  s.ok(cublasLtMatmul(handle, desc.get(), &alpha, x, a.get(), dy, b.get(), &beta, dw, d.get(), dw, d.get(),
-                      &heuristic.algo, workspace, workspace_bytes, static_cast<cudaStream_t>(stream)),
+  s.ok(lt.matmul(handle, desc.get(), &alpha, x, a.get(), dy, b.get(), &beta, dw, d.get(), dw, d.get(), &heuristic.algo,
+                 workspace, workspace_bytes, static_cast<cudaStream_t>(stream)),
        "cublasLtMatmul");
   return s.result();
 }
