@@ -126,10 +126,13 @@ train: $(FINAL)
 # One tokenize job per input, then its shard split by document (deterministic in SEED; split checks
 # the shard's checksums as it reads, and removes a side's old shard when that side is now empty).
 # The stamp is touched only after split succeeded: a failed or killed split is redone.
-ifneq ($(strip $(DEDUP)),1)
-define input_rules
+define token_rules
 $(OUT)/tokens/$(call id_of,$(1)).bin.meta: $(1) $(MODEL)
 	$(BIN)/tokenize/loom-tokenize --model $(MODEL) --output-dir $(OUT)/tokens/$(call ds_of,$(1)) --threads $(THREADS) $(1)
+endef
+$(foreach f,$(INPUTS),$(eval $(call token_rules,$(f))))
+ifneq ($(strip $(DEDUP)),1)
+define input_rules
 $(OUT)/split/$(call id_of,$(1)).split: $(OUT)/tokens/$(call id_of,$(1)).bin.meta
 	$(BIN)/packer/loom-pack split --valid-fraction $(VALID_FRACTION) --min-valid-docs $(MIN_VALID_DOCS) --seed $(SEED) \
 	  --output-dir $(OUT)/split/$(call ds_of,$(1)) $(OUT)/tokens/$(call id_of,$(1)).bin
@@ -141,8 +144,6 @@ else
 # DEDUP=1: split reads the input's deduplicated shard; without one (every document removed) it
 # removes the input's old split shards (.meta first: it marks a shard complete) and splits nothing.
 define input_rules
-$(OUT)/tokens/$(call id_of,$(1)).bin.meta: $(1) $(MODEL)
-	$(BIN)/tokenize/loom-tokenize --model $(MODEL) --output-dir $(OUT)/tokens/$(call ds_of,$(1)) --threads $(THREADS) $(1)
 $(OUT)/split/$(call id_of,$(1)).split: $(OUT)/dedup/done
 	if [ -e $(OUT)/dedup/shards/$(call id_of,$(1)).bin.meta ]; then \
 	  $(BIN)/packer/loom-pack split --valid-fraction $(VALID_FRACTION) --min-valid-docs $(MIN_VALID_DOCS) \
@@ -156,7 +157,8 @@ endef
 # arguments but --threads (which does not change the output), recorded in OUT/dedup/args as the
 # Makefile is read when they changed; the references' files (a folder's, or a shard's and its
 # .meta/.idx) as prerequisites.
-DEDUP_IDS  := $(strip $(foreach d,$(DATASETS),$(foreach f,$(INPUTS),$(if $(filter $(d),$(call ds_of,$(f))),$(call id_of,$(f))))))
+DEDUP_IDS  := $(strip $(foreach d,$(DATASETS),$(foreach f,$(INPUTS),\
+                $(if $(filter $(d),$(call ds_of,$(f))),$(call id_of,$(f))))))
 DEDUP_ARGS := $(strip $(foreach r,$(DEDUP_REFERENCES),--reference $(r)) $(foreach e,$(DEDUP_EVAL),--eval $(e)) \
               $(if $(strip $(DEDUP_EVAL)),--model $(MODEL)) $(DEDUP_FLAGS) \
               $(foreach i,$(DEDUP_IDS),$(OUT)/dedup/in/$(subst /,@,$(i)).bin))

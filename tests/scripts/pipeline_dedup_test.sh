@@ -54,7 +54,8 @@ D=(DEDUP=1 DEDUP_EVAL="$T/eval.jsonl")
 packed_docs() {
   local n=0 d
   for d in "$T"/out/packed/*/*/; do
-    n=$((n + $("$BUILD/packer/loom-pack" stats --json "$d" 2>/dev/null | sed -n 's/^{"files": [0-9]*, "documents": \([0-9]*\),.*/\1/p')))
+    n=$((n + $("$BUILD/packer/loom-pack" stats --json "$d" 2>/dev/null |
+               sed -n 's/^{"files": [0-9]*, "documents": \([0-9]*\),.*/\1/p')))
   done
   echo $n
 }
@@ -71,7 +72,8 @@ unique_clean_docs=$(cat "$T"/data/*/*.txt | sort -u | grep -cvxF "$(p 40)")
 [ "$(grep -c "^$BUILD/dedup/loom-dedup " "$T/make1.log")" = 1 ] || fail "not one loom-dedup run"
 grep -q -- "--eval $T/eval.jsonl --model $SRC/data_samples/spm_2k.model " "$T/make1.log" ||
   fail "DEDUP_EVAL does not reach loom-dedup with the model"
-[ "$(packed_docs)" = "$unique_clean_docs" ] || fail "with DEDUP=1 the packs hold $(packed_docs) documents, not $unique_clean_docs"
+[ "$(packed_docs)" = "$unique_clean_docs" ] ||
+  fail "with DEDUP=1 the packs hold $(packed_docs) documents, not $unique_clean_docs"
 [ -d "$T/out/run/checkpoints/step_2" ] || fail "no final checkpoint"
 [ ! -e "$T/out/dedup/out/code@d.bin" ] || fail "d, every document removed, has an output shard"
 for side in train valid; do
@@ -98,16 +100,19 @@ done
 # 3. The eval file touched: loom-dedup and every split run again (not tokenize), the packs the same.
 touch "$T/eval.jsonl"
 "${M[@]}" "${D[@]}" pack > "$T/make3.log" 2>&1 || { tail -20 "$T/make3.log"; fail "make after touching the eval file"; }
-[ "$(grep -c "^$BUILD/dedup/loom-dedup " "$T/make3.log")" = 1 ] || fail "touching the eval file did not rerun loom-dedup"
+[ "$(grep -c "^$BUILD/dedup/loom-dedup " "$T/make3.log")" = 1 ] ||
+  fail "touching the eval file did not rerun loom-dedup"
 ! grep -q "^$BUILD/tokenize/loom-tokenize " "$T/make3.log" || fail "touching the eval file re-tokenized"
-[ "$(grep -c "^if \[ -e $T/out/dedup/shards/[a-z]*/[a-d].bin.meta \]; then $BUILD/packer/loom-pack split " "$T/make3.log")" = 4 ] ||
+split_re="^if \[ -e $T/out/dedup/shards/[a-z]*/[a-d].bin.meta \]; then $BUILD/packer/loom-pack split "
+[ "$(grep -c "$split_re" "$T/make3.log")" = 4 ] ||
   fail "not 4 splits after loom-dedup"
 [ "$(packed_docs)" = "$unique_clean_docs" ] || fail "after the rerun the packs hold $(packed_docs) documents"
 "${M[@]}" "${D[@]}" pack -q || fail "make after the rerun would run something: $("${M[@]}" "${D[@]}" pack -n)"
 
 # 4. Other DEDUP_FLAGS (recorded in OUT/dedup/args): loom-dedup again, with them.
 planned=$("${M[@]}" "${D[@]}" DEDUP_FLAGS=--near=false pack -n) || fail "make -n with DEDUP_FLAGS failed"
-grep -q "^$BUILD/dedup/loom-dedup .*--near=false" <<< "$planned" || fail "new DEDUP_FLAGS do not rerun loom-dedup: $planned"
+grep -q "^$BUILD/dedup/loom-dedup .*--near=false" <<< "$planned" ||
+  fail "new DEDUP_FLAGS do not rerun loom-dedup: $planned"
 
 # 5. DEDUP unset: the plan from nothing has no dedup step and splits the token shards; in this OUT the
 # splits are redone from the token shards, every document back in the packs.
