@@ -94,10 +94,27 @@ def check_low_pairs(env, corpus, root, i, j, sims):
     env.check(unexplained <= want + tol, "merges through pairs below 0.3 no more than the LSH curve expects")
 
 
+def check_all_pairs(env, sets):
+    """dedup_check.all_pairs (an inverted index over the n-grams) against the plain double loop over
+    every pair, on the sample's first 250 documents and last 150 (near copies)."""
+    sub = sets[:250] + sets[-150:]
+    i, j, sims = dc.all_pairs(sub)
+    got = {(int(a), int(b)): s for a, b, s in zip(i, j, sims)}
+    want = {}
+    for a in range(len(sub)):
+        for b in range(a + 1, len(sub)):
+            s = dc.jaccard(sub[a], sub[b])
+            if s > 0:
+                want[(a, b)] = s
+    env.check(got == want, "all_pairs equals the double loop over every pair",
+              f"{len(got)} vs {len(want)} pairs, first difference {next((k for k in want if got.get(k) != want[k]), None)}")
+
+
 def main():
     env = dc.Env("dedup_real_text")
     path, corpus = sample(env)
     sets = dc.shingle_ids(corpus.docs)
+    check_all_pairs(env, sets)
     i, j, sims = dc.all_pairs(sets)
     print(f"{len(i)} pairs share an n-gram; {int((sims >= 0.3).sum())} of them are at Jaccard >= 0.3")
     partners = np.bincount(np.concatenate([i[sims >= 0.2], j[sims >= 0.2]]), minlength=len(corpus.docs))
