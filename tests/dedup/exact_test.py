@@ -1,7 +1,8 @@
 """loom-dedup --near=false against a Python set of token tuples: two inputs and a reference set of real
 documents (botchan.txt and wagahaiwa_nekodearu.txt tokenized by loom-tokenize with internlm_v7.model),
 with planted exact copies (within an input, across inputs, of reference documents), copies that are
-near but not exact (one token changed, dropped or doubled, the last token dropped), empty documents
+near but not exact (one token changed, dropped or doubled, the first or last token dropped: the
+shards are written without the bos/eos flags), duplicates inside the reference set, empty documents
 and documents of 1 to 4 tokens. The removed set must be the documents whose tuple was seen before
 (references first, then the inputs in order), each matched to that first occurrence; with --keep
 none, every input document whose tuple occurs twice or more. The outputs and summary must agree.
@@ -83,8 +84,8 @@ def build(env):
 
 
 def expected(corpus, inputs, keep_none):
-    """The input documents a set (keep first) or a count (keep none) of token tuples removes, by
-    global number, each with the documents of equal tokens."""
+    """The input documents that a set (keep first) or a count (keep none) of token tuples removes, by
+    global number, each mapped to the first document of equal tokens."""
     first, count = {}, {}
     for k, d in enumerate(corpus.docs):
         t = tuple(map(int, d))
