@@ -1,11 +1,14 @@
 // loom-dedup end to end on botchan.txt tokenized with internlm_v7.model: planted exact copies and
 // near copies (exact 5-gram Jaccard computed here) found and reported, a 30% copy left alone,
-// --keep none, reference sets, decontamination, the three input formats, usage errors.
+// --keep none, reference sets, decontamination, the three input formats, usage errors; the same
+// bytes whatever the sorts' memory.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 
 #include "fixtures.h"
+#include "loom/dedup/dedup.h"
+#include "loom/dedup/work_file.h"
 #include "loom/internlm_format.h"
 #include "loom/json_text.h"
 #include "loom/megatron_format.h"
@@ -284,4 +287,70 @@ TEST_CASE("bad usage and inputs are refused with what was expected", "[dedup][e2
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("00000.sig: made from other inputs or settings than this run's; run the signatures stage again") !=
         std::string::npos);
+}
+
+namespace {
+// The longest line of botchan document `doc` (at least 13 tokens: an evaluation item it contains).
+std::string longest_line(size_t doc) {
+  std::string line;
+  const std::string& text = botchan_texts()[doc];
+  for (size_t s = 0, e; s <= text.size(); s = e + 1) {
+    e = std::min(text.find('\n', s), text.size());
+    if (e - s > line.size()) line = text.substr(s, e - s);
+  }
+  return line;
+}
+
+std::vector<std::string> dedup_results(const std::string& work, const std::string& out) {
+  std::vector<std::string> bytes;
+  for (const char* f : {"removals.bin", "report.jsonl", "summary.json"}) bytes.push_back(read_all(work + "/" + f));
+  for (const std::string& f : sys::list_dir(out)) bytes.push_back(f + ": " + read_all(out + "/" + f));
+  return bytes;
+}
+}  // namespace
+
+TEST_CASE("the smallest sort buffers (spilled runs in every sort) give the default's bytes", "[dedup][e2e]") {
+  TempDir dir("dedup_memory");
+  const Docs& d = botchan_docs();
+  // b: every document of a again, near copies of the odd ones; c: b backwards, so that a, a near copy
+  // and its copy are a triangle, not a star (more than one round of connected components).
+  Docs b, c;
+  for (size_t i = 0; i < d.size(); ++i) b.push_back(i % 2 ? perturb(d[i], 45) : d[i]);
+  c.assign(b.rbegin(), b.rend());
+  write_shard(dir / "in/a.bin", d);
+  write_shard(dir / "in/b.bin", b);
+  write_shard(dir / "in/c.bin", c);
+  std::string eval;
+  for (size_t doc : {3, 17, 40, 41, 99, 200, 333}) eval += "{\"text\": " + json_quote(longest_line(doc)) + "}\n";
+  write_all(dir / "eval.jsonl", eval);
+  for (const bool keep_first : {true, false}) {
+    dedup::DedupOptions o;
+    o.inputs = {dir / "in/a.bin", dir / "in/b.bin", dir / "in/c.bin"};
+    o.eval.files = {dir / "eval.jsonl"};
+    o.eval.model = internlm_model();
+    o.keep = keep_first ? dedup::Keep::kFirst : dedup::Keep::kNone;
+    o.remove_contaminated = keep_first;
+    const std::string args = std::string(keep_first ? "" : "--keep none --decontaminate report ") + "--eval " +
+                             quote(o.eval.files[0]) + " --model " + quote(o.eval.model) + " " + quote(o.inputs[0]) +
+                             " " + quote(o.inputs[1]) + " " + quote(o.inputs[2]);
+    const std::string tag = keep_first ? "first" : "none";
+    RunResult r = loom_dedup("--work-dir " + quote(dir / ("w-" + tag)) + " --output-dir " + quote(dir / ("o-" + tag)) + " " + args);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const std::vector<std::string> want = dedup_results(dir / ("w-" + tag), dir / ("o-" + tag));
+    r = loom_dedup("--memory-mb 1 --work-dir " + quote(dir / ("w1-" + tag)) + " --output-dir " + quote(dir / ("o1-" + tag)) + " " + args);
+    REQUIRE(r.exit_code == 0);
+    CHECK(dedup_results(dir / ("w1-" + tag), dir / ("o1-" + tag)) == want);
+    // Below what --memory-mb takes: every sort buffer at its floor of 1,024 pairs, so each of the
+    // clusters stage's sorts spills runs (more than 1,024 documents in pairs and removed).
+    o.work_dir = dir / ("w0-" + tag);
+    o.output_dir = dir / ("o0-" + tag);
+    o.memory_bytes = 1;
+    dedup::run_stage(o, dedup::Stage::kAll, dedup::StageTask{});
+    const dedup::WorkReader removals(o.work_dir + "/removals.bin", dedup::WorkKind::kRemovals, 64);
+    CHECK(removals.num_records() > 1024);
+    CHECK(dedup_results(o.work_dir, o.output_dir) == want);
+    CHECK(sys::list_dir(o.work_dir) == std::vector<std::string>{"edges", "removals.bin", "report.jsonl", "sources", "summary.json"});
+    CHECK(want[1].find("\"reason\":\"contaminated\"") != std::string::npos);
+  }
 }
