@@ -3,9 +3,8 @@ wagahaiwa_nekodearu.txt tokenized by loom-tokenize with internlm_v7.model), one 
 token substitutions, insertions, deletions or reordered lines (dedup_check.Planted), every pair's
 exact 5-gram Jaccard computed here. With the defaults (14 bands of 8 rows), the fraction of pairs
 found (the copy removed into its original's cluster) per Jaccard bucket, over 4 rounds of new copies
-and loom-dedup --seed 1 to 4, must match the mean of
-1 - (1 - s^8)^14 over the bucket's pairs within 3 standard deviations of the bucket's count, and must
-not match the curves of 7 or 9 rows. No original may be removed (they share at most a tenth of their
+and loom-dedup --seed 1 to 4, must match the mean of 1 - (1 - s^8)^14 over the bucket's pairs within
+3 standard deviations of the bucket's count, and must not match the curves of 7 or 9 rows. No original may be removed (they share at most a tenth of their
 n-grams), and every copy removed must be matched to its own original.
 
 usage: near_recall_test.py SOURCE_DIR LOOM_DEDUP LOOM_TOKENIZE TMP_PARENT
@@ -13,7 +12,6 @@ usage: near_recall_test.py SOURCE_DIR LOOM_DEDUP LOOM_TOKENIZE TMP_PARENT
 import numpy as np
 
 import dedup_check as dc
-
 
 ROUNDS = 4  # independent rounds (new copies, loom's --seed 1..4): about 4,600 pairs
 

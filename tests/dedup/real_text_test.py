@@ -127,7 +127,7 @@ def main():
         print(f"--seed {seed}: every pair (a third document may join a pair):")
         dc.compare_with_curve(sims, found[-1])
         check_low_pairs(env, corpus, root, i, j, sims)
-    print(f"pairs of documents with no other partner >= 0.2, both runs:")
+    print("pairs of documents with no other partner >= 0.2, both runs:")
     dc.check_curve(env, "real text", np.tile(sims[isolated], len(SEEDS)), np.concatenate([f[isolated] for f in found]))
     env.finish()
 

@@ -15,8 +15,6 @@ usage: verify_test.py SOURCE_DIR LOOM_DEDUP LOOM_TOKENIZE TMP_PARENT
 """
 import random
 
-import numpy as np
-
 import dedup_check as dc
 
 THRESHOLD, CHAINS, CHAIN_LINKS = 0.7, 30, 4
