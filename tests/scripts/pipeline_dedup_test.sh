@@ -3,9 +3,9 @@
 # and split. Planted: an exact copy across two inputs of one dataset, one across datasets, an input
 # of nothing but copies (no output shard: its split writes nothing, its old split shards go) and a
 # document quoting an evaluation item. The packs hold exactly the documents left (counted against
-# the text files themselves); a second make runs nothing; touching the eval file or changing
-# DEDUP_FLAGS reruns loom-dedup and every split; DEDUP unset again splits the token shards, with no
-# dedup step in its plan.
+# the text files themselves); a second make runs nothing; touching the eval file or an input, or
+# changing DEDUP_FLAGS, reruns loom-dedup and every split; DEDUP unset again splits the token
+# shards, with no dedup step in its plan.
 # usage: pipeline_dedup_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 SRC=$1
@@ -22,7 +22,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 #   web/a:  P1-P30
 #   web/b:  P31-P55, then P5 (document 25, a copy of a's document 4); P40 (document 9) is an eval item
 mkdir -p "$T/data/web" "$T/data/code"
-tr -d '\r' < "$SRC/data_samples/botchan_head.txt" | awk 'NR >= 60 && length($0) > 60' | head -n 80 > "$T/P.txt"
+# (awk reads to the end: a head that stops early would kill the pipe, which pipefail reports)
+tr -d '\r' < "$SRC/data_samples/botchan_head.txt" | awk 'NR >= 60 && length($0) > 60 && ++n <= 80' > "$T/P.txt"
 [ "$(sort -u "$T/P.txt" | wc -l)" = 80 ] || fail "the corpus has no 80 distinct lines"
 p() { sed -n "$1p" "$T/P.txt"; }
 { sed -n 56,80p "$T/P.txt"; p 12; } > "$T/data/code/c.txt"
@@ -114,7 +115,15 @@ planned=$("${M[@]}" "${D[@]}" DEDUP_FLAGS=--near=false pack -n) || fail "make -n
 grep -q "^$BUILD/dedup/loom-dedup .*--near=false" <<< "$planned" ||
   fail "new DEDUP_FLAGS do not rerun loom-dedup: $planned"
 
-# 5. DEDUP unset: the plan from nothing has no dedup step and splits the token shards; in this OUT the
+# 5. An input touched: it is tokenized again, then loom-dedup, every split, the packs and training.
+touch "$T/data/web/a.txt"
+planned=$("${M[@]}" "${D[@]}" -n) || fail "make -n after touching an input failed"
+[ "$(grep -c "^$BUILD/tokenize/loom-tokenize .*/web/a.txt$" <<< "$planned")" = 1 ] &&
+  [ "$(grep -c "^$BUILD/tokenize/loom-tokenize " <<< "$planned")" = 1 ] || fail "not a.txt alone re-tokenized: $planned"
+[ "$(grep -c "^$BUILD/dedup/loom-dedup " <<< "$planned")" = 1 ] && [ "$(grep -c "$split_re" <<< "$planned")" = 4 ] &&
+  grep -q "^$BUILD/trainer/loom-train " <<< "$planned" || fail "a touched input does not rerun what follows: $planned"
+
+# 6. DEDUP unset: the plan from nothing has no dedup step and splits the token shards; in this OUT the
 # splits are redone from the token shards, every document back in the packs.
 planned=$("${M[@]}" OUT="$T/fresh" -n) || fail "make -n without DEDUP failed"
 ! grep -q 'loom-dedup\|/dedup/' <<< "$planned" || fail "a dedup step without DEDUP: $planned"
