@@ -26,17 +26,20 @@ using loom::test::cuda;
 using loom::test::rel_err;
 using loom::cuda::LinearGradStatus;
 
-// Errors relative to the reference's largest magnitude (rel_err). The epilogue's outputs are
-// rounded to bf16 once from fp32 sums: at most 2^-9 of that magnitude, so 4e-3 allows twice it.
-// dx (and the fallback's dw) come from at::mm, whose split-K may add bf16 partial sums: 1e-2.
-constexpr double kOneRounding = 4e-3;
-constexpr double kMm = 1e-2;
+// Errors relative to the reference's largest magnitude (rel_err). bf16 keeps 8 significant bits:
+// one rounding moves a value by at most half a unit in its last place, 2^-8 of the largest
+// magnitude (0.0039) where the values near the largest round worst; the epilogue's outputs are
+// rounded once from fp32 sums, so 5e-3. dx (and the fallback's dw) come from at::mm, whose split-K
+// may add partial sums rounded to bf16 (PyTorch's default reduced-precision reduction): 2e-2,
+// the tolerance gpu_model_test gives bf16 gradients.
+constexpr double kOneRounding = 5e-3;
+constexpr double kMm = 2e-2;
 
 struct Shape {
   int64_t N, in, out;
 };
-// The 1b model's projections over a micro-batch of 4 x 1024 and 4 x 4096 tokens: wqkv [6144, 2048],
-// wo [2048, 2048]; an odd token count; an MLP-wide output (5632) and input.
+// The 1b model's projections, wqkv [6144, 2048] and wo [2048, 2048], over 4096 tokens and over its
+// step's micro-batch of 4 x 4096; an odd token count; an MLP-wide output (5632) and input.
 const std::vector<Shape> kShapes = {{4096, 2048, 6144}, {16384, 2048, 6144}, {4096, 2048, 2048},
                                     {16384, 2048, 2048}, {4099, 2048, 6144}, {4099, 2048, 5632},
                                     {4096, 5632, 2048}};
