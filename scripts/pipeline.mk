@@ -57,7 +57,7 @@
 # every split, pack and training; nothing changed, make does not call it. An input whose every
 # document is removed has no output: its split writes nothing (old shards of it removed) and the
 # packs take what exists. DEDUP off after a DEDUP=1 run in the same OUT: the splits are redone
-# from the token shards (its stamps are removed as the Makefile is read).
+# from the token shards (their stamps are removed as the Makefile is read).
 # Defaults run the demo's data through the demo model and config.
 BIN          ?= build
 MODEL        ?= data_samples/spm_2k.model
