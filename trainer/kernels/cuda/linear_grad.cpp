@@ -107,8 +107,8 @@ using Layout = Owned<cublasLtMatrixLayout_t>;
 using Preference = Owned<cublasLtMatmulPreference_t>;
 
 // The first failing call of a sequence chained with &&: `s.ok(call(...), "call") && ...`.
-// CUBLAS_STATUS_NOT_SUPPORTED means no kernel for the case (the caller computes another way);
-// any other failure is an error, with its text in a per-thread buffer that lives until the
+// CUBLAS_STATUS_NOT_SUPPORTED and _ARCH_MISMATCH mean no kernel for the case or the device (the
+// caller computes another way); any other failure is an error, with its text in a per-thread buffer that lives until the
 // thread's next failure (the caller reports it at once).
 class Steps {
  public:
@@ -131,7 +131,9 @@ class Steps {
       return {LinearGradStatus::kFailed, message.c_str()};
     }
     if (status_ == CUBLAS_STATUS_SUCCESS) return {LinearGradStatus::kDone, nullptr};
-    if (status_ == CUBLAS_STATUS_NOT_SUPPORTED) return {LinearGradStatus::kUnsupported, nullptr};
+    if (status_ == CUBLAS_STATUS_NOT_SUPPORTED || status_ == CUBLAS_STATUS_ARCH_MISMATCH) {
+      return {LinearGradStatus::kUnsupported, nullptr};
+    }
     const Library& lt = library();
     message = std::string("cuBLASLt ") + call_ + ": " + lt.status_name(status_) + " (" + lt.status_string(status_) +
               ")";
