@@ -181,22 +181,24 @@ void run_clusters(const Job& job) {
   LOOM_CHECK(job.num_sources() <= (size_t{1} << 23), job.num_sources(),
              " sources: the clusters stage takes at most 2^23 (reference sets and inputs)");
   const std::string by_cluster = job.removals_path() + ".clusters", by_doc = job.removals_path() + ".duplicates";
-  ScratchFiles remove_at_end({by_cluster, by_doc});
-  ComponentStats stats;
-  const PairRun dups = duplicates(job, cluster_members(job, in, by_cluster, stats), by_doc);
-  // Duplicates and contaminated documents are both in document order: merged as they are written.
-  Decider decider(job, in);
-  ContaminatedDocs contaminated(in);
   WorkWriter out(job.removals_path(), WorkKind::kRemovals, sizeof(Removal), 0, params);
-  for (PairStream d(dups.path, dups.offset, dups.count);; d.next()) {
-    const uint64_t doc = d.done() ? kNoDoc : d.head().first;
-    for (; !contaminated.done() && contaminated.head().doc <= doc; contaminated.next()) {
-      const Removal r = decider.contamination(contaminated.head(), job.options().remove_contaminated);
+  ComponentStats stats;
+  {
+    ScratchFiles remove_before_commit({by_cluster, by_doc});  // a rerun after the commit finds none
+    const PairRun dups = duplicates(job, cluster_members(job, in, by_cluster, stats), by_doc);
+    // Duplicates and contaminated documents are both in document order: merged as they are written.
+    Decider decider(job, in);
+    ContaminatedDocs contaminated(in);
+    for (PairStream d(dups.path, dups.offset, dups.count);; d.next()) {
+      const uint64_t doc = d.done() ? kNoDoc : d.head().first;
+      for (; !contaminated.done() && contaminated.head().doc <= doc; contaminated.next()) {
+        const Removal r = decider.contamination(contaminated.head(), job.options().remove_contaminated);
+        out.add(&r);
+      }
+      if (d.done()) break;
+      const Removal r = decider.duplicate(doc, d.head().second);
       out.add(&r);
     }
-    if (d.done()) break;
-    const Removal r = decider.duplicate(doc, d.head().second);
-    out.add(&r);
   }
   out.commit();
   log::info("clusters: ", stats.nodes, " documents in candidate pairs, ", out.num_records(), " removal records");
