@@ -139,6 +139,38 @@ class Threads:
         return out, max(t1 - t0 - roots, 0.0)
 
 
+def on_other_streams(others, t0, t1):
+    """({kernel: overlap} of the other streams' GPU events inside [t0, t1], their clipped spans);
+    others = (events sorted by start, their starts, the longest duration)."""
+    on, spans = collections.Counter(), []
+    for e in others[0][max(bisect.bisect_left(others[1], t0 - others[2]), 0):bisect.bisect_left(others[1], t1)]:
+        o = overlap(e["ts"], e["_end"], t0, t1)
+        if o > 0:
+            on[kname(e["name"], 40)] += o
+            spans.append((max(e["ts"], t0), min(e["_end"], t1)))
+    return on, spans
+
+
+def gap_causes(gaps, others, corr_rt, nsteps):
+    """One line: the idle time with other streams busy (by kernel), before the next kernel's
+    launch call returned (the host late), and neither (launch latency, waits on events)."""
+    busy, late, neither = collections.Counter(), 0.0, 0.0
+    for g, t0, _, after in gaps:
+        on, spans = on_other_streams(others, t0, t0 + g)
+        busy.update(on)
+        ra = corr_rt.get(after.get("args", {}).get("correlation"))
+        if ra is not None and ra["ts"] + ra["dur"] > t0:
+            spans.append((t0, min(ra["ts"] + ra["dur"], t0 + g)))
+            late += spans[-1][1] - t0
+        neither += g - union_len(spans)
+    total = sum(busy.values())
+    print(f"  while idle, ms a step (the first two may overlap): other streams busy {total / 1e3 / nsteps:.2f}"
+          + (" (" + ", ".join(f"{n} {d / 1e3 / nsteps:.2f}" for n, d in busy.most_common(3) if d >= 5 * nsteps)
+             + ")" if total >= 5 * nsteps else "")
+          + f"; before the next kernel's launch returned (host late) {late / 1e3 / nsteps:.2f}; neither "
+          f"{neither / 1e3 / nsteps:.2f}")
+
+
 def gap_lines(k, g, t0, before, after, others, threads, corr_rt, enclosing, rt_sorted, rt_starts):
     """The three lines of one gap of the busiest stream: the kernels and the launch, the other
     streams meanwhile, the launching thread's time and the runtime calls of all threads."""
@@ -149,26 +181,22 @@ def gap_lines(k, g, t0, before, after, others, threads, corr_rt, enclosing, rt_s
             if ra["ts"] >= t0 else f"queued {(t0 - ra['ts']) / 1e3:.2f} ms before the gap")
     print(f"  gap {k}: {g / 1e3:.3f} ms {kname(before['name'])} -> {kname(after['name'])}; "
           f"launched by {inner or '(no cpu op)'} in {outer or '(no loom range)'}, {when}")
-    lo = max(bisect.bisect_left(others[1], t0 - others[2]), 0)
-    on = collections.Counter()
-    spans = []
-    for e in others[0][lo:bisect.bisect_left(others[1], t1)]:
-        o = overlap(e["ts"], e["_end"], t0, t1)
-        if o > 0:
-            on[kname(e["name"], 40)] += o
-            spans.append((max(e["ts"], t0), min(e["_end"], t1)))
+    on, spans = on_other_streams(others, t0, t1)
     print(f"  gap {k} other streams: " + (f"busy {union_len(spans) / 1e3:.2f} ms of it: " + ", ".join(
-        f"{n} {d / 1e3:.2f} ms" for n, d in on.most_common(3)) if on else "idle"))
+        f"{n} {d / 1e3:.2f} ms" for n, d in on.most_common(3) if d >= 5) if on else "idle"))
     if ra is not None and ra["ts"] > t0:
-        w0 = threads.previous_launch_end(ra["tid"], ra["ts"])
-        w0 = t0 if w0 is None else min(w0, ra["ts"])
+        # From its previous launch or the gap's opening, whichever came first, to this launch: the
+        # time the stream waited on this thread (it may have launched work elsewhere meanwhile).
+        prev = threads.previous_launch_end(ra["tid"], ra["ts"])
+        w0 = t0 if prev is None or prev >= t0 else prev
+        since = "the gap opened" if w0 == t0 else "its previous launch"
         times, outside = threads.self_times(ra["tid"], w0, ra["ts"])
         top = sorted(times.items(), key=lambda kv: -kv[1][0])[:4]
         parts = [f"{n} {t / 1e3:.2f} ms" + (f" ({c} of them)" if c > 1 else f" (of its {d / 1e3:.2f})")
                  for n, (t, c, d) in top if t > 0]
-        if outside > 0:
+        if outside >= 5:
             parts.append(f"outside any op {outside / 1e3:.2f} ms")
-        host = f"thread {ra['tid']}, {(ra['ts'] - w0) / 1e3:.2f} ms since its previous launch: " + ", ".join(parts)
+        host = f"thread {ra['tid']}, {(ra['ts'] - w0) / 1e3:.2f} ms since {since}: " + ", ".join(parts)
     else:
         host = "the host launched it in time"
     calls = collections.Counter()
@@ -180,8 +208,8 @@ def gap_lines(k, g, t0, before, after, others, threads, corr_rt, enclosing, rt_s
 
 
 def idle_gaps(by_stream, main_stream, span, nsteps, threads, corr_rt, enclosing, pairs=12, largest=8):
-    """The busiest stream's idle time: its gaps by the pair of kernels around them, then the
-    largest gaps (at most two of a pair) one by one."""
+    """The busiest stream's idle time: what else ran or held it, its gaps by the pair of kernels
+    around them, then the largest gaps (at most two of a pair) one by one."""
     ms = sorted((e for e in by_stream[main_stream] if span[0] <= e["ts"] < span[1]), key=lambda e: e["ts"])
     gaps = []
     end, prev = None, None
@@ -194,6 +222,9 @@ def idle_gaps(by_stream, main_stream, span, nsteps, threads, corr_rt, enclosing,
     small = sum(g[0] for g in gaps if g[0] < 20)
     print(f"\n== idle on the busiest stream ({main_stream}): {total_gap / 1e3 / nsteps:.2f} ms/step in "
           f"{len(gaps) / nsteps:.0f} gaps/step; gaps < 20 us: {small / 1e3 / nsteps:.2f} ms/step")
+    other = sorted((e for s, v in by_stream.items() if s != main_stream for e in v), key=lambda e: e["ts"])
+    others = (other, [e["ts"] for e in other], max((e["dur"] for e in other), default=0.0))
+    gap_causes(gaps, others, corr_rt, nsteps)
     by_pair = collections.defaultdict(lambda: [0, 0.0])
     for g, _, before, after in gaps:
         row = by_pair[(kname(before["name"]), kname(after["name"]))]
@@ -203,13 +234,11 @@ def idle_gaps(by_stream, main_stream, span, nsteps, threads, corr_rt, enclosing,
     for (b, a), (n, d) in sorted(by_pair.items(), key=lambda kv: -kv[1][1])[:pairs]:
         count = f"{n // nsteps}" if n % nsteps == 0 else f"{n / nsteps:.1f}"
         print(f"  pair {count} x {d / n / 1e3:.3f} ms = {d / 1e3 / nsteps:.2f} ms/step: {b} -> {a}")
-    other = sorted((e for s, v in by_stream.items() if s != main_stream for e in v), key=lambda e: e["ts"])
-    others = (other, [e["ts"] for e in other], max((e["dur"] for e in other), default=0.0))
     rt_sorted = sorted((r for v in threads.ev.values() for r in v if r.get("cat") in ("cuda_runtime", "cuda_driver")),
                        key=lambda r: r["ts"])
     rt_starts = [r["ts"] for r in rt_sorted]
-    print("  the largest gaps (at most 2 of a pair): other streams meanwhile; the launching thread's time "
-          "between its previous launch and this one (self time of its innermost ops and calls)")
+    print("  the largest gaps (at most 2 of a pair): other streams meanwhile; where the kernel after it was "
+          "launched late, its thread's time up to the launch (self time of its innermost ops and calls)")
     shown = collections.Counter()
     k = 0
     for g, t0, before, after in sorted(gaps, key=lambda g: -g[0]):

@@ -187,6 +187,9 @@ RECIPES = {
     "gpu/trace_summary.py": [Run(["{P}", "{S}", "{W}/trace.json"], setup=chrome_trace,
                                  out=[r"^  gemm +0\.30 ms", r"^kernel launches per step: 10$",
                                       r"^== idle on the busiest stream \(7\): 1\.05 ms/step in 7 gaps/step",
+                                      r"^  while idle, ms a step \(the first two may overlap\): other streams busy 0\.44 "
+                                      r"\(adamw_kernel 0\.44\); before the next kernel's launch returned \(host late\) "
+                                      r"0\.51; neither 0\.10$",
                                       r"^  pair 2 x 0\.050 ms = 0\.10 ms/step: rotary_kernel_vec8 -> "
                                       r"copy_rows_kernel<uint4, __nv_bfloat16>$",
                                       # the cross-stream wait: queued in time, under AdamW on stream 113
