@@ -7,11 +7,13 @@ page of text small enough to bring back from the GPU machine: where a step's GPU
 - GPU time by category (GEMM, attention, loss, optimizer, norm/rotary/SwiGLU, elementwise,
   reductions, copies, communication, other) and the top kernels by total time;
 - GPU time by the CPU op that launched it (innermost aten:: op or loom range);
-- idle time on the busiest stream: its gaps grouped by the kernels around them (count and time a
-  step), then the largest gaps, each with what ran meanwhile on other streams (a cross-stream wait
-  shows as this stream idling while another runs), when the kernel after the gap was launched, what
-  its launching thread did between its previous launch and this one (self time of the innermost
-  CPU ops and runtime calls: a slow allocation, an autograd node or a lock shows) and the CUDA
+- idle time on the busiest stream: how much of it had other streams busy (by kernel), came before
+  the next kernel's launch returned (the host late) or neither; its gaps grouped by the kernels
+  around them (count and time a step); then the largest gaps, each with what ran meanwhile on
+  other streams (a cross-stream wait shows as this stream idling while another runs), when the
+  kernel after the gap was launched and, if late, what its launching thread did from its previous
+  launch or the gap's opening, whichever came first, to this launch (self time of its innermost CPU
+  ops and runtime calls: a slow allocation, an autograd node or a lock shows), and the CUDA
   runtime calls of all threads during the gap;
 - host syncs: cudaStreamSynchronize / cudaDeviceSynchronize / cudaEventSynchronize / synchronous
   cudaMemcpy and aten::_local_scalar_dense (item()), with their time and enclosing loom range.
