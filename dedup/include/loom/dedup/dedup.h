@@ -5,8 +5,8 @@
 //               keys and exact keys (each band's keys sorted on disk), and its contaminated documents
 //   buckets     per band: the sources' keys of that band merged; documents sharing a key become
 //               candidate pairs (star edges to the smallest document id), optionally verified
-//   clusters    one process: union-find over every band's pairs, the documents removed and why,
-//               the report (report.jsonl) and the summary (summary.json)
+//   clusters    one process: connected components of every band's pairs (external sorts), the
+//               documents removed and why, the report (report.jsonl) and the summary (summary.json)
 //   apply       per input: the kept documents written to the output folder in the input's format
 //
 // Every stage's output is written atomically and records what it was made from; a stage whose
