@@ -139,9 +139,9 @@ PairRun cluster_members(const Job& job, const Inputs& in, const std::string& pat
   return write_sorted(members, path);
 }
 
-// Per cluster, its members in document order: the kept one (kNoDoc: none), then for each removed
-// duplicate (doc, matched), sorted by doc. Matched is the kept member, else (--keep none) the
-// cluster's smallest other member.
+// Per cluster, its members in document order decide the kept one (none with --keep none and no
+// reference); each removed duplicate gives (doc, matched), sorted by doc. Matched is the kept
+// member, else the cluster's smallest other member.
 PairRun duplicates(const Job& job, const PairRun& members, const std::string& path) {
   const bool keep_first = job.options().keep == Keep::kFirst;
   PairSorter removed(path, job.options().memory_bytes, false);
