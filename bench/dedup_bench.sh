@@ -45,6 +45,11 @@ HAVE_XXHASH=$($PY -c 'import xxhash' 2>/dev/null && echo 1 || echo 0)
 PEER_HASH=${PEER_HASH:-$([ "$HAVE_XXHASH" = 1 ] && echo xxhash || echo numpy)}
 WORK=$(mktemp -d /dev/shm/loom_dedup_bench.XXXXXX 2>/dev/null || mktemp -d /tmp/loom_dedup_bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
+# Copies of the two tools: every run uses the same binaries, whatever a build does meanwhile.
+mkdir -p "$WORK/bin"
+cp "$DEDUP" "$TOK" "$WORK/bin/"
+DEDUP=$WORK/bin/loom-dedup
+TOK=$WORK/bin/loom-tokenize
 
 # "wall cpu" seconds of "$@" (output in WORK/log; bash's time, to the millisecond).
 timed() {
@@ -99,7 +104,7 @@ fi
 $PY bench/dedup_peer.py signatures "$WORK/small/small.bin" "$WORK/small.npy" --hash "$PEER_HASH" > /dev/null
 check="$check; the peer against loom-dedup: $($PY bench/dedup_peer.py compare "$WORK/small_w/sources/00000.sig" "$WORK/small.npy")"
 
-SIGS="rm -rf $WORK/w && $DEDUP --stage signatures --work-dir $WORK/w --output-dir $WORK/o $SHARD"
+SIGS="$DEDUP --stage signatures --work-dir $WORK/w --output-dir $WORK/o $SHARD"  # after rm -rf WORK/w: a rerun skips
 PEER="$PY bench/dedup_peer.py signatures $SHARD $WORK/peer.npy --hash $PEER_HASH"
 same() {  # fails the bench unless the last runs' signatures are identical
   $PY bench/dedup_peer.py compare "$WORK/w/sources/00000.sig" "$WORK/peer.npy" > /dev/null || { echo "FAILED: $1" >&2; exit 1; }
@@ -122,7 +127,7 @@ same() {  # fails the bench unless the last runs' signatures are identical
   echo "### (a) Signatures per core (taskset -c $CPU), ngram 5, 14 bands x 8"
   echo
   echo "$HEAD"
-  pair sig1 "loom-dedup --stage signatures --threads 1 / peer, 1 process" "taskset -c $CPU $SIGS --threads 1" "taskset -c $CPU $PEER"
+  pair sig1 "loom-dedup --stage signatures --threads 1 / peer, 1 process" "rm -rf $WORK/w && taskset -c $CPU $SIGS --threads 1" "taskset -c $CPU $PEER"
   parts_1=$(tail -1 "$WORK/b.log")
   read -r sw pw sc pc < "$WORK/sig1.med"
   shingles=$(echo "$parts_1" | sed -n 's/.* \([0-9]*\) shingles;.*/\1/p')
@@ -135,7 +140,7 @@ same() {  # fails the bench unless the last runs' signatures are identical
   echo "### (b) Signatures on $THREADS cores"
   echo
   echo "$HEAD"
-  pair sign "loom-dedup --stage signatures --threads $THREADS / peer, $THREADS processes" "$SIGS --threads $THREADS" "$PEER --processes $THREADS"
+  pair sign "loom-dedup --stage signatures --threads $THREADS / peer, $THREADS processes" "rm -rf $WORK/w && $SIGS --threads $THREADS" "$PEER --processes $THREADS"
   parts_n=$(tail -1 "$WORK/b.log")
   same "loom-dedup's signatures differ from the peer's ($THREADS threads / processes)"
   echo
