@@ -354,3 +354,19 @@ TEST_CASE("the smallest sort buffers (spilled runs in every sort) give the defau
     CHECK(want[1].find("\"reason\":\"contaminated\"") != std::string::npos);
   }
 }
+
+TEST_CASE("scratch files a killed clusters stage left are replaced by the rerun, then removed", "[dedup][e2e]") {
+  Corpus c;
+  RunResult r = loom_dedup(c.args());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> want = dedup_results(c.dir / "work", c.dir / "out");
+  sys::remove_file(c.dir / "work/removals.bin");
+  for (const char* f : {".cc-sym", ".cc-large", ".clusters", ".duplicates"})  // as a kill -9 leaves them
+    write_all(c.dir / (std::string("work/removals.bin") + f), "the half-written scratch of a killed run");
+  r = loom_dedup(c.args() + " --stage clusters");
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_all(c.dir / "work/removals.bin") == want[0]);
+  CHECK(sys::list_dir(c.dir / "work") ==
+        std::vector<std::string>{"edges", "removals.bin", "report.jsonl", "sources", "summary.json"});
+}
