@@ -9,8 +9,9 @@
       over the shingles. Writes a (documents, H) '<u8' .npy and prints one line: documents,
       shingles, and the process CPU seconds of the two parts (hashing; permutations + min).
       --hash xxhash (the default when python3-xxhash imports): XXH64 of each n-gram's bytes by
-      xxhash.xxh64_intdigest, one Python call per n-gram, as datatrove hashes each n-gram
-      (datatrove.utils.hashing's xxhash64, xxhash.xxh64_intdigest). --hash numpy: XXH64 in numpy,
+      xxhash.xxh64_intdigest, one Python call per n-gram, as datatrove hashes each n-gram (its
+      default HashConfig, xxhash at 64 bits: datatrove.utils.hashes.xxhash's xxhash64, which is
+      xxhash.xxh64_intdigest). --hash numpy: XXH64 in numpy,
       vectorized over every n-gram of the shard at once (no python3-xxhash needed).
       --processes N: the documents cut into N contiguous parts of about equal tokens, one process
       each (multiprocessing, fork); the CPU seconds are summed over them.
@@ -24,14 +25,15 @@
       lines replaced by another line of the file), 15% rewritten (half of its lines replaced) and
       10% left out. Prints the documents and bytes written.
   dedup_peer.py selftest
-      The peer's signatures (both hashings) against Python integers on edge cases; exits 1 on a difference.
+      The peer's signatures (both hashings) against Python integers on edge cases; exits 1 on a
+      difference.
 
 Exactness: h_i(x) = (a_i x + b_i) mod P, P = 2^61 - 1, needs the 122-bit product. datatrove's
 `(shingles * a + b) % P` wraps at 2^64; here a and x are cut into 32-bit limbs (a = a1 2^32 + a0,
 a1 < 2^29) and the partial products folded with 2^61 = 1 (mod P), every intermediate below 2^64.
-The permutations run over a block of whole documents at a time (about BLOCK shingles, in three reused arrays) with
-np.minimum.reduceat for the per-document minimum: fewer numpy calls than datatrove's one call per
-document, so a stronger peer on short documents.
+The permutations run over a block of whole documents at a time (about BLOCK shingles, in three
+reused arrays) with np.minimum.reduceat for the per-document minimum: fewer numpy calls than
+datatrove's one call per document, so a stronger peer on short documents.
 """
 import argparse
 import multiprocessing
