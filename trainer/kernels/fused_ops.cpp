@@ -1,7 +1,5 @@
 #include "fused_ops.h"
 
-#include <atomic>
-
 #include "cpu_kernels.h"
 #include "fp8_linear.h"
 #include "loom/error.h"
@@ -24,16 +22,6 @@ bool fused_kernels_available() {
 }
 
 bool cpu_fused_applies(const torch::Tensor& t) { return cpu::kernels_apply(t); }
-
-namespace {
-// biased_linear's epilogue switch and count (set_bias_grad_epilogue, bias_grad_epilogue_count).
-std::atomic<bool> bias_grad_epilogue_on{true};
-std::atomic<int64_t> bias_grad_epilogue_done{0};
-}  // namespace
-
-bool set_bias_grad_epilogue(bool enabled) { return bias_grad_epilogue_on.exchange(enabled); }
-
-int64_t bias_grad_epilogue_count() { return bias_grad_epilogue_done.load(); }
 
 namespace {
 // The references compute in fp32, or in float64 for float64 inputs (the tests' ground truth).
@@ -355,52 +343,6 @@ class GatedProjectionFn : public torch::autograd::Function<GatedProjectionFn> {
   }
 };
 
-// dy^T x [out, in] and the sum of dy's rows [out] for dy [N, out] and x [N, in] (bf16, dy
-// contiguous): cuBLASLt's GEMM with the bias-gradient epilogue where it takes the case, else a GEMM
-// and a reduction.
-std::pair<torch::Tensor, torch::Tensor> weight_bias_grads(const torch::Tensor& dy, const torch::Tensor& x) {
-  LOOM_ASSERT(dy.scalar_type() == torch::kBFloat16 && x.scalar_type() == torch::kBFloat16 && dy.is_contiguous(),
-              "weight_bias_grads of dy ", dy.scalar_type(), " and x ", x.scalar_type());
-  const int64_t N = dy.size(0), out = dy.size(1), in = x.size(1);
-  if (bias_grad_epilogue_on.load() && x.is_contiguous()) {
-    torch::Tensor dw = torch::empty({out, in}, dy.options());
-    torch::Tensor db = torch::empty({out}, dy.options());
-    // From the stream's caching allocator: no other work reuses it before the GEMM is done.
-    const torch::Tensor workspace =
-        torch::empty({static_cast<int64_t>(cuda::kLinearGradWorkspaceBytes)}, dy.options().dtype(torch::kUInt8));
-    const cuda::LinearGradResult r =
-        cuda::linear_grad_bf16(dy.data_ptr(), x.data_ptr(), N, in, out, dw.data_ptr(), db.data_ptr(),
-                               workspace.data_ptr(), cuda::kLinearGradWorkspaceBytes, stream());
-    LOOM_CHECK(r.status != cuda::LinearGradStatus::kFailed, "the weight-gradient GEMM of a biased linear [", out,
-               ", ", in, "] over ", N, " rows failed: ", r.error);
-    if (r.status == cuda::LinearGradStatus::kDone) {
-      ++bias_grad_epilogue_done;
-      return {dw, db};
-    }
-  }
-  return {dy.t().mm(x), dy.sum(0)};
-}
-
-// x [N, in] w^T + b as addmm (its forward exactly); the backward makes dx = dy w and the weight and
-// bias gradients through weight_bias_grads.
-class BiasedLinearFn : public torch::autograd::Function<BiasedLinearFn> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias) {
-    ctx->save_for_backward({x, weight});
-    return torch::addmm(bias, x, weight.t());
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list s = ctx->get_saved_variables();
-    const torch::Tensor &x = s[0], &w = s[1];
-    const torch::Tensor dy = grads[0].contiguous();
-    torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) dx = torch::mm(dy, w);
-    if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) std::tie(dw, db) = weight_bias_grads(dy, x);
-    return {dx, ctx->needs_input_grad(1) ? dw : torch::Tensor(), ctx->needs_input_grad(2) ? db : torch::Tensor()};
-  }
-};
-
 }  // namespace
 #endif
 
@@ -464,21 +406,6 @@ torch::Tensor fused_gated_projection(const torch::Tensor& x, const torch::Tensor
 #else
   return {};
 #endif
-}
-
-torch::Tensor biased_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  LOOM_CHECK(x.dim() >= 1 && weight.dim() == 2 && bias.dim() == 1 && x.size(-1) == weight.size(1) &&
-                 bias.size(0) == weight.size(0),
-             "biased linear needs x [..., in], weight [out, in] and bias [out], got ", x.sizes(), ", ",
-             weight.sizes(), ", ", bias.sizes());
-  std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
-  out.back() = weight.size(0);
-  const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
-#ifdef LOOM_CUDA_KERNELS
-  const auto bf16 = [](const torch::Tensor& t) { return t.scalar_type() == torch::kBFloat16; };
-  if (x.is_cuda() && bf16(x) && bf16(weight) && bf16(bias)) return BiasedLinearFn::apply(x2, weight, bias).view(out);
-#endif
-  return torch::addmm(bias, x2, weight.t()).view(out);
 }
 
 torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {

@@ -54,20 +54,6 @@ std::vector<torch::Tensor> fused_residual_rmsnorm(const torch::Tensor& x, const 
 bool fused_gated_projection_applies(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);
 torch::Tensor fused_gated_projection(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);
 
-// A biased linear over the last dim: x [..., in], weight [out, in], bias [out] -> [..., out], as
-// one addmm over [N, in] (cuBLAS adds the bias in the GEMM's epilogue). On CUDA with x, weight and
-// bias all bf16, the backward makes the weight and bias gradients in one cuBLASLt GEMM whose
-// epilogue sums dy's rows as it reads them (cuda::linear_grad_bf16); autograd's addmm backward
-// sums them in a reduction of its own, a second read of dy (48 launches, 3.2 ms of an H100 1b
-// step). Where that GEMM declines the case (in or out not a multiple of 8, buffers not 16-byte
-// aligned), and for other dtypes, the gradients are dy^T x and the sum of dy's rows.
-torch::Tensor biased_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
-// Turns biased_linear's epilogue off (false) or back on (the default) for the whole process, for
-// comparisons (the GPU tests run a model both ways); returns the previous setting.
-bool set_bias_grad_epilogue(bool enabled);
-// How many biased_linear backwards the epilogue has computed since the process started.
-int64_t bias_grad_epilogue_count();
-
 // Rotary embedding in the rotate-half layout for x [..., N, D] (N heads) and angle tables
 // cos, sin [..., D/2] fp32 with x's leading dims (one row per token): for i < D/2,
 //   y_i = x_i cos_i - x_{i+D/2} sin_i,   y_{i+D/2} = x_{i+D/2} cos_i + x_i sin_i.

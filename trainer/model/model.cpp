@@ -136,12 +136,13 @@ namespace {
 
 // CUDA: a biased Linear over [..., C] as one addmm on [N, C] (cuBLAS adds the bias in the GEMM's
 // epilogue); LibTorch's linear of a 3-d input ran the matmul and then a broadcast add_ (4 ms of a
-// 1b step on an H200). In bf16 its backward makes the bias gradient in the weight gradient's GEMM
-// (biased_linear, fused_ops.h). Elsewhere, and for FP8, the module itself, so CPU results stay
-// bitwise as they were.
+// 1b step on an H200). Elsewhere, and for FP8, the module itself, so CPU results stay bitwise as
+// they were.
 torch::Tensor project(Linear& l, const torch::Tensor& x) {
   if (!x.is_cuda() || !l->bias.defined() || x.dim() < 3 || l->fp8) return l->forward(x);
-  return biased_linear(x, l->weight, l->bias);
+  std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
+  out.back() = l->weight.size(0);
+  return torch::addmm(l->bias, x.reshape({-1, x.size(-1)}), l->weight.t()).view(out);
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 // (nullptr on success) so the caller reports it through LOOM_CHECK.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 namespace loom::cuda {
@@ -90,28 +89,6 @@ const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const vo
 // grad_scale * d(loss)/d(logits) in bf16.
 const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int64_t* labels, int64_t ignore_index,
                                float eps, float grad_scale, float* loss, float* lse, bool* correct, void* stream);
-
-// The weight and bias gradients of a biased linear y = x w^T + b, all bf16 (linear_grad.cpp):
-// dw [out, in] = dy^T x and db [out] = the sum of dy's rows, from dy [N, out] and x [N, in], in
-// one cuBLASLt GEMM whose epilogue sums dy as the GEMM reads it (a separate reduction reads dy
-// again). fp32 accumulation, one rounding to bf16 per output; dw and db are overwritten. workspace:
-// kLinearGradWorkspaceBytes of device memory that no other work uses until this call's work on
-// the stream is done (a block of the stream's caching allocator). The result:
-//   kDone         dw and db are written (on the stream);
-//   kUnsupported  nothing was written: N, in or out is 0, in or out is not a multiple of 8, a
-//                 pointer is not 16-byte aligned, cuBLASLt has no kernel for the case, or the
-//                 process has no libcublasLt (linear_grad.cpp binds the one LibTorch loaded); the
-//                 caller computes the gradients another way;
-//   kFailed       a cuBLASLt or CUDA call failed; `error` names it and says how (valid until the
-//                 calling thread's next failure).
-inline constexpr size_t kLinearGradWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
-enum class LinearGradStatus { kDone, kUnsupported, kFailed };
-struct LinearGradResult {
-  LinearGradStatus status;
-  const char* error;  // kFailed only
-};
-LinearGradResult linear_grad_bf16(const void* dy, const void* x, int64_t N, int64_t in, int64_t out, void* dw,
-                                  void* db, void* workspace, size_t workspace_bytes, void* stream);
 
 // FP8 (sm_89+: Ada and Hopper). Formats: e4m3 (max 448) for weights and activations, e5m2
 // (max 57344) for gradients. fp8_amax_bf16: max |x| over n bf16 elements (n % 8 == 0) into the
