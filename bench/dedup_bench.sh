@@ -21,7 +21,12 @@
 # usage: bench/dedup_bench.sh [BUILD_DIR] [CPU]     (defaults: build, 0)
 # Knobs: COPIES (8), LINES (20 lines a document), DOC_LINES (0: the whole files, else their first
 # lines), RUNS (5), THREADS (nproc), PEER_HASH (xxhash when python3-xxhash imports, else numpy:
-# the peer's pure-numpy XXH64), PY (/usr/bin/python3 when it has numpy, else python3).
+# the peer's pure-numpy XXH64), PY (/usr/bin/python3 when it has numpy, else python3),
+# LOOM_BENCH_COMMIT (the commit line's text, for a copy of the tree that is not its checkout).
+# On the GPU machine's 16 cores (one device call, carry .debs; about 80 s with the build):
+#   LOOM_TARGETS="loom-dedup loom-tokenize" bash scripts/device/build.sh > $OUT/build.log 2>&1 &&
+#   LD_LIBRARY_PATH=/tmp/loom-prefix/usr/lib/x86_64-linux-gnu LOOM_BENCH_COMMIT=TREE_COMMIT \
+#   LOOM_BENCH_LOG=$OUT/log.md bash bench/dedup_bench.sh build-gpu 0
 # Needs loom-dedup and loom-tokenize built in BUILD_DIR, python3-numpy, taskset. Writes only under
 # a temporary folder (on /dev/shm when there is one: loom-dedup's fsyncs cost nothing there).
 set -euo pipefail
@@ -114,7 +119,9 @@ same() {  # fails the bench unless the last runs' signatures are identical
   echo "## loom-dedup against the numpy MinHash peer and loom-tokenize (bench/dedup_bench.sh), $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
   echo "- machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
-  if git rev-parse --short HEAD > /dev/null 2>&1; then
+  if [ -n "${LOOM_BENCH_COMMIT:-}" ]; then  # the GPU machine's checkout names its own base, not the tree's
+    echo "- commit: $LOOM_BENCH_COMMIT"
+  elif git rev-parse --short HEAD > /dev/null 2>&1; then
     echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- dedup tokenize common bench/dedup_peer.py bench/dedup_bench.sh || echo ' (+ uncommitted changes)')"
   else
     echo "- commit: not a git checkout (the caller records the tree's commit)"
