@@ -67,13 +67,15 @@ median() { sort -g | awk '{a[NR]=$1} END{printf "%.4f", (NR%2 ? a[(NR+1)/2] : (a
 spread() { sort -g | awk '{a[NR]=$1} END{printf "%.4f-%.4f", a[1], a[NR]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b/a}'; }
 # pair ID NAME 'COMMAND A' 'COMMAND B': RUNS alternating runs after one warm-up each; one table row,
-# the medians in WORK/ID.med ("A_wall B_wall A_cpu B_cpu"), B's last log in WORK/b.log.
+# the medians in WORK/ID.med ("A_wall B_wall A_cpu B_cpu"), the last line of each timed B run's
+# output in WORK/ID.b (the peer's parts).
 pair() {
   local id=$1 name=$2 a=$3 b=$4 i
-  : > "$WORK/a"; : > "$WORK/b"
+  : > "$WORK/a"; : > "$WORK/b"; : > "$WORK/$id.b"
   timed bash -c "$a" >/dev/null; timed bash -c "$b" >/dev/null
-  for ((i = 0; i < RUNS; i++)); do timed bash -c "$a" >> "$WORK/a"; timed bash -c "$b" >> "$WORK/b"; done
-  cp "$WORK/log" "$WORK/b.log"
+  for ((i = 0; i < RUNS; i++)); do
+    timed bash -c "$a" >> "$WORK/a"; timed bash -c "$b" >> "$WORK/b"; tail -1 "$WORK/log" >> "$WORK/$id.b"
+  done
   local aw bw ac bc
   aw=$(cut -d' ' -f1 "$WORK/a" | median); bw=$(cut -d' ' -f1 "$WORK/b" | median)
   ac=$(cut -d' ' -f2 "$WORK/a" | median); bc=$(cut -d' ' -f2 "$WORK/b" | median)
@@ -81,6 +83,14 @@ pair() {
   echo "| $name | $aw ($(cut -d' ' -f1 "$WORK/a" | spread)) | $bw ($(cut -d' ' -f1 "$WORK/b" | spread)) |" \
        "$(ratio "$aw" "$bw") | $ac ($(cut -d' ' -f2 "$WORK/a" | spread)) |" \
        "$bc ($(cut -d' ' -f2 "$WORK/b" | spread)) | $(ratio "$ac" "$bc") |"
+}
+# parts ID: "shingles hashing permutations hashing+permutations" CPU seconds, medians over WORK/ID.b.
+parts() {
+  local f=$WORK/$1.b
+  echo "$(sed -n 's/.* \([0-9]*\) shingles;.*/\1/p' "$f" | tail -1)" \
+       "$(sed -n 's/.*hashing \([0-9.]*\) CPU s, .*/\1/p' "$f" | median)" \
+       "$(sed -n 's/.*permutations + min \([0-9.]*\) CPU s.*/\1/p' "$f" | median)" \
+       "$(sed -n 's/.*hashing \([0-9.]*\) CPU s, permutations + min \([0-9.]*\) CPU s.*/\1 \2/p' "$f" | awk '{print $1 + $2}' | median)"
 }
 HEAD="| A / B | A wall s | B wall s | B/A | A CPU s | B CPU s | B/A |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -135,23 +145,23 @@ same() {  # fails the bench unless the last runs' signatures are identical
   echo
   echo "$HEAD"
   pair sig1 "loom-dedup --stage signatures --threads 1 / peer, 1 process" "rm -rf $WORK/w && taskset -c $CPU $SIGS --threads 1" "taskset -c $CPU $PEER"
-  parts_1=$(tail -1 "$WORK/b.log")
   read -r sw pw sc pc < "$WORK/sig1.med"
-  shingles=$(echo "$parts_1" | sed -n 's/.* \([0-9]*\) shingles;.*/\1/p')
-  parts_cpu=$(echo "$parts_1" | sed -n 's/.*hashing \([0-9.]*\) CPU s, permutations + min \([0-9.]*\) CPU s.*/\1 \2/p' | awk '{print $1 + $2}')
+  parts sig1 > "$WORK/sig1.parts"
+  read -r shingles hash_cpu perm_cpu parts_cpu < "$WORK/sig1.parts"
   same "loom-dedup's signatures differ from the peer's (one core)"
   echo
-  echo "- peer's parts (its last run): $parts_1"
+  echo "- the peer's parts, medians of its $RUNS runs: hashing $hash_cpu CPU s, permutations + min $perm_cpu CPU s ($shingles shingles); its last line: $(tail -1 "$WORK/sig1.b")"
   echo "- signatures: identical (loom-dedup's W/sources/00000.sig against the peer's .npy, every document and hash)"
   echo
   echo "### (b) Signatures on $THREADS cores"
   echo
   echo "$HEAD"
   pair sign "loom-dedup --stage signatures --threads $THREADS / peer, $THREADS processes" "rm -rf $WORK/w && $SIGS --threads $THREADS" "$PEER --processes $THREADS"
-  parts_n=$(tail -1 "$WORK/b.log")
   same "loom-dedup's signatures differ from the peer's ($THREADS threads / processes)"
   echo
-  echo "- peer's parts (its last run, summed over its processes): $parts_n"
+  parts sign > "$WORK/sign.parts"
+  read -r _ hash_n perm_n _ < "$WORK/sign.parts"
+  echo "- the peer's parts, summed over its processes, medians of its $RUNS runs: hashing $hash_n CPU s, permutations + min $perm_n CPU s"
   echo "- signatures: identical"
   read -r a1w _ a1c _ < "$WORK/sig1.med"
   read -r anw pnw anc pnc < "$WORK/sign.med"
@@ -186,7 +196,7 @@ same() {  # fails the bench unless the last runs' signatures are identical
   echo "| target | figure (CPU s) | by wall time | verdict |"
   echo "| --- | ---: | ---: | --- |"
   echo "| signatures per core >= 10x the numpy peer | $(ratio "$sc" "$pc")x | $(ratio "$sw" "$pw")x | $(verdict "$(ratio "$sc" "$pc")" 10) |"
-  echo "| the same against the peer's hashing + permutations alone (no start-up, no reading) | $(ratio "$sc" "$parts_cpu")x | - | $(verdict "$(ratio "$sc" "$parts_cpu")" 10) |"
+  echo "| the same against the peer's hashing + permutations alone (no start-up, no reading; their median) | $(ratio "$sc" "$parts_cpu")x | - | $(verdict "$(ratio "$sc" "$parts_cpu")" 10) |"
   echo "| signatures on $THREADS cores against the peer's $THREADS processes | $(ratio "$anc" "$pnc")x | $(ratio "$anw" "$pnw")x | $(verdict "$(ratio "$anc" "$pnc")" 10) |"
   echo "| end to end per core >= loom-tokenize (tokens/s) | $(ratio "$ec" "$tc")x | $(ratio "$ew" "$tw")x | $(verdict "$(ratio "$ec" "$tc")" 1) |"
   if awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" 'BEGIN{exit !(l > n / 2)}'; then
