@@ -129,6 +129,7 @@ def main():
 
     forged_headers()
     dedup_work_files()
+    dedup_eval_items()
 
     # SentencePiece: the sample model (26 KB; the test models in tests/data are 250 KB and more).
     put("fuzz_spm_model", "spm_2k.model", open(model, "rb").read())
@@ -249,6 +250,24 @@ def forged_headers():
     put("fuzz_megatron_index", "forged_sequences_wrap", split2(idx(1 << 62, 2), struct.pack("<2H", 1, 2)))
     put("fuzz_megatron_index", "forged_documents_wrap", split2(idx(1, 1 << 61), struct.pack("<2H", 1, 2)))
 
+
+
+def dedup_eval_items():
+    """loom-dedup's evaluation files (dedup/src/eval_set.cpp): the first byte picks the extension
+    (0 .txt, 1 .jsonl, 2 .json, 3 another), the second the key (bit 0: "question", else "text"),
+    the rest is the file. Valid files of each format, then the errors eval_set_test.cpp names."""
+    target = "fuzz_dedup_eval_items"
+    ev = lambda ext, data, key=0: bytes([ext, key]) + data
+    put(target, "txt", ev(0, "What is 2 + 2?\n\n\u56db\u304b\u3002\nlast line without newline".encode()))
+    put(target, "jsonl", ev(1, b'{"text": "a question"}\n\n{"text": "q\\u00e9", "id": 3}\n'))
+    put(target, "jsonl_question", ev(1, b'{"question": "x", "text": 5}\n', 1))
+    put(target, "json", ev(2, b'[{"text": "one"}, {"text": "two", "more": [1, 2]}]'))
+    put(target, "forged_json_not_array", ev(2, b'{"text": "one"}'))
+    put(target, "forged_json_element", ev(2, b'[{"text": "one"}, 7, {"t": "x"}]'))
+    put(target, "forged_jsonl_bad_line", ev(1, b'{"text": "ok"}\n{"text": \n'))
+    put(target, "forged_jsonl_key_not_string", ev(1, b'{"text": ["a"]}\n'))
+    put(target, "forged_extension", ev(3, b"a,b\n"))
+    put(target, "forged_nul_and_invalid_utf8", ev(0, b"\x00\xff\xfe\n\xc3"))
 
 def dedup_work_files():
     """loom-dedup's work files (dedup/include/loom/dedup/work_file.h): an option byte (bit 0: the
