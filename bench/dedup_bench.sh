@@ -109,8 +109,9 @@ read -r DOCS TOKENS < <($PY -c 'import numpy as np, sys; h = np.fromfile(sys.arg
 
 # Correctness first, on a small shard: loom against the independent reference, the peer against loom.
 head -n 400 "$WORK/corpus.txt" > "$WORK/small.txt"
-$TOKENIZE --output-dir "$WORK/small" "$WORK/small.txt" > "$WORK/small.log" 2>&1
-"$DEDUP" --stage signatures --work-dir "$WORK/small_w" --output-dir "$WORK/small_o" "$WORK/small/small.bin" > "$WORK/small.log" 2>&1
+{ $TOKENIZE --output-dir "$WORK/small" "$WORK/small.txt" &&
+  "$DEDUP" --stage signatures --work-dir "$WORK/small_w" --output-dir "$WORK/small_o" "$WORK/small/small.bin"; } \
+  > "$WORK/small.log" 2>&1 || { cat "$WORK/small.log" >&2; exit 1; }
 if [ "$HAVE_XXHASH" = 1 ]; then
   check="loom-dedup against tests/dedup/minhash_ref.py: $($PY tests/dedup/minhash_ref.py "$WORK/small/small.bin" "$WORK/small_w" 5 14 8 1)"
 else
