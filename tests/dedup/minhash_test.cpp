@@ -2,6 +2,8 @@
 // implementation of the specification (minhash.h), on real text; Jaccard helpers on handmade sets.
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include "fixtures.h"
 #include "loom/dedup/minhash.h"
 
@@ -34,6 +36,59 @@ TEST_CASE("signatures and band keys equal the Python reference (FineWeb's defaul
 
 TEST_CASE("signatures and band keys equal the Python reference (other n, bands, rows, seed)", "[dedup][minhash]") {
   check_against_python("--ngram 3 --bands 4 --rows 3 --seed 7", "3 4 3 7");
+}
+
+namespace {
+__extension__ typedef unsigned __int128 u128;
+constexpr uint64_t kP = dedup::kMersenne61;
+
+// The definition in 128-bit arithmetic, one hash and shingle at a time.
+std::vector<uint64_t> reference_minima(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b,
+                                       const std::vector<uint64_t>& x) {
+  std::vector<uint64_t> sig(a.size(), kP);
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const uint64_t v : x)
+      sig[i] = std::min(sig[i], static_cast<uint64_t>((static_cast<u128>(a[i]) * (v % kP) + b[i]) % kP));
+  return sig;
+}
+}  // namespace
+
+TEST_CASE("every compiled MinHash kernel equals 128-bit arithmetic, edge values and partial lane groups included",
+          "[dedup][minhash]") {
+  const auto& kernels = dedup::detail::min_kernels();
+  REQUIRE(!kernels.empty());
+  CHECK(std::string(kernels.back().name) == "baseline");
+  CHECK(kernels.back().supported);
+  CHECK(dedup::detail::best_min_kernel().supported);
+  std::mt19937_64 rng(12345);
+  // Shingles at the edges of x mod P and of the 32-bit limbs, then random ones.
+  const uint64_t max = ~uint64_t{0}, two32 = uint64_t{1} << 32;
+  std::vector<uint64_t> x{0, 1, kP - 1, kP, kP + 1, 2 * kP - 1, 2 * kP, 2 * kP + 1, max, max - 1, uint64_t{1} << 61,
+                          (uint64_t{1} << 63) - 1, two32 - 1, two32, kP - two32, kP - 7, 7 * kP + 6};
+  while (x.size() < 300) x.push_back(rng());
+  for (const uint32_t h : {1u, 7u, 8u, 15u, 16u, 17u, 112u, 113u}) {
+    // a_i in [1, P), b_i in [0, P): the extremes first, then random as MinHasher draws them.
+    std::vector<uint64_t> a{kP - 1, 1, two32 - 1, two32, kP - two32, (uint64_t{1} << 60) + 12345};
+    std::vector<uint64_t> b{kP - 1, 0, kP - 1, 1, 0, kP - 2};
+    a.resize(h), b.resize(h);
+    for (uint32_t i = std::min<uint32_t>(h, 6); i < h; ++i) a[i] = 1 + rng() % (kP - 1), b[i] = rng() % kP;
+    for (const size_t n : {size_t{0}, size_t{1}, size_t{17}, x.size()}) {
+      const std::vector<uint64_t> xs(x.begin(), x.begin() + n);
+      const std::vector<uint64_t> want = reference_minima(a, b, xs);
+      for (const auto& k : kernels) {
+        if (!k.supported) {
+          WARN("this CPU cannot run the " << k.name << " MinHash kernel: not tested");
+          continue;
+        }
+        INFO("kernel " << k.name << ", " << h << " hashes, " << n << " shingles");
+        std::vector<uint64_t> got(h + 1, 42);  // one past the end: must stay untouched
+        k.run(a.data(), b.data(), h, xs.data(), n, got.data());
+        CHECK(got[h] == 42);
+        got.resize(h);
+        CHECK(got == want);
+      }
+    }
+  }
 }
 
 TEST_CASE("exact Jaccard of shingle sets and the estimate from signatures", "[dedup][minhash]") {

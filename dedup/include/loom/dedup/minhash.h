@@ -44,6 +44,23 @@ ExactKey exact_key(const uint32_t* ids, size_t n);
 // The shingle hashes of a document, in position order (duplicates kept), as defined above.
 void shingles(const uint32_t* ids, size_t n, uint32_t ngram, std::vector<uint64_t>& out);
 
+namespace detail {
+// The kernel of MinHasher::signature: sig[i] = min over j < n of (a[i] (x[j] mod P) + b[i]) mod P for
+// i < h, with a[i], b[i] < P and any 64-bit x[j]; P where n = 0. Exact in 64-bit arithmetic.
+using MinKernelFn = void (*)(const uint64_t* a, const uint64_t* b, uint32_t h, const uint64_t* x, size_t n,
+                             uint64_t* sig);
+struct MinKernel {
+  const char* name;
+  MinKernelFn run;
+  bool supported;  // this CPU has the instructions it was compiled for
+};
+// Every compiled variant, fastest first: on x86-64 with GCC the x86-64-v4 (AVX-512) and AVX2 builds
+// of the one source, then the baseline, which runs everywhere. Exposed so tests run each one.
+const std::vector<MinKernel>& min_kernels();
+// The first supported one: what MinHasher uses.
+const MinKernel& best_min_kernel();
+}  // namespace detail
+
 class MinHasher {
  public:
   explicit MinHasher(const MinHashParams& params);
@@ -57,6 +74,7 @@ class MinHasher {
  private:
   MinHashParams params_;
   std::vector<uint64_t> a_, b_;
+  detail::MinKernelFn kernel_;
 };
 
 double estimated_jaccard(const uint64_t* sig_a, const uint64_t* sig_b, uint32_t num_hashes);
