@@ -75,7 +75,7 @@ void apply_source(const Job& job, size_t s, const WorkReader& removals, uint64_t
 void run_apply(const Job& job, StageTask task) {
   job.current(job.removals_path(), WorkKind::kRemovals, sizeof(Removal), "clusters", removals_params(job));
   const WorkReader removals(job.removals_path(), WorkKind::kRemovals, sizeof(Removal));
-  removals.verify();
+  verify_removals(job, removals, kNoDoc);  // the eval items are not read here
   std::vector<size_t> mine;
   for (size_t s = job.options().references.size() + task.task; s < job.num_sources(); s += task.tasks)
     mine.push_back(s);

@@ -14,8 +14,12 @@ namespace loom::dedup {
 
 namespace {
 struct Signatures {
-  std::vector<std::unique_ptr<WorkReader>> files;  // per source
-  const uint64_t* row(uint64_t doc) const { return files[doc_source(doc)]->record(doc_index(doc)); }
+  std::vector<std::unique_ptr<WorkReader>> files;  // per source, one record per document (open_signatures)
+  const uint64_t* row(uint64_t doc) const {  // doc: from a checked band keys file (verify_band_keys)
+    LOOM_DASSERT(doc_source(doc) < files.size() && doc_index(doc) < files[doc_source(doc)]->num_records(), "document ",
+                 doc, " out of range");
+    return files[doc_source(doc)]->record(doc_index(doc));
+  }
 };
 
 class Verifier {
@@ -49,7 +53,7 @@ void bucket_unit(const Job& job, uint32_t unit, const Signatures& sigs, uint64_t
   uint64_t total = 0;
   for (size_t s = 0; s < job.num_sources(); ++s) {
     const WorkReader band(job.band_path(s, unit), WorkKind::kBandKeys, sizeof(Pair));
-    band.verify();
+    verify_band_keys(job, band, s);
     streams.emplace_back(band.path(), sizeof(WorkHeader), band.num_records());
     total += band.num_records();
   }
@@ -93,10 +97,7 @@ uint64_t bucket_params(const Job& job, uint32_t unit) {
 
 void run_buckets(const Job& job, StageTask task) {
   Signatures sigs;
-  for (size_t s = 0; s < job.num_sources(); ++s) {
-    job.current(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes(), "signatures", job.sig_params(s));
-    sigs.files.push_back(std::make_unique<WorkReader>(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes()));
-  }
+  for (size_t s = 0; s < job.num_sources(); ++s) sigs.files.push_back(open_signatures(job, s));
   const std::vector<uint32_t> all = job.units();
   std::vector<uint32_t> mine;  // a contiguous range of bands per task
   for (size_t k = all.size() * task.task / task.tasks; k < all.size() * (task.task + 1) / task.tasks; ++k)

@@ -29,6 +29,13 @@ struct Inputs {
   std::vector<std::unique_ptr<WorkReader>> edges, sigs, contam;  // contam: the inputs' own, in order
 };
 
+// The number of items of the eval files (EvalSet's item indices), without tokenizing them.
+uint64_t eval_items(const EvalOptions& eval) {
+  uint64_t n = 0;
+  for (const std::string& f : eval.files) n += read_eval_items(f, eval.key).size();
+  return n;
+}
+
 uint64_t clusters_params(const Job& job, const Inputs& in) {
   Xxh64 h;
   double threshold = job.options().threshold;
@@ -46,17 +53,18 @@ uint64_t clusters_params(const Job& job, const Inputs& in) {
 Inputs open_inputs(const Job& job) {
   Inputs in;
   const uint64_t eval = job.decontaminating() ? eval_fingerprint(job.options().eval) : 0;
+  const uint64_t items = job.decontaminating() ? eval_items(job.options().eval) : 0;
   for (uint32_t u : job.units()) {
     job.current(job.edges_path(u), WorkKind::kEdges, sizeof(Pair), "buckets", bucket_params(job, u));
     in.edges.push_back(std::make_unique<WorkReader>(job.edges_path(u), WorkKind::kEdges, sizeof(Pair)));
   }
   for (size_t s = 0; s < job.num_sources(); ++s) {
-    in.sigs.push_back(std::make_unique<WorkReader>(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes()));
+    in.sigs.push_back(open_signatures(job, s));
     if (!job.decontaminating() || job.is_reference(s)) continue;
     job.current(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination), "signatures",
                 job.contam_params(s, eval));
     in.contam.push_back(std::make_unique<WorkReader>(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination)));
-    in.contam.back()->verify();
+    verify_contamination(job, *in.contam.back(), s, items);
   }
   return in;
 }
@@ -126,7 +134,7 @@ class Decider {
 PairRun cluster_members(const Job& job, const Inputs& in, const std::string& path, ComponentStats& stats) {
   std::vector<PairRun> edges;
   for (const auto& e : in.edges) {
-    e->verify();
+    verify_edges(job, *e);
     edges.push_back(PairRun{e->path(), sizeof(WorkHeader), e->num_records()});
   }
   const bool remove = job.options().remove_contaminated;

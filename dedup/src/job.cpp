@@ -7,6 +7,7 @@
 #include <exception>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "loom/cli.h"
@@ -111,6 +112,102 @@ WorkHeader Job::current(const std::string& path, WorkKind kind, uint32_t record_
   LOOM_CHECK(h.params_xxh64 == params, path, ": made from other inputs or settings than this run's; run the ", stage,
              " stage again with them (--stage ", stage, ")");
   return h;
+}
+
+namespace {
+std::string doc_text(uint64_t doc) {
+  std::ostringstream hex;
+  hex << std::hex << doc;
+  return str("document 0x", hex.str(), " (source ", doc_source(doc), ", index ", doc_index(doc), ")");
+}
+
+// Record i of file holds `doc`, which must be a document of the job's sources.
+void check_doc(const Job& job, const WorkReader& file, uint64_t i, uint64_t doc) {
+  const uint64_t s = doc_source(doc);
+  LOOM_CHECK(s < job.num_sources(), file.path(), ": record ", i, ": ", doc_text(doc), ", expected a source < ",
+             job.num_sources());
+  const uint64_t docs = job.source(s).num_docs();
+  LOOM_CHECK(doc_index(doc) < docs, file.path(), ": record ", i, ": ", doc_text(doc), ", expected an index < ", docs,
+             " (the documents of ", job.source(s).path(), ")");
+}
+
+void check_doc_of(const Job& job, const WorkReader& file, uint64_t i, uint64_t doc, size_t s) {
+  check_doc(job, file, i, doc);
+  LOOM_CHECK(doc_source(doc) == s, file.path(), ": record ", i, ": ", doc_text(doc), ", expected a document of source ",
+             s, " (", job.source(s).path(), ")");
+}
+
+void check_increasing(const WorkReader& file, uint64_t i, uint64_t doc, uint64_t previous) {
+  LOOM_CHECK(doc > previous, file.path(), ": record ", i, ": ", doc_text(doc), " after ",
+             doc_text(previous), ", expected documents in strictly increasing order");
+}
+
+void check_item(const WorkReader& file, uint64_t i, uint64_t item, uint64_t num_items) {
+  LOOM_CHECK(item < num_items, file.path(), ": record ", i, ": eval item ", item, ", expected an item < ", num_items,
+             " (the items of the --eval files)");
+}
+}  // namespace
+
+std::unique_ptr<WorkReader> open_signatures(const Job& job, size_t s) {
+  job.current(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes(), "signatures", job.sig_params(s));
+  auto file = std::make_unique<WorkReader>(job.sig_path(s), WorkKind::kSignatures, job.sig_record_bytes());
+  LOOM_CHECK(file->num_records() == job.source(s).num_docs(), file->path(), ": ", file->num_records(),
+             " records, expected ", job.source(s).num_docs(), " (one per document of ", job.source(s).path(), ")");
+  return file;
+}
+
+void verify_band_keys(const Job& job, const WorkReader& file, size_t s) {
+  file.verify([&](uint64_t i, const uint64_t* r) {
+    check_doc_of(job, file, i, r[1], s);
+    if (i == 0) return;
+    const uint64_t* p = r - 2;
+    LOOM_CHECK(r[0] > p[0] || (r[0] == p[0] && r[1] > p[1]), file.path(), ": record ", i, ": key 0x", hex64(r[0]),
+               " of ", doc_text(r[1]), " after key 0x", hex64(p[0]), " of ", doc_text(p[1]),
+               ", expected sorted by key, then document");
+  });
+}
+
+void verify_edges(const Job& job, const WorkReader& file) {
+  file.verify([&](uint64_t i, const uint64_t* r) {
+    check_doc(job, file, i, r[0]);
+    check_doc(job, file, i, r[1]);
+    LOOM_CHECK(r[0] < r[1], file.path(), ": record ", i, ": edge (", doc_text(r[0]), ", ", doc_text(r[1]),
+               "), expected a < b");
+  });
+}
+
+void verify_contamination(const Job& job, const WorkReader& file, size_t s, uint64_t num_items) {
+  file.verify([&](uint64_t i, const uint64_t* r) {
+    check_doc_of(job, file, i, r[0], s);
+    if (i > 0) check_increasing(file, i, r[0], r[-3]);
+    check_item(file, i, r[1], num_items);
+  });
+}
+
+void verify_removals(const Job& job, const WorkReader& file, uint64_t num_items) {
+  file.verify([&](uint64_t i, const uint64_t* r) {
+    const Removal* m = reinterpret_cast<const Removal*>(r);
+    check_doc(job, file, i, m->doc);
+    LOOM_CHECK(!job.is_reference(doc_source(m->doc)), file.path(), ": record ", i, ": ", doc_text(m->doc),
+               " of the reference set ", job.source(doc_source(m->doc)).path(), ", expected an input's document");
+    LOOM_CHECK(m->reason >= 1 && m->reason <= 4, file.path(), ": record ", i, ": reason ", m->reason,
+               ", expected a reason of 1 to 4 (exact, near, contaminated, contaminated and reported)");
+    // A document only reported as contaminated may also be a duplicate: that record comes next.
+    const bool reported_then_duplicate = i > 0 && m[-1].doc == m->doc &&
+                                         m[-1].reason == uint64_t(Reason::kContaminatedReported) &&
+                                         m->reason <= uint64_t(Reason::kNear);
+    if (i > 0 && !reported_then_duplicate) check_increasing(file, i, m->doc, m[-1].doc);
+    if (m->reason <= uint64_t(Reason::kNear)) {
+      check_doc(job, file, i, m->matched);
+    } else {
+      LOOM_CHECK(m->matched == kNoDoc, file.path(), ": record ", i, ": a contaminated document matched with ",
+                 doc_text(m->matched), ", expected none (2^64-1)");
+      if (num_items != kNoDoc) check_item(file, i, m->item, num_items);
+    }
+    const uint64_t len = job.source(doc_source(m->doc)).doc_len(doc_index(m->doc));
+    LOOM_CHECK(m->length == len, file.path(), ": record ", i, ": ", doc_text(m->doc), " of ", m->length,
+               " tokens, expected its length, ", len);
+  });
 }
 
 void parallel_for(uint32_t threads, size_t n, const std::function<void(size_t)>& f) {

@@ -67,6 +67,25 @@ class Job {
 
 uint64_t mix_hash(std::initializer_list<uint64_t> values);
 
+// The ids and order in work files are outside bytes (the work folder may be shared): each stage
+// checks every record it reads, in the pass that verifies the file's checksum, and refuses the
+// file (LOOM_CHECK) naming it, the record and what was expected. Then no id indexes out of range.
+//
+// The signatures of source s, made by this run's signatures stage (Job::current), one record per
+// document of the source.
+std::unique_ptr<WorkReader> open_signatures(const Job& job, size_t s);
+// Band keys of source s: documents of s, sorted by key, then document.
+void verify_band_keys(const Job& job, const WorkReader& file, size_t s);
+// Edges: documents of the job's sources, a < b.
+void verify_edges(const Job& job, const WorkReader& file);
+// Contamination of input s: documents of s in increasing order, eval items < num_items.
+void verify_contamination(const Job& job, const WorkReader& file, size_t s, uint64_t num_items);
+// Removals: documents of the inputs in increasing order (a document reported as contaminated may
+// come again, as a duplicate), a reason of 1 to 4, a matched document of the job's sources for
+// exact and near (kNoDoc for the others), the document's length; eval items < num_items unless
+// that is kNoDoc (a stage that does not read them).
+void verify_removals(const Job& job, const WorkReader& file, uint64_t num_items);
+
 // The params_xxh64 of a band's edges file, and of the removals file: what the next stage checks
 // its inputs against.
 uint64_t bucket_params(const Job& job, uint32_t unit);

@@ -56,9 +56,9 @@ std::string counts_json(const std::string& head, const Counts& c) {
 
 void write_report(const Job& job) {
   const WorkReader removals(job.removals_path(), WorkKind::kRemovals, sizeof(Removal));
-  removals.verify();
   std::optional<EvalSet> eval;
   if (job.decontaminating()) eval.emplace(job.options().eval);
+  verify_removals(job, removals, eval ? eval->num_items() : 0);
   std::vector<Counts> counts(job.num_sources());
   for (size_t s = 0; s < job.num_sources(); ++s)
     counts[s].docs_in = job.source(s).num_docs(), counts[s].tokens_in = job.source(s).num_tokens();
@@ -66,8 +66,6 @@ void write_report(const Job& job) {
   for (uint64_t i = 0; i < removals.num_records(); ++i) {
     Removal r;
     std::memcpy(&r, removals.record(i), sizeof r);
-    LOOM_CHECK(r.reason >= 1 && r.reason <= 4 && doc_source(r.doc) < job.num_sources(), removals.path(),
-               ": record ", i, " is not a removal of these inputs (made by another run?)");
     report.write(report_line(job, r, eval ? &*eval : nullptr));
     counts[doc_source(r.doc)].docs[r.reason] += 1;
     counts[doc_source(r.doc)].tokens[r.reason] += r.length;

@@ -76,7 +76,10 @@ WorkReader::WorkReader(const std::string& path, WorkKind kind, uint32_t record_b
 }
 
 void WorkReader::verify() const {
-  const uint64_t got = xxh64(map_.data() + sizeof(WorkHeader), map_.size() - sizeof(WorkHeader));
+  check_digest(xxh64(map_.data() + sizeof(WorkHeader), map_.size() - sizeof(WorkHeader)));
+}
+
+void WorkReader::check_digest(uint64_t got) const {
   LOOM_CHECK(got == header_.records_xxh64, path(), ": records checksum ", hex64(got), ", the header says ",
              hex64(header_.records_xxh64), " (corrupted)");
 }

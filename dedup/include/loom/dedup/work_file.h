@@ -32,10 +32,13 @@
 // A numpy reader: np.fromfile(path, dtype='<u8', offset=64).reshape(num_records, record_bytes // 8).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
+#include "loom/error.h"
 #include "loom/hash.h"
 #include "loom/sys.h"
 
@@ -98,11 +101,36 @@ class WorkReader {
     return reinterpret_cast<const uint64_t*>(map_.data() + sizeof(WorkHeader) + i * header_.record_bytes);
   }
   void verify() const;
+  // verify(), and check(i, record) for every record i in the same pass (a stage's checks of what
+  // the records hold, which throw loom::Error). A checksum mismatch is reported first: a corrupted
+  // file is called that, not refused for the garbage in one of its records.
+  template <typename Check>
+  void verify(Check&& check) const;
 
  private:
+  void check_digest(uint64_t got) const;
   sys::MappedFile map_;
   WorkHeader header_{};
 };
+
+template <typename Check>
+void WorkReader::verify(Check&& check) const {
+  const uint64_t block = std::max<uint64_t>(1, (uint64_t{1} << 20) / header_.record_bytes);  // 1 MiB at a time
+  Xxh64 hash;
+  std::exception_ptr bad;
+  for (uint64_t i = 0; i < num_records(); i += block) {
+    const uint64_t n = std::min(block, num_records() - i);
+    hash.update(record(i), n * header_.record_bytes);
+    if (bad) continue;
+    try {
+      for (uint64_t k = i; k < i + n; ++k) check(k, record(k));
+    } catch (const Error&) {
+      bad = std::current_exception();
+    }
+  }
+  check_digest(hash.digest());
+  if (bad) std::rethrow_exception(bad);
+}
 
 // Whether path holds a complete work file of this kind made from `params` whose records match
 // their checksum: a stage skips an output for which this is true. A file that exists but fails is
