@@ -45,6 +45,7 @@ Job::Job(const DedupOptions& o) : o_(o) {
     sources_.push_back(std::make_unique<Source>(p));
     const Source& s = *sources_.back();
     LOOM_CHECK(s.num_docs() < (uint64_t{1} << kDocIndexBits), p, ": ", s.num_docs(), " documents, at most 2^40");
+    num_docs_.push_back(s.num_docs());
     if (!s.loom()) continue;
     if (!first_loom) first_loom = &s;
     else check_same_tokenizer(*first_loom->tokenizer(), first_loom->path(), *s.tokenizer(), s.path());
@@ -121,14 +122,18 @@ std::string doc_text(uint64_t doc) {
   return str("document 0x", hex.str(), " (source ", doc_source(doc), ", index ", doc_index(doc), ")");
 }
 
-// Record i of file holds `doc`, which must be a document of the job's sources.
-void check_doc(const Job& job, const WorkReader& file, uint64_t i, uint64_t doc) {
+// Refuses record i of file: its `doc` is not a document of the job's sources.
+[[noreturn]] void refuse_doc(const Job& job, const WorkReader& file, uint64_t i, uint64_t doc) {
   const uint64_t s = doc_source(doc);
   LOOM_CHECK(s < job.num_sources(), file.path(), ": record ", i, ": ", doc_text(doc), ", expected a source < ",
              job.num_sources());
   const uint64_t docs = job.source(s).num_docs();
-  LOOM_CHECK(doc_index(doc) < docs, file.path(), ": record ", i, ": ", doc_text(doc), ", expected an index < ", docs,
-             " (the documents of ", job.source(s).path(), ")");
+  LOOM_FAIL(file.path(), ": record ", i, ": ", doc_text(doc), ", expected an index < ", docs, " (the documents of ",
+            job.source(s).path(), ")");
+}
+
+inline void check_doc(const Job& job, const WorkReader& file, uint64_t i, uint64_t doc) {
+  if (__builtin_expect(!job.has_doc(doc), 0)) refuse_doc(job, file, i, doc);
 }
 
 void check_doc_of(const Job& job, const WorkReader& file, uint64_t i, uint64_t doc, size_t s) {

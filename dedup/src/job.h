@@ -32,6 +32,11 @@ class Job {
   size_t num_sources() const { return sources_.size(); }
   const Source& source(size_t s) const { return *sources_[s]; }
   bool is_reference(size_t s) const { return s < o_.references.size(); }
+  // Whether doc names a document of the sources (one compare each: checked per work file record).
+  bool has_doc(uint64_t doc) const {
+    const uint64_t s = doc_source(doc);
+    return s < num_docs_.size() && doc_index(doc) < num_docs_[s];
+  }
   // Band units: 0..bands-1 the MinHash bands (when near), `bands` the exact key.
   std::vector<uint32_t> units() const;
   uint32_t exact_unit() const { return o_.minhash.bands; }
@@ -61,6 +66,7 @@ class Job {
  private:
   DedupOptions o_;
   std::vector<std::unique_ptr<Source>> sources_;
+  std::vector<uint64_t> num_docs_;  // per source
   std::vector<std::string> names_;
   uint64_t settings_ = 0;
 };

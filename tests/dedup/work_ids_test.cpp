@@ -70,13 +70,18 @@ struct Corpus {
     write_shard(dir / "in/r.bin", Docs(d.begin(), d.begin() + 20));
     write_shard(dir / "in/a.bin", Docs(d.begin() + 20, d.begin() + 60));
     write_shard(dir / "in/b.bin", b);
-    write_all(dir / "eval.jsonl", "{\"text\": \"An unrelated question about the boiling point of water at sea level?\"}\n" +
+    write_all(dir / "eval.jsonl", "{\"text\": \"An unrelated question about the boiling point of water?\"}\n" +
                                       std::string("{\"text\": ") + json_quote(longest_line(70)) + "}\n");
     const RunResult r = loom_dedup(args("base"));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    REQUIRE(num_records(dir / "base/work/sources/00002.contam") >= 1);
-    REQUIRE(num_records(dir / "base/work/removals.bin") >= 3);
+    // What the forgeries below assume: document 10 of b contaminated (removed), the last removal a duplicate.
+    REQUIRE(field(dir / "base/work/sources/00002.contam", 0, 0) == make_doc(2, 10));
+    const std::string removals = dir / "base/work/removals.bin";
+    REQUIRE(num_records(removals) >= 3);
+    REQUIRE(field(removals, 0, 0) == make_doc(2, 10));
+    REQUIRE(field(removals, 0, 2) == 3);
+    REQUIRE(field(removals, num_records(removals) - 1, 2) <= 2);
   }
   std::string args(const std::string& run) const {
     return "--eval " + quote(dir / "eval.jsonl") + " --model " + quote(internlm_model()) + " --reference " +
@@ -135,14 +140,15 @@ void require_refused(const std::string& run, const Forgery& f) {
 }
 }  // namespace
 
-TEST_CASE("work ids: a band keys file with a document out of range, of another source or out of order", "[dedup][e2e]") {
+TEST_CASE("work ids: a band keys file with a document out of range, of another source or unsorted", "[dedup][e2e]") {
   const std::string band = "sources/00002.band-3";
   const std::vector<std::string> edges = {"work/edges"};
   SECTION("source") {
     require_refused("band-source", {band, kLast, 1, make_doc(5, 2), "buckets", kLast, "expected a source < 3", edges});
   }
   SECTION("index") {
-    require_refused("band-index", {band, kLast, 1, make_doc(2, 143), "buckets", kLast, "expected an index < 43", edges});
+    require_refused("band-index",
+                    {band, kLast, 1, make_doc(2, 143), "buckets", kLast, "expected an index < 43", edges});
   }
   SECTION("another source's document") {
     require_refused("band-other", {band, kLast, 1, make_doc(1, 0), "buckets", kLast, "expected a document of source 2",
@@ -193,7 +199,8 @@ TEST_CASE("work ids: a contamination file with a document or eval item out of ra
     require_refused("contam-item", {contam, 0, 1, 2, "clusters", 0, "expected an item < 2", outputs});
   }
   SECTION("index") {
-    require_refused("contam-index", {contam, 0, 0, make_doc(2, 4000), "clusters", 0, "expected an index < 43", outputs});
+    require_refused("contam-index",
+                    {contam, 0, 0, make_doc(2, 4000), "clusters", 0, "expected an index < 43", outputs});
   }
   SECTION("another source's document") {
     require_refused("contam-other", {contam, 0, 0, make_doc(1, 3), "clusters", 0, "expected a document of source 2",
@@ -205,7 +212,8 @@ TEST_CASE("work ids: a removals file with a record out of range, out of order or
   const std::string removals = "removals.bin";
   const std::vector<std::string> outputs = {"out", "work/sources"};
   SECTION("a reference's document") {
-    require_refused("rm-reference", {removals, 0, 0, make_doc(0, 3), "apply", 0, "expected an input's document", outputs});
+    require_refused("rm-reference",
+                    {removals, 0, 0, make_doc(0, 3), "apply", 0, "expected an input's document", outputs});
   }
   SECTION("order") {
     const uint64_t doc = field(corpus().dir / "base/work/removals.bin", 0, 0);
