@@ -124,6 +124,14 @@ ExactKey exact_key(const uint32_t* ids, size_t n) {
   return ExactKey{xxh64(ids, bytes, 0), xxh64(ids, bytes, 1), n};
 }
 
+namespace {
+// The shingles of n >= Ngram ids, each window's XXH64 inline with its length a constant.
+template <uint32_t Ngram>
+void fixed_shingles(const uint32_t* ids, size_t n, uint64_t* out) {
+  for (size_t j = 0; j + Ngram <= n; ++j) out[j] = xxh64_short(ids + j, Ngram * sizeof(uint32_t));
+}
+}  // namespace
+
 void shingles(const uint32_t* ids, size_t n, uint32_t ngram, std::vector<uint64_t>& out) {
   out.clear();
   if (n == 0) return;
@@ -131,8 +139,20 @@ void shingles(const uint32_t* ids, size_t n, uint32_t ngram, std::vector<uint64_
     out.push_back(xxh64(ids, n * sizeof(uint32_t)));
     return;
   }
-  out.reserve(n - ngram + 1);
-  for (size_t j = 0; j + ngram <= n; ++j) out.push_back(xxh64(ids + j, ngram * sizeof(uint32_t)));
+  out.resize(n - ngram + 1);
+  // Windows under 32 bytes (ngram < 8) take XXH64's short path, a constant-length copy for each
+  // ngram the job may use; longer windows the generic one.
+  switch (ngram) {
+    case 1: return fixed_shingles<1>(ids, n, out.data());
+    case 2: return fixed_shingles<2>(ids, n, out.data());
+    case 3: return fixed_shingles<3>(ids, n, out.data());
+    case 4: return fixed_shingles<4>(ids, n, out.data());
+    case 5: return fixed_shingles<5>(ids, n, out.data());
+    case 6: return fixed_shingles<6>(ids, n, out.data());
+    case 7: return fixed_shingles<7>(ids, n, out.data());
+    default:
+      for (size_t j = 0; j + ngram <= n; ++j) out[j] = xxh64(ids + j, ngram * sizeof(uint32_t));
+  }
 }
 
 MinHasher::MinHasher(const MinHashParams& params) : params_(params), kernel_(detail::best_min_kernel().run) {

@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "loom/hash.h"
 #include "test_util.h"
@@ -34,6 +36,23 @@ TEST_CASE("xxh64 equals python3-xxhash on every length class and streaming split
       at += step;
     }
     CHECK(h.digest() == want);
+  }
+}
+
+// The inline short path against the generic digest (itself checked against python3-xxhash above):
+// every length it serves, random bytes at every alignment, seeds 0, 1 and random.
+TEST_CASE("xxh64_short equals xxh64 on every length below 32") {
+  std::mt19937_64 rng(7);
+  std::vector<uint8_t> data(64);
+  for (size_t n = 0; n < 32; ++n) {
+    for (int trial = 0; trial < 200; ++trial) {
+      for (auto& b : data) b = static_cast<uint8_t>(rng());
+      const size_t at = trial % 8;
+      for (const uint64_t seed : {uint64_t{0}, uint64_t{1}, uint64_t{rng()}}) {
+        INFO("length " << n << ", offset " << at << ", seed " << seed);
+        REQUIRE(xxh64_short(data.data() + at, n, seed) == xxh64(data.data() + at, n, seed));
+      }
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "fixtures.h"
 #include "loom/dedup/minhash.h"
+#include "loom/hash.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -52,6 +53,26 @@ std::vector<uint64_t> reference_minima(const std::vector<uint64_t>& a, const std
   return sig;
 }
 }  // namespace
+
+// shingles() takes a constant-length inline XXH64 for ngram < 8 and the generic one beyond: both
+// against the definition, XXH64 (seed 0) of each window's 4 * ngram bytes, and of a short document.
+TEST_CASE("shingles of every ngram equal the XXH64 of each window", "[dedup][minhash]") {
+  std::mt19937_64 rng(99);
+  std::vector<uint64_t> got;
+  for (uint32_t ngram = 1; ngram <= 10; ++ngram) {
+    for (size_t n = 0; n < 40; ++n) {
+      std::vector<uint32_t> ids(n);
+      for (auto& t : ids) t = static_cast<uint32_t>(rng());
+      std::vector<uint64_t> want;
+      if (n > 0 && n < ngram) want.push_back(xxh64(ids.data(), n * 4));
+      for (size_t j = 0; j + ngram <= n; ++j) want.push_back(xxh64(ids.data() + j, ngram * 4));
+      got.assign(3, 42);  // what a reused scratch held before: replaced
+      dedup::shingles(ids.data(), n, ngram, got);
+      INFO("ngram " << ngram << ", " << n << " ids");
+      CHECK(got == want);
+    }
+  }
+}
 
 TEST_CASE("every compiled MinHash kernel equals 128-bit arithmetic, edge values and partial lane groups included",
           "[dedup][minhash]") {
