@@ -21,7 +21,7 @@ struct BlockResult {
 void compute_block(const Job& job, size_t s, const MinHasher& hasher, const EvalSet* eval, uint64_t begin,
                    uint64_t end, BlockResult& out) {
   const uint32_t rec = 3 + hasher.params().num_hashes();
-  out.sigs.assign((end - begin) * rec, 0);
+  out.sigs.resize((end - begin) * rec);  // not zeroed: every value of every record is written below
   out.contam.clear();
   const size_t per = 64, chunks = (end - begin + per - 1) / per;
   std::vector<std::vector<Contamination>> found(chunks);
