@@ -6,6 +6,7 @@
 #include "loom/dedup/work_file.h"
 #include "loom/error.h"
 #include "loom/log.h"
+#include "loom/progress.h"
 
 namespace loom::dedup {
 
@@ -31,8 +32,11 @@ namespace {
 PairRun both_directions(const std::vector<PairRun>& edges, const std::string& path, uint64_t memory,
                         ComponentStats& stats) {
   PairSorter sorter(path, memory, true);
+  uint64_t total = 0;
+  for (const PairRun& run : edges) total += run.count;
+  Progress progress("connected components: the edges both ways", total, "edges");
   for (const PairRun& run : edges)
-    for (PairStream e(run.path, run.offset, run.count); !e.done(); e.next()) {
+    for (PairStream e(run.path, run.offset, run.count); !e.done(); e.next(), progress.add(1)) {
       const Pair p = e.head();
       LOOM_CHECK(p.first != p.second, run.path, ": edge (", p.first, ", ", p.second,
                  ") joins a node to itself; expected two different nodes");
@@ -47,6 +51,7 @@ PairRun both_directions(const std::vector<PairRun>& edges, const std::string& pa
 // forest of stars centred on their smallest nodes.
 bool large_star(const PairRun& s, const std::string& path, uint64_t memory, ComponentStats& stats, PairRun& a) {
   PairSorter sorter(path, memory, true);
+  Progress progress(str("connected components: round ", stats.rounds + 1, ", large-star"), s.count, "edges");
   bool stars = true;
   uint64_t nodes = 0;
   for (PairStream in(s.path, s.offset, s.count); !in.done(); ++nodes) {
@@ -55,6 +60,7 @@ bool large_star(const PairRun& s, const std::string& path, uint64_t memory, Comp
     for (; !in.done() && in.head().first == u; in.next(), ++degree)
       if (in.head().second > u) sorter.add(in.head().second, m);
     stars = stars && (m == u || degree == 1);
+    progress.add(degree);
   }
   if (stats.rounds++ == 0) stats.nodes = nodes, stats.edges = s.count / 2;
   if (stars) return false;
@@ -66,7 +72,8 @@ bool large_star(const PairRun& s, const std::string& path, uint64_t memory, Comp
 // The small-star pass over A (larger node, smaller node), written to `path` in both directions.
 PairRun small_star(const PairRun& a, const std::string& path, uint64_t memory, ComponentStats& stats) {
   PairSorter sorter(path, memory, true);
-  auto join = [&](uint64_t v, uint64_t m) { sorter.add(v, m), sorter.add(m, v); };
+  Progress progress(str("connected components: round ", stats.rounds, ", small-star"), a.count, "edges");
+  auto join = [&](uint64_t v, uint64_t m) { sorter.add(v, m), sorter.add(m, v), progress.add(1); };
   for (PairStream in(a.path, a.offset, a.count); !in.done();) {
     const uint64_t u = in.head().first, m = in.head().second;  // m: u's smallest neighbour
     join(u, m);
