@@ -290,17 +290,6 @@ TEST_CASE("bad usage and inputs are refused with what was expected", "[dedup][e2
 }
 
 namespace {
-// The longest line of botchan document `doc` (at least 13 tokens: an evaluation item it contains).
-std::string longest_line(size_t doc) {
-  std::string line;
-  const std::string& text = botchan_texts()[doc];
-  for (size_t s = 0, e; s <= text.size(); s = e + 1) {
-    e = std::min(text.find('\n', s), text.size());
-    if (e - s > line.size()) line = text.substr(s, e - s);
-  }
-  return line;
-}
-
 std::vector<std::string> dedup_results(const std::string& work, const std::string& out) {
   std::vector<std::string> bytes;
   for (const char* f : {"removals.bin", "report.jsonl", "summary.json"}) bytes.push_back(read_all(work + "/" + f));

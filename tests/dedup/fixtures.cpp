@@ -1,5 +1,6 @@
 #include "fixtures.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "loom/dedup/minhash.h"
@@ -47,6 +48,16 @@ const std::vector<std::string>& botchan_texts() {
     return out;
   }();
   return texts;
+}
+
+std::string longest_line(size_t doc) {
+  std::string line;
+  const std::string& text = botchan_texts()[doc];
+  for (size_t s = 0, e; s <= text.size(); s = e + 1) {
+    e = std::min(text.find('\n', s), text.size());
+    if (e - s > line.size()) line = text.substr(s, e - s);
+  }
+  return line;
 }
 
 const Docs& botchan_docs() {

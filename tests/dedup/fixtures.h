@@ -19,6 +19,8 @@ TokenizerInfo internlm_info();  // bos and eos added
 const Docs& botchan_docs();
 // The text of each of botchan_docs() (its lines joined by newlines).
 const std::vector<std::string>& botchan_texts();
+// The longest line of botchan_texts()[doc] (at least 13 tokens: an evaluation item it contains).
+std::string longest_line(size_t doc);
 // The ids of text (no bos/eos).
 std::vector<uint32_t> encode(const std::string& text);
 void write_shard(const std::string& bin_path, const Docs& docs);

@@ -47,16 +47,6 @@ void forge(const std::string& path, uint64_t record, size_t f, uint64_t value) {
   write_forged(path, bytes);
 }
 
-std::string longest_line(size_t doc) {
-  std::string line;
-  const std::string& text = botchan_texts()[doc];
-  for (size_t s = 0, e; s <= text.size(); s = e + 1) {
-    e = std::min(text.find('\n', s), text.size());
-    if (e - s > line.size()) line = text.substr(s, e - s);
-  }
-  return line;
-}
-
 // Sources: the reference set r.bin (0), the inputs a.bin (1) and b.bin (2, 43 documents: copies
 // of r's document 3 and a's 5 at indices 40 and 41, a near copy at 42, document 10 contaminated).
 struct Corpus {

@@ -7,17 +7,13 @@
 #include <vector>
 
 #include "attention_select.h"
+#include "attention_caps_fixture.h"
 #include "config.h"
 #include "plan_command.h"
 
 TEST_CASE("the memory plan holds the attention kernel the run chooses", "[plan][attention]") {
-  loom::AttentionCaps hopper;
-  hopper.cuda = hopper.hopper = hopper.flash = hopper.cudnn = true;
-  loom::AttentionCaps ampere = hopper;
-  ampere.hopper = false;
-  loom::AttentionCaps no_cudnn = hopper;
-  no_cudnn.cudnn = false;
-  no_cudnn.why_no_cudnn = "this build has no cuDNN attention";
+  const loom::test::MadeUpDevices made_up;
+  const loom::AttentionCaps &hopper = made_up.hopper, &ampere = made_up.ampere, &no_cudnn = made_up.no_cudnn;
   const loom::AttentionCaps cpu = loom::probe_attention_caps(torch::kCPU, 8);
   int compared = 0;
   const std::vector<const loom::AttentionCaps*> devices = {&hopper, &ampere, &no_cudnn, &cpu};

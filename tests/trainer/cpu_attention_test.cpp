@@ -9,6 +9,7 @@
 #include "attention.h"
 #include "cpu_attention.h"
 #include "attention_select.h"
+#include "attention_caps_fixture.h"
 #include "flash_attention.h"
 #include "loom/error.h"
 
@@ -193,13 +194,8 @@ TEST_CASE("choose_attention: segment attention on CPU float32 only, or what job.
 TEST_CASE("choose_attention: the rule on CUDA devices, from their capabilities alone", "[model][attention]") {
   using loom::AttentionChoice;
   using loom::AttentionKernel;
-  loom::AttentionCaps hopper;
-  hopper.cuda = hopper.hopper = hopper.flash = hopper.cudnn = true;
-  loom::AttentionCaps ampere = hopper;
-  ampere.hopper = false;
-  loom::AttentionCaps no_cudnn = hopper;
-  no_cudnn.cudnn = false;
-  no_cudnn.why_no_cudnn = "this build has no cuDNN attention";
+  const loom::test::MadeUpDevices made_up;
+  const loom::AttentionCaps &hopper = made_up.hopper, &ampere = made_up.ampere, &no_cudnn = made_up.no_cudnn;
   const auto pick = [](const loom::AttentionCaps& caps, torch::Dtype dtype, int64_t d,
                        AttentionChoice choice = AttentionChoice::kAuto) {
     return loom::choose_attention(caps, dtype, d, choice).kernel;
@@ -229,8 +225,7 @@ TEST_CASE("choose_attention: the rule on CUDA devices, from their capabilities a
 TEST_CASE("choose_attention: job.deterministic takes flash, never cuDNN", "[model][attention]") {
   using loom::AttentionChoice;
   using loom::AttentionKernel;
-  loom::AttentionCaps hopper;
-  hopper.cuda = hopper.hopper = hopper.flash = hopper.cudnn = true;
+  const loom::AttentionCaps hopper = loom::test::MadeUpDevices().hopper;
   loom::AttentionCaps cudnn_only = hopper;
   cudnn_only.flash = false;
   cudnn_only.why_no_flash = "no flash in this build";
