@@ -53,7 +53,6 @@ uint64_t clusters_params(const Job& job, const Inputs& in) {
 Inputs open_inputs(const Job& job) {
   Inputs in;
   const uint64_t eval = job.decontaminating() ? eval_fingerprint(job.options().eval) : 0;
-  const uint64_t items = job.decontaminating() ? eval_items(job.options().eval) : 0;
   for (uint32_t u : job.units()) {
     job.current(job.edges_path(u), WorkKind::kEdges, sizeof(Pair), "buckets", bucket_params(job, u));
     in.edges.push_back(std::make_unique<WorkReader>(job.edges_path(u), WorkKind::kEdges, sizeof(Pair)));
@@ -64,9 +63,18 @@ Inputs open_inputs(const Job& job) {
     job.current(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination), "signatures",
                 job.contam_params(s, eval));
     in.contam.push_back(std::make_unique<WorkReader>(job.contam_path(s), WorkKind::kContamination, sizeof(Contamination)));
-    verify_contamination(job, *in.contam.back(), s, items);
   }
   return in;
+}
+
+// The records of the contamination files, checked once the stage has work to do (the apply stage
+// opens the inputs only for the headers that make removals_params).
+void verify_contaminations(const Job& job, const Inputs& in) {
+  if (in.contam.empty()) return;
+  const uint64_t items = eval_items(job.options().eval);
+  size_t f = 0;
+  for (size_t s = 0; s < job.num_sources(); ++s)
+    if (!job.is_reference(s)) verify_contamination(job, *in.contam[f++], s, items);
 }
 
 // The contaminated documents of every input in document order: each file is sorted by document,
@@ -188,6 +196,7 @@ void run_clusters(const Job& job) {
   }
   LOOM_CHECK(job.num_sources() <= (size_t{1} << 23), job.num_sources(),
              " sources: the clusters stage takes at most 2^23 (reference sets and inputs)");
+  verify_contaminations(job, in);
   const std::string by_cluster = job.removals_path() + ".clusters", by_doc = job.removals_path() + ".duplicates";
   WorkWriter out(job.removals_path(), WorkKind::kRemovals, sizeof(Removal), 0, params);
   ComponentStats stats;
