@@ -4,6 +4,7 @@
 #include "fp8_linear.h"
 #include "loom/error.h"
 #include "qkv_layout.h"
+#include "weight_grad.h"
 
 #ifdef LOOM_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
@@ -338,8 +339,22 @@ class GatedProjectionFn : public torch::autograd::Function<GatedProjectionFn> {
                                        nullptr, nullptr, stream()),
                  "swiglu_backward");
     const torch::Tensor dx = torch::mm(dh, stacked_rows(w1, w2)).view(ctx->saved_data["x_sizes"].toIntVector());
-    const torch::Tensor dw = torch::mm(dh.t(), x2);  // [2F, C]
-    return {dx, dw.narrow(0, 0, F), dw.narrow(0, F, F)};
+    if (!adds_into_grad(w1) && !adds_into_grad(w2)) {
+      const torch::Tensor dw = torch::mm(dh.t(), x2);  // [2F, C]: both in one GEMM
+      return {dx, dw.narrow(0, 0, F), dw.narrow(0, F, F)};
+    }
+    // Later micro-batches: each weight's gradient added in its own GEMM (weight_grad.h).
+    variable_list out{dx};
+    for (int64_t i = 0; i < 2; ++i) {
+      const torch::Tensor dhi = dh.narrow(1, i * F, F);
+      out.push_back(weight_gradient(i == 0 ? w1 : w2, [&](torch::Tensor g, bool add) {
+        if (add)
+          g.addmm_(dhi.t(), x2);
+        else
+          torch::mm_out(g, dhi.t(), x2);
+      }));
+    }
+    return out;
   }
 };
 

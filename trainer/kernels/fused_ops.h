@@ -49,7 +49,7 @@ std::vector<torch::Tensor> fused_residual_rmsnorm(const torch::Tensor& x, const 
 // The MLP's gate silu(x w1^T) * (x w2^T) with both projections in one GEMM against [w1; w2]
 // (CUDA, bf16 or fp32, x and the weights of one dtype: fused_gated_projection_applies). The
 // backward makes x's gradient in one GEMM over both halves (no add of two) and both weights'
-// in another. w1 and w2 [F, C] are read in place when w2's storage continues w1's (the model
+// in another (or, where they hold gradients already, each added in its GEMM: weight_grad.h). w1 and w2 [F, C] are read in place when w2's storage continues w1's (the model
 // allocates them so), else copied into one tensor each call.
 bool fused_gated_projection_applies(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);
 torch::Tensor fused_gated_projection(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);

@@ -6,6 +6,7 @@
 #include "fused_ops.h"
 #include "loom/error.h"
 #include "size_limits.h"
+#include "weight_grad.h"
 
 namespace loom {
 
@@ -134,15 +135,14 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
 
 namespace {
 
-// CUDA: a biased Linear over [..., C] as one addmm on [N, C] (cuBLAS adds the bias in the GEMM's
-// epilogue); LibTorch's linear of a 3-d input ran the matmul and then a broadcast add_ (4 ms of a
-// 1b step on an H200). Elsewhere, and for FP8, the module itself, so CPU results stay bitwise as
-// they were.
+// CUDA: a Linear over [..., C] as one addmm (mm without a bias) on [N, C] (cuBLAS adds the bias
+// in the GEMM's epilogue; LibTorch's linear of a 3-d input ran the matmul and then a broadcast
+// add_, 4 ms of a 1b step on an H200), whose backward adds the weight gradient inside its GEMM
+// over a step's micro-batches (weight_grad.h). Elsewhere, and for FP8 (which does the same in its
+// own function), the module itself, so CPU results stay bitwise as they were.
 torch::Tensor project(Linear& l, const torch::Tensor& x) {
-  if (!x.is_cuda() || !l->bias.defined() || x.dim() < 3 || l->fp8) return l->forward(x);
-  std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
-  out.back() = l->weight.size(0);
-  return torch::addmm(l->bias, x.reshape({-1, x.size(-1)}), l->weight.t()).view(out);
+  if (!x.is_cuda() || x.dim() < 2 || l->fp8) return l->forward(x);
+  return accumulating_linear(x, l->weight, l->bias);
 }
 
 }  // namespace
@@ -169,7 +169,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const PackedContext
   const torch::Tensor q = apply_rotary(qkv.narrow(-1, 0, H * D).view({B, T, H, D}), ctx);
   const torch::Tensor k = apply_rotary(qkv.narrow(-1, H * D, K * D).view({B, T, K, D}), ctx);
   const torch::Tensor v = qkv.narrow(-1, (H + K) * D, K * D).view({B, T, K, D});
-  return wo(packed_attention(q, k, v, ctx).reshape({B, T, H * D}));
+  return project(wo, packed_attention(q, k, v, ctx).reshape({B, T, H * D}));
 }
 
 FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::TensorOptions& t) {
@@ -184,12 +184,13 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::Tenso
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   if (w1->fp8 && fp8_linear_applies(x, w1->weight) && fp8_linear_applies(x, w2->weight)) {
     const std::vector<torch::Tensor> gate_up = fp8_linear_pair(x, w1->weight, w2->weight);  // x quantized once
-    return w3(fused_swiglu(gate_up[0], gate_up[1], /*publish_fp8_amax=*/w3->fp8));
+    return project(w3, fused_swiglu(gate_up[0], gate_up[1], /*publish_fp8_amax=*/w3->fp8));
   }
   // CUDA: one GEMM for both projections and one pass for the gate; CPU fp32: the gate's pass.
   if (fused_gated_projection_applies(x, w1->weight, w2->weight))
-    return w3(fused_gated_projection(x, w1->weight, w2->weight));
-  if ((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x)) return w3(fused_swiglu(w1(x), w2(x)));
+    return project(w3, fused_gated_projection(x, w1->weight, w2->weight));
+  if ((x.is_cuda() && fused_kernels_available()) || cpu_fused_applies(x))
+    return project(w3, fused_swiglu(project(w1, x), project(w2, x)));
   return w3(torch::silu(w1(x)) * w2(x));
 }
 
