@@ -16,6 +16,7 @@
 
 #include "loom/cli.h"
 #include "memory_plan.h"
+#include "plan_command.h"
 #include "model.h"
 #include "size_limits.h"
 
@@ -186,6 +187,46 @@ TEST_CASE("memory plan: model.precision=fp8 adds each kept layer's e4m3 weights,
   const MemoryPlan bf16_odd = loom::plan_memory(in);
   in.model.fp8 = true;
   CHECK(loom::plan_memory(in).activations == bf16_odd.activations);
+}
+
+TEST_CASE("memory plan: the FP8 weight cache holds both e4m3 copies of every layer's weights all step", "[plan]") {
+  PlanInputs in = small(torch::kBFloat16);
+  in.cuda = true;
+  in.attention = loom::AttentionKernel::kFlashVarlen;
+  in.micro_num = 4;
+  in.model.fp8 = true;
+  const MemoryPlan plain = loom::plan_memory(in);
+  in.model.fp8_weight_cache = true;
+  const MemoryPlan cached = loom::plan_memory(in);
+  const int64_t C = 64, H = 8, K = 2, D = 8, F = in.model.ffn_hidden(), N = in.model.num_layers;
+  const int64_t weights = C * (H + 2 * K) * D + C * C + 3 * C * F;
+  const auto diff = [](uint64_t a, uint64_t b) { return static_cast<int64_t>(a) - static_cast<int64_t>(b); };
+  // The transposed copy leaves the kept layers' activations for the parameters, with the other copy.
+  CHECK(diff(cached.layer_full_bytes, plain.layer_full_bytes) == -weights);
+  CHECK(diff(cached.parameters, plain.parameters) == 2 * N * weights);
+  CHECK(diff(cached.total, plain.total) == N * weights);
+  // Recomputed layers hold theirs too (without the cache only the layer live again in backward does).
+  in.model.checkpoint = 1;
+  const MemoryPlan cached_all = loom::plan_memory(in);
+  in.model.fp8_weight_cache = false;
+  const MemoryPlan plain_all = loom::plan_memory(in);
+  CHECK(diff(cached_all.total, plain_all.total) == 2 * N * weights - weights);
+}
+
+TEST_CASE("memory plan: the FP8 weight cache is on for fp8 runs of several micro-batches without ZeRO", "[plan]") {
+  loom::TrainConfig c;
+  c.model.fp8 = true;
+  c.data.micro_num = 4;
+  const loom::AttentionCaps caps{};
+  CHECK(loom::plan_inputs(c, 1, 0, caps).model.fp8_weight_cache);
+  c.data.micro_num = 1;  // nothing to reuse: no copies held
+  CHECK_FALSE(loom::plan_inputs(c, 1, 0, caps).model.fp8_weight_cache);
+  c.data.micro_num = 4;
+  c.parallel.zero1 = -1;  // ZeRO publishes no maxima, so nothing says when a weight changed
+  CHECK_FALSE(loom::plan_inputs(c, 1, 0, caps).model.fp8_weight_cache);
+  c.parallel.zero1 = 1;
+  c.model.fp8 = false;
+  CHECK_FALSE(loom::plan_inputs(c, 1, 0, caps).model.fp8_weight_cache);
 }
 
 TEST_CASE("memory plan: model.checkpoint=auto picks 0 when all fits, more when memory is cut", "[plan]") {

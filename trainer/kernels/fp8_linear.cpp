@@ -6,6 +6,7 @@
 
 #include "loom/error.h"
 #include "torch_compat.h"
+#include "weight_grad.h"
 
 #if defined(LOOM_CUDA_KERNELS) && LOOM_TORCH2
 #define LOOM_FP8 1
@@ -59,12 +60,25 @@ struct PublishedAmax {
   c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
   int64_t version = 0;
   torch::Tensor amax;
+  uint64_t generation = 0;  // which publication: a weight's changes with every update
+};
+
+// A weight's quantized copies (fp8_linear's cache_weight), valid while the weight is alive, its
+// version is `version` and its maximum's publication is `generation`: the optimizer republishes
+// after every update, and forgets the maximum when something else writes the weight.
+struct CachedWeight {
+  c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
+  int64_t version = 0;
+  uint64_t generation = 0;
+  torch::Tensor q, q_t, scale;
 };
 
 // The forward publishes from the training thread, a CUDA backward from the autograd engine's.
 struct Registry {
   std::mutex mu;
   std::unordered_map<const c10::TensorImpl*, PublishedAmax> map;
+  std::unordered_map<const c10::TensorImpl*, CachedWeight> weights;
+  uint64_t generations = 0;
   size_t sweep_at = 1024;  // entries of dead tensors are dropped when the map grows past this
 };
 
@@ -82,7 +96,8 @@ void fp8_publish_amax(const torch::Tensor& t, const torch::Tensor& amax) {
   const std::lock_guard<std::mutex> lock(r.mu);
   r.map.insert_or_assign(t.unsafeGetTensorImpl(),
                          PublishedAmax{c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()),
-                                       static_cast<int64_t>(t._version()), amax});
+                                       static_cast<int64_t>(t._version()), amax, ++r.generations});
+  r.weights.erase(t.unsafeGetTensorImpl());  // a weight republished has changed: its copies go now
   if (r.map.size() > r.sweep_at) {
     for (auto it = r.map.begin(); it != r.map.end();) it = it->second.tensor.expired() ? r.map.erase(it) : std::next(it);
     r.sweep_at = 2 * r.map.size() + 1024;
@@ -93,6 +108,7 @@ void fp8_forget_amax(const torch::Tensor& t) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mu);
   r.map.erase(t.unsafeGetTensorImpl());
+  r.weights.erase(t.unsafeGetTensorImpl());
 }
 
 torch::Tensor fp8_published_amax(const torch::Tensor& t) {
@@ -158,30 +174,87 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
   return at::_scaled_mm(a, b, scale_a, scale_b, bias_opt, std::nullopt, at::kBFloat16, fast_accum);
 }
 
+// The weight's cached quantization where one matches it still (CachedWeight), else an undefined q.
+Quantized cached_weight(const torch::Tensor& weight) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  const auto it = r.weights.find(weight.unsafeGetTensorImpl());
+  if (it == r.weights.end()) return {};
+  const auto published = r.map.find(weight.unsafeGetTensorImpl());
+  const c10::intrusive_ptr<c10::TensorImpl> alive = it->second.tensor.lock();
+  if (alive.get() != weight.unsafeGetTensorImpl() || it->second.version != static_cast<int64_t>(weight._version()) ||
+      published == r.map.end() || published->second.generation != it->second.generation) {
+    r.weights.erase(it);
+    return {};
+  }
+  return {it->second.q, it->second.q_t, it->second.scale};
+}
+
+// Keeps qw for the weight's next forwards, if its maximum is published for its present version:
+// only then does a republication say when it changed (the optimizer's update writes it behind
+// ATen's version counter).
+void cache_weight(const torch::Tensor& weight, const Quantized& qw) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  const auto published = r.map.find(weight.unsafeGetTensorImpl());
+  const int64_t version = static_cast<int64_t>(weight._version());
+  if (published == r.map.end() || published->second.version != version) return;
+  r.weights.insert_or_assign(weight.unsafeGetTensorImpl(),
+                             CachedWeight{c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()), version,
+                                          published->second.generation, qw.q, qw.q_t, qw.scale});
+}
+
 // One linear's forward GEMM from its input's quantization: y [rows, N] bf16. W is quantized in
 // both layouts in the same pass, from its published maximum where one holds; the transposed copy
 // (and its scale) goes to the backward in *qw_t, where quantizing W again would read its bf16
-// bytes twice more (amax and values).
-torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& weight, const torch::Tensor& bias,
+// bytes twice more (amax and values). cache: both layouts are kept for the weight's next forwards
+// until it changes (a step's later micro-batches skip the pass).
+torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& weight, const torch::Tensor& bias, bool cache,
                            Quantized* qw_t) {
-  Quantized qw = quantize(weight.contiguous(), cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true,
-                          fp8_published_amax(weight));
+  Quantized qw = cache ? cached_weight(weight) : Quantized{};
+  if (!qw.q.defined()) {
+    qw = quantize(weight.contiguous(), cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true,
+                  fp8_published_amax(weight));
+    if (cache) cache_weight(weight, qw);
+  }
   torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
-  qw.q = torch::Tensor();  // the forward's layout is not kept
+  qw.q = torch::Tensor();  // the backward needs only the transposed layout
   *qw_t = std::move(qw);
   return y;
 }
 
+// g [N, K] bf16 = dW, or += dW (add), from e5m2 dy's transposed copy and x's: one cuBLASLt GEMM
+// (cuda::fp8_weight_grad) where it takes the case, else _scaled_mm and a copy or an add.
+void weight_grad_gemm(const Quantized& qdy, const torch::Tensor& qx_t, const torch::Tensor& scale_x, torch::Tensor g,
+                      bool add) {
+  const int64_t out = qdy.q_t.size(0), rows = qdy.q_t.size(1), in = qx_t.size(0);
+  const torch::Tensor workspace =
+      torch::empty({static_cast<int64_t>(cuda::kFp8GemmWorkspaceBytes)}, g.options().dtype(torch::kUInt8));
+  const cuda::GemmResult r = cuda::fp8_weight_grad(qdy.q_t.data_ptr(), qx_t.data_ptr(), qdy.scale.data_ptr<float>(),
+                                                   scale_x.data_ptr<float>(), rows, in, out, g.data_ptr(), add,
+                                                   workspace.data_ptr(), cuda::kFp8GemmWorkspaceBytes, stream());
+  LOOM_CHECK(r.status != cuda::GemmStatus::kFailed, "the FP8 weight-gradient GEMM of [", out, ", ", in, "] over ", rows,
+             " rows failed: ", r.error);
+  if (r.status == cuda::GemmStatus::kDone) return;
+  const torch::Tensor dw = scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false);
+  if (add)
+    g.add_(dw);
+  else
+    g.copy_(dw);
+}
+
 // One linear's backward GEMMs from its output's gradient as autograd hands it over: {dx [rows, K],
-// dW [N, K]}.
-std::pair<torch::Tensor, torch::Tensor> backward_gemms(const torch::Tensor& grad, const torch::Tensor& qw_t,
-                                                       const torch::Tensor& scale_w, const torch::Tensor& qx_t,
-                                                       const torch::Tensor& scale_x) {
+// what to return for W [N, K]} (weight_gradient: undefined where W's gradient was added to).
+std::pair<torch::Tensor, torch::Tensor> backward_gemms(const torch::Tensor& grad, const torch::Tensor& weight,
+                                                       const torch::Tensor& qw_t, const torch::Tensor& scale_w,
+                                                       const torch::Tensor& qx_t, const torch::Tensor& scale_x) {
   const torch::Tensor dy = grad.reshape({-1, qw_t.size(1)}).contiguous();
   const Quantized qdy =
       quantize(dy, cuda::Fp8Format::kE5M2, /*row_major=*/true, /*transposed=*/true, fp8_published_amax(grad));
-  return {scaled_mm(qdy.q, qw_t.t(), qdy.scale, scale_w, {}, /*fast_accum=*/false),
-          scaled_mm(qdy.q_t, qx_t.t(), qdy.scale, scale_x, {}, /*fast_accum=*/false)};
+  torch::Tensor dx = scaled_mm(qdy.q, qw_t.t(), qdy.scale, scale_w, {}, /*fast_accum=*/false);
+  torch::Tensor dw =
+      weight_gradient(weight, [&](torch::Tensor g, bool add) { weight_grad_gemm(qdy, qx_t, scale_x, g, add); });
+  return {dx, dw};
 }
 
 // x [..., K] -> [rows, K], quantized in both layouts (the backward keeps the transposed one).
@@ -197,25 +270,34 @@ torch::Tensor output_view(const torch::Tensor& y, const torch::Tensor& x, int64_
   return y.view(sizes);
 }
 
+// The weight and bias are saved as the leaves they are (no copy): the backward adds into their
+// gradients (weight_grad.h).
 torch::Tensor fp8_forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                          const torch::Tensor& bias) {
+                          const torch::Tensor& bias, bool cache_weight) {
   const Quantized qx = quantize_input(x);
   Quantized qw;
-  const torch::Tensor y = forward_gemm(qx, weight, bias, &qw);
-  ctx->save_for_backward({qx.q_t, qx.scale, qw.q_t, qw.scale});
+  const torch::Tensor y = forward_gemm(qx, weight, bias, cache_weight, &qw);
+  ctx->save_for_backward({qx.q_t, qx.scale, qw.q_t, qw.scale, weight, bias});
   ctx->saved_data["x_sizes"] = x.sizes().vec();
   return output_view(y, x, weight.size(0));
 }
 
-// {dx, dW, db}; db only when with_bias.
-variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
+// {dx, dW} and db where the forward had a bias.
+variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads) {
   const variable_list saved = ctx->get_saved_variables();
   const torch::Tensor &qx_t = saved[0], &scale_x = saved[1], &qw_t = saved[2], &scale_w = saved[3];
-  const auto [dx, dw] = backward_gemms(grads[0], qw_t, scale_w, qx_t, scale_x);
+  const torch::Tensor &weight = saved[4], &bias = saved[5];
+  const auto [dx, dw] = backward_gemms(grads[0], weight, qw_t, scale_w, qx_t, scale_x);
   variable_list out{dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw};
-  if (with_bias) {
+  if (bias.defined()) {
     const torch::Tensor dy = grads[0].reshape({-1, qw_t.size(1)});
-    out.push_back(dy.sum(0, /*keepdim=*/false, torch::kFloat32).to(dy.scalar_type()));
+    out.push_back(weight_gradient(bias, [&](torch::Tensor g, bool add) {
+      const torch::Tensor db = dy.sum(0, /*keepdim=*/false, torch::kFloat32);
+      if (add)
+        g.add_(db);
+      else
+        g.copy_(db);
+    }));
   }
   return out;
 }
@@ -224,18 +306,27 @@ variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads, boo
 class Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias) {
-    return fp8_forward(ctx, x, weight, bias);
+                               const torch::Tensor& bias, bool cache_weight) {
+    return fp8_forward(ctx, x, weight, bias, cache_weight);
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) { return fp8_backward(ctx, grads, true); }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list out = fp8_backward(ctx, grads);
+    out.emplace_back();  // cache_weight
+    return out;
+  }
 };
 
 class Fp8LinearNoBiasFn : public torch::autograd::Function<Fp8LinearNoBiasFn> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight) {
-    return fp8_forward(ctx, x, weight, {});
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               bool cache_weight) {
+    return fp8_forward(ctx, x, weight, {}, cache_weight);
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) { return fp8_backward(ctx, grads, false); }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list out = fp8_backward(ctx, grads);
+    out.emplace_back();  // cache_weight
+    return out;
+  }
 };
 
 // Two bias-free linears of one input (the MLP's w1 and w2): x is quantized once and its e4m3 copy
@@ -243,14 +334,15 @@ class Fp8LinearNoBiasFn : public torch::autograd::Function<Fp8LinearNoBiasFn> {
 class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w1,
-                               const torch::Tensor& w2) {
+                               const torch::Tensor& w2, bool cache_weights) {
     const Quantized qx = quantize_input(x);
     variable_list out, saved{qx.q_t, qx.scale};
     for (const torch::Tensor& weight : {w1, w2}) {
       Quantized qw;
-      out.push_back(output_view(forward_gemm(qx, weight, {}, &qw), x, weight.size(0)));
+      out.push_back(output_view(forward_gemm(qx, weight, {}, cache_weights, &qw), x, weight.size(0)));
       saved.push_back(qw.q_t);
       saved.push_back(qw.scale);
+      saved.push_back(weight);
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["x_sizes"] = x.sizes().vec();
@@ -263,30 +355,32 @@ class Fp8SharedInputFn : public torch::autograd::Function<Fp8SharedInputFn> {
     torch::Tensor dx;
     variable_list dws;
     for (size_t i = 0; i < 2; ++i) {
-      const torch::Tensor &qw_t = saved[2 + 2 * i], &scale_w = saved[3 + 2 * i];
+      const torch::Tensor &qw_t = saved[2 + 3 * i], &scale_w = saved[3 + 3 * i], &weight = saved[4 + 3 * i];
       if (!grads[i].defined()) {  // that output took no part in the loss
         dws.emplace_back();
         continue;
       }
-      auto [dxi, dwi] = backward_gemms(grads[i], qw_t, scale_w, qx_t, scale_x);
+      auto [dxi, dwi] = backward_gemms(grads[i], weight, qw_t, scale_w, qx_t, scale_x);
       dx = dx.defined() ? dx.add_(dxi) : dxi;
       dws.push_back(dwi);
     }
     if (dx.defined()) dx = dx.view(ctx->saved_data["x_sizes"].toIntVector());
-    return {dx, dws[0], dws[1]};
+    return {dx, dws[0], dws[1], torch::Tensor()};
   }
 };
 
 }  // namespace
 #endif  // LOOM_FP8
 
-torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                         bool cache_weight) {
   LOOM_ASSERT(fp8_linear_applies(x, weight), "fp8_linear called on tensors it does not take: x ", x.sizes(), " ",
               x.scalar_type(), ", weight ", weight.sizes(), " ", weight.scalar_type());
 #if LOOM_FP8
-  return bias.defined() ? Fp8LinearFn::apply(x, weight, bias) : Fp8LinearNoBiasFn::apply(x, weight);
+  return bias.defined() ? Fp8LinearFn::apply(x, weight, bias, cache_weight)
+                        : Fp8LinearNoBiasFn::apply(x, weight, cache_weight);
 #else
-  (void)bias;
+  (void)bias, (void)cache_weight;
   return {};
 #endif
 }
@@ -303,11 +397,13 @@ torch::Tensor fp8_round_trip(const torch::Tensor& x, bool e5m2) {
 #endif
 }
 
-std::vector<torch::Tensor> fp8_linear_pair(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2) {
+std::vector<torch::Tensor> fp8_linear_pair(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2,
+                                           bool cache_weights) {
   LOOM_ASSERT(fp8_linear_applies(x, w1) && fp8_linear_applies(x, w2), "fp8_linear_pair called on tensors it does not take");
 #if LOOM_FP8
-  return Fp8SharedInputFn::apply(x, w1, w2);
+  return Fp8SharedInputFn::apply(x, w1, w2, cache_weights);
 #else
+  (void)cache_weights;
   return {};
 #endif
 }

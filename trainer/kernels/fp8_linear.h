@@ -13,6 +13,11 @@
 // bf16 x a plain linear saves) and W's transposed e4m3 copy, written by the same pass as the one
 // the forward reads (1 byte per weight until the backward, where quantizing W again would read its
 // bf16 bytes twice: its maximum, then its values), so both passes use one scale.
+//
+// Over a step's micro-batches: dW is added into W's gradient inside its GEMM (cuBLASLt with
+// beta 1, weight_grad.h) from the second micro-batch on; and with cache_weight W's two e4m3
+// copies are kept (2 bytes a weight) and reused by every forward until W changes, which its
+// optimizer says by republishing W's maximum (fp8_publish_amax), so W is quantized once a step.
 #pragma once
 
 #include <string>
@@ -30,12 +35,16 @@ bool fp8_supported(const torch::Device& device, std::string* why = nullptr);
 // and the row count of x multiples of 16 (the FP8 GEMM's alignment).
 bool fp8_linear_applies(const torch::Tensor& x, const torch::Tensor& weight);
 
-// The layer above; bias [N] bf16 or undefined. Differentiable in x, weight and bias.
-torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+// The layer above; bias [N] bf16 or undefined. Differentiable in x, weight and bias. cache_weight:
+// only a weight whose maximum is published is cached (an optimizer's; another is quantized at
+// every call, as without).
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                         bool cache_weight = false);
 
 // {x W1^T, x W2^T}: two bias-free FP8 linears of one input, equal to two fp8_linear calls, with
 // x quantized and saved once (the MLP's w1 and w2). Both weights must satisfy fp8_linear_applies.
-std::vector<torch::Tensor> fp8_linear_pair(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2);
+std::vector<torch::Tensor> fp8_linear_pair(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2,
+                                           bool cache_weights = false);
 
 // A tensor's absolute maximum, measured by whoever wrote it in the same pass (the optimizer for
 // a weight; RMSNorm, the SwiGLU gate and the QKV rotary backward for the activations and
@@ -43,7 +52,7 @@ std::vector<torch::Tensor> fp8_linear_pair(const torch::Tensor& x, const torch::
 // gradient, skips its own pass over it: a third of the bytes quantizing moves. fp8_linear uses it
 // while the tensor is alive and its version counter, which every in-place ATen op bumps, reads as
 // at publication; a write that bypasses ATen (a collective into a weight's storage) must forget
-// it. amax: an fp32 scalar on the tensor's device, holding the value before any kernel queued
+// it (and any cached copies of it: cache_weight). amax: an fp32 scalar on the tensor's device, holding the value before any kernel queued
 // after this call on the current stream reads it (or after an event that stream waits on). The
 // registry holds neither tensor alive past its last user. Thread-safe host-side bookkeeping.
 void fp8_publish_amax(const torch::Tensor& t, const torch::Tensor& amax);

@@ -19,11 +19,13 @@ class LinearImpl : public torch::nn::Module {
   // the MLP's w1 and w2 share one allocation, for fused_gated_projection).
   explicit LinearImpl(const torch::Tensor& weight);
   torch::Tensor forward(const torch::Tensor& x) {
-    return fp8 && fp8_linear_applies(x, weight) ? fp8_linear(x, weight, bias) : torch::linear(x, weight, bias);
+    return fp8 && fp8_linear_applies(x, weight) ? fp8_linear(x, weight, bias, fp8_cache_weight)
+                                                : torch::linear(x, weight, bias);
   }
   torch::Tensor weight;  // [out_features, in_features]
   torch::Tensor bias;    // [out_features], undefined without bias
   bool fp8 = false;
+  bool fp8_cache_weight = false;  // fp8_linear's cache_weight
 };
 TORCH_MODULE(Linear);
 

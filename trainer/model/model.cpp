@@ -183,7 +183,8 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& o, const torch::Tenso
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   if (w1->fp8 && fp8_linear_applies(x, w1->weight) && fp8_linear_applies(x, w2->weight)) {
-    const std::vector<torch::Tensor> gate_up = fp8_linear_pair(x, w1->weight, w2->weight);  // x quantized once
+    const std::vector<torch::Tensor> gate_up =
+        fp8_linear_pair(x, w1->weight, w2->weight, w1->fp8_cache_weight);  // x quantized once
     return project(w3, fused_swiglu(gate_up[0], gate_up[1], /*publish_fp8_amax=*/w3->fp8));
   }
   // CUDA: one GEMM for both projections and one pass for the gate; CPU fp32: the gate's pass.
@@ -301,7 +302,7 @@ void InternLMImpl::build(const torch::TensorOptions& t) {
       DecoderLayer& l = layer_list_.back();
       for (Linear* lin : {&l->attention->wqkv, &l->attention->wo, &l->feed_forward->w1, &l->feed_forward->w2,
                           &l->feed_forward->w3})
-        (*lin)->fp8 = true;
+        (*lin)->fp8 = true, (*lin)->fp8_cache_weight = o.fp8_weight_cache;
       l->attention_norm->feeds_fp8 = l->ffn_norm->feeds_fp8 = true;
     }
     layers->push_back(layer_list_.back());

@@ -58,6 +58,9 @@ struct ModelOptions {
   bool checkpoint_auto = false;          // model.checkpoint=auto: the loop sets checkpoint from the memory plan
   double checkpoint_margin = 0.08;       // model.checkpoint_margin: device memory auto leaves free
   bool fp8 = false;                      // model.precision=fp8: the layers' linears run FP8 matmuls (fp8_linear.h)
+  // Not a key: plan_inputs sets it for fp8 runs of several micro-batches a step, whose linears then
+  // keep their weights' e4m3 copies between forwards (fp8_linear's cache_weight; the plan counts them).
+  bool fp8_weight_cache = false;
 
   int64_t kv_heads() const { return num_kv_attention_heads > 0 ? num_kv_attention_heads : num_attention_heads; }
   int64_t head_dim() const { return hidden_size / num_attention_heads; }

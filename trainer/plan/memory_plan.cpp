@@ -36,6 +36,7 @@ struct LayerBytes {
   Size checkpointed = 0;  // a recomputed layer: its input
   Size transient = 0;     // one layer's gradients in flight during backward
   Size shared = 0;        // once per micro-batch: the mask/bias of the masked path, cuDNN's windows' bias
+  Size weight_copies = 0; // held all step: the FP8 linears' cached e4m3 weights (model.fp8_weight_cache)
 };
 
 LayerBytes layer_bytes(const PlanInputs& in) {
@@ -65,16 +66,21 @@ LayerBytes layer_bytes(const PlanInputs& in) {
   // features multiples of 16; another runs in bf16): W's transposed e4m3 copy (1 byte a weight)
   // until its backward, and a 1-byte copy of its input in place of the b-byte input the linear
   // would keep. The norm outputs and the SwiGLU product are then kept by nobody; flash keeps the
-  // attention output anyway, so wo's copy comes beside it.
+  // attention output anyway, so wo's copy comes beside it. With the weight cache both e4m3 copies
+  // of every weight (2 bytes) are held all step instead, recomputed layers' too.
   if (m.fp8) {
     const auto fp8 = [tok](Size in_features, Size out_features) {
       return tok.value() % 16 == 0 && in_features.value() % 16 == 0 && out_features.value() % 16 == 0;
     };
-    Size add = 0, drop = 0;
-    if (fp8(C, (H + 2 * K) * D)) add += C * (H + 2 * K) * D + tok * C, drop += tok * C * b;  // wqkv
-    if (fp8(H * D, C)) add += H * D * C + tok * H * D;                                       // wo
-    if (fp8(C, F)) add += 2 * C * F + tok * C, drop += tok * C * b;  // w1, w2: one copy of their input
-    if (fp8(F, C)) add += F * C + tok * F, drop += tok * F * b;      // w3
+    Size add = 0, drop = 0, weights = 0;
+    if (fp8(C, (H + 2 * K) * D)) weights += C * (H + 2 * K) * D, add += tok * C, drop += tok * C * b;  // wqkv
+    if (fp8(H * D, C)) weights += H * D * C, add += tok * H * D;                                       // wo
+    if (fp8(C, F)) weights += 2 * C * F, add += tok * C, drop += tok * C * b;  // w1, w2: one copy of their input
+    if (fp8(F, C)) weights += F * C, add += tok * F, drop += tok * F * b;      // w3
+    if (m.fp8_weight_cache)
+      l.weight_copies = 2 * weights;
+    else
+      add += weights;
     l.full = l.full + add - drop;  // drop < l.full: it is part of per_token
   }
   l.checkpointed = tok * C * b;
@@ -113,11 +119,12 @@ void fill(MemoryPlan& p) {
   const int64_t stage = sharded ? in.zero_stage : 0;
   const Size L = count_parameters_per_layer(m), R = P - m.num_layers * L;
   const Size unit = std::max(L, Size(m.vocab_size) * m.hidden_size);  // a layer, the embedding or head
-  const Size parameters = stage == 3 ? (P + S - 1) / S * b + (R + 3 * L) * b : P * b;
-  Size gradients = (stage >= 2 ? (R + 2 * L) * b : P * b) + (sharded ? (4 * P + S - 1) / S : 0);
-  const Size optimizer_state = sharded ? (12 * P + S - 1) / S : 8 * P + (b < 4 ? 4 * P : 0);
   const LayerBytes l = layer_bytes(in);
   const int64_t N = m.num_layers;
+  // The FP8 weight cache beside the weights themselves.
+  const Size parameters = (stage == 3 ? (P + S - 1) / S * b + (R + 3 * L) * b : P * b) + N * l.weight_copies;
+  Size gradients = (stage >= 2 ? (R + 2 * L) * b : P * b) + (sharded ? (4 * P + S - 1) / S : 0);
+  const Size optimizer_state = sharded ? (12 * P + S - 1) / S : 8 * P + (b < 4 ? 4 * P : 0);
   p.checkpointed_layers = m.checkpointed_layers();
   const Size kept = (N - p.checkpointed_layers) * l.full + p.checkpointed_layers * l.checkpointed;
   // In backward a recomputed layer is live again, one at a time.

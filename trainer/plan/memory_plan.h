@@ -9,7 +9,9 @@
 // With ZeRO (parallel.zero1 = S != 1, parallel.zero_stage z; zero.h), L = one layer's parameters,
 // R = P - N L the ones outside the layers (embedding, final norm, head):
 //   parameters       P b; at z = 3 the chunk P b / S, and gathered: R (through a step) and three
-//                    layers (the one running, the next one prefetched, the one freed last)
+//                    layers (the one running, the next one prefetched, the one freed last); FP8 runs
+//                    of several micro-batches without ZeRO add their linears' cached e4m3 weights, 2
+//                    bytes a weight (model.fp8_weight_cache; then not counted with the activations)
 //   gradients        P b (accumulated over micro-batches in the parameters' dtype); sharded runs
 //                    add the fp32 gradient shard 4 P / S; at z >= 2 the whole gradients live only
 //                    until their unit is reduced: R b, and two layers'. CUDA, replicated, one

@@ -24,6 +24,8 @@ PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device
   in.micro_bsz = c.data.micro_bsz;
   in.seq_len = c.data.seq_len;
   in.micro_num = c.data.micro_num;
+  // Only the replicated optimizer publishes its weights' maxima, which the cache needs.
+  in.model.fp8_weight_cache = c.model.fp8 && c.data.micro_num > 1 && c.parallel.zero1 == 1;
   in.world_size = world_size;
   in.zero1 = c.parallel.zero1;
   in.zero_stage = c.parallel.zero_stage;

@@ -5,6 +5,7 @@
 // (nullptr on success) so the caller reports it through LOOM_CHECK.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace loom::cuda {
@@ -102,5 +103,27 @@ inline constexpr float kFp8E5M2Max = 57344.0f;
 const char* fp8_amax_bf16(const void* x, int64_t n, float* amax, void* stream);
 const char* fp8_quantize_bf16(const void* x, int64_t rows, int64_t cols, const float* amax, Fp8Format format,
                               void* out, void* out_t, float* scale_out, void* stream);
+
+// An FP8 linear's weight gradient (fp8_gemm.cpp): dw [out, in] bf16 = (*scale_dy * *scale_x)
+// dy_t x_t^T from the e5m2 dy_t [out, N] and the e4m3 x_t [in, N] (row-major, as fp8_linear
+// keeps them), fp32 accumulation (no fast accumulation), one rounding to bf16 per output, in one
+// cuBLASLt GEMM. accumulate: dw += that product instead, inside the GEMM (beta 1: the sum is
+// rounded once). workspace: kFp8GemmWorkspaceBytes of device memory no other work uses until this
+// call's work on the stream is done. The result:
+//   kDone         dw is written (on the stream);
+//   kUnsupported  nothing was written: a size is 0 or not a multiple of 16, a pointer is not
+//                 16-byte aligned, cuBLASLt has no kernel for the case, or the process has no
+//                 libcublasLt; the caller computes dw another way;
+//   kFailed       a cuBLASLt or CUDA call failed; `error` says which and how (valid until the
+//                 calling thread's next failure).
+inline constexpr size_t kFp8GemmWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
+enum class GemmStatus { kDone, kUnsupported, kFailed };
+struct GemmResult {
+  GemmStatus status;
+  const char* error;  // kFailed only
+};
+GemmResult fp8_weight_grad(const void* dy_t, const void* x_t, const float* scale_dy, const float* scale_x, int64_t N,
+                           int64_t in, int64_t out, void* dw, bool accumulate, void* workspace, size_t workspace_bytes,
+                           void* stream);
 
 }  // namespace loom::cuda

@@ -1,0 +1,179 @@
+// Weight gradients added inside their GEMMs over a step's micro-batches (weight_grad.h) on the
+// GPU: the bf16 projection, the gated projection and the FP8 linear (cuBLASLt's FP8 GEMM with
+// beta 1) against float64 sums of each micro-batch's reference, the gradient's memory kept from
+// the second micro-batch on; and the FP8 weight cache (fp8_linear's cache_weight): reused while
+// the weight is unchanged, dropped when its maximum is republished or forgotten. Label gpu.
+// LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "fp8_linear.h"
+#include "fused_ops.h"
+#include "gpu_util.h"
+#include "weight_grad.h"
+
+namespace {
+
+using loom::test::cuda;
+
+torch::TensorOptions bf16() { return torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16); }
+
+// ||a - b|| / ||b|| over all elements, in float64.
+double rel_norm_err(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor ad = a.detach().to(torch::kFloat64).cpu(), bd = b.detach().to(torch::kFloat64).cpu();
+  return ((ad - bd).norm() / (bd.norm() + 1e-30)).item<double>();
+}
+
+torch::Tensor f64(const torch::Tensor& t) { return t.detach().to(torch::kFloat64); }
+
+void require_fp8() {
+  std::string why;
+  if (!loom::fp8_supported(cuda(), &why)) FAIL("FP8 not supported here: " << why);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 projections add each micro-batch's weight gradient in the GEMM: float64 sums") {
+  const int64_t K = 256, N = 384;
+  torch::manual_seed(91);
+  const torch::Tensor w = (torch::randn({N, K}, bf16()) * 0.05).requires_grad_(true);
+  const torch::Tensor b = torch::randn({N}, bf16()).requires_grad_(true);
+  torch::Tensor dw_ref = torch::zeros({N, K}, torch::kFloat64), db_ref = torch::zeros({N}, torch::kFloat64);
+  const void* kept = nullptr;
+  for (int micro = 0; micro < 4; ++micro) {
+    INFO("micro-batch " << micro);
+    const torch::Tensor x = torch::randn({2, 96, K}, bf16()).requires_grad_(true);
+    const torch::Tensor up = torch::randn({2, 96, N}, bf16());
+    const torch::Tensor y = loom::accumulating_linear(x, w, b);
+    CHECK(torch::equal(y.detach(), torch::addmm(b, x.detach().reshape({-1, K}), w.detach().t()).view(y.sizes())));
+    (y.to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+    dw_ref += f64(up).reshape({-1, N}).t().mm(f64(x).reshape({-1, K})).cpu();
+    db_ref += f64(up).reshape({-1, N}).sum(0).cpu();
+    CHECK(rel_norm_err(x.grad(), f64(up).matmul(f64(w))) < 1e-2);
+    // bf16 keeps 8 bits: the product rounded into the running sum once per micro-batch.
+    CHECK(rel_norm_err(w.grad(), dw_ref) < 1e-2);
+    CHECK(rel_norm_err(b.grad(), db_ref) < 1e-2);
+    if (micro == 1) kept = w.grad().data_ptr();
+    if (micro > 1) CHECK(w.grad().data_ptr() == kept);
+  }
+}
+
+TEST_CASE("the gated projection adds both weights' gradients in their GEMMs from the second micro-batch") {
+  const int64_t C = 128, F = 320;
+  torch::manual_seed(92);
+  // As the model allocates them: w2's rows after w1's in one tensor, each a leaf of its own.
+  const torch::Tensor gate_up = torch::randn({2 * F, C}, bf16()) * 0.05;
+  const torch::Tensor w1 = gate_up.narrow(0, 0, F).detach().requires_grad_(true);
+  const torch::Tensor w2 = gate_up.narrow(0, F, F).detach().requires_grad_(true);
+  std::vector<torch::Tensor> ref{torch::zeros({F, C}, torch::kFloat64), torch::zeros({F, C}, torch::kFloat64)};
+  std::vector<const void*> kept;
+  for (int micro = 0; micro < 3; ++micro) {
+    INFO("micro-batch " << micro);
+    const torch::Tensor x = torch::randn({1, 64, C}, bf16());
+    const torch::Tensor up = torch::randn({1, 64, F}, bf16());
+    REQUIRE(loom::fused_gated_projection_applies(x, w1, w2));
+    (loom::fused_gated_projection(x, w1, w2).to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+    // float64 reference of this micro-batch: y = silu(a) * g, a = x w1^T, g = x w2^T.
+    const torch::Tensor x64 = f64(x).reshape({-1, C}), up64 = f64(up).reshape({-1, F});
+    const torch::Tensor a = x64.mm(f64(w1).t()), g = x64.mm(f64(w2).t());
+    const torch::Tensor sig = torch::sigmoid(a), silu = a * sig;
+    const torch::Tensor da = up64 * g * (sig * (1 + a * (1 - sig))), dg = up64 * silu;
+    ref[0] += da.t().mm(x64).cpu();
+    ref[1] += dg.t().mm(x64).cpu();
+    CHECK(rel_norm_err(w1.grad(), ref[0]) < 2e-2);
+    CHECK(rel_norm_err(w2.grad(), ref[1]) < 2e-2);
+    if (micro == 1) kept = {w1.grad().data_ptr(), w2.grad().data_ptr()};
+    if (micro > 1) CHECK(kept == std::vector<const void*>{w1.grad().data_ptr(), w2.grad().data_ptr()});
+  }
+}
+
+TEST_CASE("FP8 linears add each micro-batch's weight gradient in cuBLASLt's FP8 GEMM: sums of the rounded operands") {
+  require_fp8();
+  for (bool bias : {true, false}) {
+    INFO("bias " << bias);
+    const int64_t K = 256, N = 384;
+    torch::manual_seed(93);
+    const torch::Tensor w = (torch::randn({N, K}, bf16()) * 0.05).requires_grad_(true);
+    const torch::Tensor b = bias ? torch::randn({N}, bf16()).requires_grad_(true) : torch::Tensor();
+    torch::Tensor dw_ref = torch::zeros({N, K}, torch::kFloat64), db_ref = torch::zeros({N}, torch::kFloat64);
+    const void* kept = nullptr;
+    for (int micro = 0; micro < 4; ++micro) {
+      INFO("micro-batch " << micro);
+      const torch::Tensor x = torch::randn({3, 32, K}, bf16());
+      const torch::Tensor up = torch::randn({3, 32, N}, bf16());
+      (loom::fp8_linear(x, w, b).to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+      // What the GEMM multiplies: the e5m2 gradient and the e4m3 input, in float64.
+      const torch::Tensor qdy = loom::fp8_round_trip(up.reshape({-1, N}), true);
+      const torch::Tensor qx = loom::fp8_round_trip(x.reshape({-1, K}), false);
+      dw_ref += f64(qdy).t().mm(f64(qx)).cpu();
+      CHECK(rel_norm_err(w.grad(), dw_ref) < 6e-3);
+      db_ref += f64(up).reshape({-1, N}).sum(0).cpu();
+      if (bias) CHECK(rel_norm_err(b.grad(), db_ref) < 1e-2);
+      if (micro == 1) kept = w.grad().data_ptr();
+      if (micro > 1) CHECK(w.grad().data_ptr() == kept);
+    }
+  }
+}
+
+TEST_CASE("the FP8 linear pair adds both weights' gradients over micro-batches as two FP8 linears do") {
+  require_fp8();
+  torch::manual_seed(94);
+  const int64_t C = 128, F = 192;
+  const torch::Tensor w1 = (torch::randn({F, C}, bf16()) * 0.05).requires_grad_(true);
+  const torch::Tensor w2 = (torch::randn({F, C}, bf16()) * 0.05).requires_grad_(true);
+  const torch::Tensor r1 = w1.detach().clone().requires_grad_(true), r2 = w2.detach().clone().requires_grad_(true);
+  for (int micro = 0; micro < 3; ++micro) {
+    const torch::Tensor x = torch::randn({2, 64, C}, bf16());
+    const torch::Tensor up1 = torch::randn({2, 64, F}, bf16()), up2 = torch::randn({2, 64, F}, bf16());
+    const auto loss = [&](const std::vector<torch::Tensor>& y) {
+      return (y[0].to(torch::kFloat32) * up1.to(torch::kFloat32)).sum() +
+             (y[1].to(torch::kFloat32) * up2.to(torch::kFloat32)).sum();
+    };
+    loss(loom::fp8_linear_pair(x, w1, w2)).backward();
+    loss({loom::fp8_linear(x, r1, {}), loom::fp8_linear(x, r2, {})}).backward();
+    // The same operands through the same GEMMs into the same running sums.
+    CHECK(torch::equal(w1.grad(), r1.grad()));
+    CHECK(torch::equal(w2.grad(), r2.grad()));
+  }
+}
+
+TEST_CASE("the FP8 weight cache serves later forwards until the weight's maximum is republished or forgotten") {
+  require_fp8();
+  torch::manual_seed(95);
+  const torch::Tensor x = torch::randn({64, 128}, bf16());
+  const torch::Tensor w = torch::randn({96, 128}, bf16());
+  const auto forward = [&](bool cache) {
+    torch::NoGradGuard no_grad;
+    return loom::fp8_linear(x, w, {}, cache);
+  };
+  const torch::Tensor old = forward(false);
+  // Not published: nothing says when w changes, so nothing is cached.
+  CHECK(torch::equal(forward(true), old));
+  loom::fp8_publish_amax(w, w.abs().max().to(torch::kFloat32));
+  CHECK(torch::equal(forward(true), old));  // quantized and cached
+  // Rewrite w behind its version counter, as the optimizer's update kernel does: a tensor over the
+  // same memory has a counter of its own.
+  const torch::Tensor alias = torch::from_blob(w.data_ptr(), w.sizes(), bf16());
+  alias.copy_(torch::randn({96, 128}, bf16()));
+  CHECK_FALSE(torch::equal(forward(false), old));  // quantizing the new values gives another result
+  CHECK(torch::equal(forward(true), old));          // the cached copies: proof they are reused
+  loom::fp8_publish_amax(w, w.abs().max().to(torch::kFloat32));  // the update's republication
+  const torch::Tensor fresh = forward(false);
+  CHECK(torch::equal(forward(true), fresh));
+  // A collective wrote w: its maximum is forgotten, and with it the cache.
+  alias.mul_(2.0);
+  loom::fp8_forget_amax(w);
+  const torch::Tensor doubled = forward(false);
+  CHECK(torch::equal(forward(true), doubled));
+  // An in-place ATen write bumps w's version: the cached copies no longer match.
+  loom::fp8_publish_amax(w, w.abs().max().to(torch::kFloat32));
+  CHECK(torch::equal(forward(true), doubled));
+  {
+    torch::NoGradGuard no_grad;
+    w.mul_(0.5);
+  }
+  CHECK(torch::equal(forward(true), forward(false)));
+}
