@@ -2,17 +2,21 @@
 // GPU: the bf16 projection, the gated projection and the FP8 linear (cuBLASLt's FP8 GEMM with
 // beta 1) against float64 sums of each micro-batch's reference, the gradient's memory kept from
 // the second micro-batch on; and the FP8 weight cache (fp8_linear's cache_weight): reused while
-// the weight is unchanged, dropped when its maximum is republished or forgotten. Label gpu.
+// the weight is unchanged, dropped when its maximum is republished or forgotten; the chunked
+// loss's head gradient scaled and added in one pass (fused_scale_add_). Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <vector>
 
+#include "chunked_loss.h"
 #include "fp8_linear.h"
 #include "fused_ops.h"
 #include "gpu_util.h"
+#include "loss.h"
 #include "weight_grad.h"
 
 namespace {
@@ -176,4 +180,50 @@ TEST_CASE("the FP8 weight cache serves later forwards until the weight's maximum
     w.mul_(0.5);
   }
   CHECK(torch::equal(forward(true), forward(false)));
+}
+
+TEST_CASE("fused_scale_add_ scales a bf16 tensor by a device scalar, or adds it scaled, with one rounding") {
+  torch::manual_seed(96);
+  const torch::Tensor scale = torch::full({}, 1.0 / 3000.0, torch::TensorOptions().device(cuda()));
+  for (int64_t n : {int64_t{4096 * 8}, int64_t{1001}}) {  // the 16-byte path; a tail of odd length
+    INFO("n " << n);
+    const torch::Tensor x = torch::randn({n}, bf16()), base = torch::randn({n}, bf16()) * 1e-3;
+    torch::Tensor out = torch::empty({n}, bf16());
+    REQUIRE(loom::fused_scale_add_applies(out, x, scale));
+    loom::fused_scale_add_(out, x, scale, /*accumulate=*/false);
+    CHECK(torch::equal(out, (x.to(torch::kFloat32) * scale).to(torch::kBFloat16)));
+    out.copy_(base);
+    loom::fused_scale_add_(out, x, scale, /*accumulate=*/true);
+    const torch::Tensor want = f64(base) + f64(x) * (1.0 / 3000.0);
+    // One rounding to bf16 (8 significant bits): within half a unit in the last place, at most
+    // 2^-8 of the value.
+    CHECK(((f64(out) - want).abs() <= want.abs() * std::ldexp(1.0, -8) * 1.001).all().item<bool>());
+  }
+  // Views at an odd element offset take the scalar path.
+  const torch::Tensor big = torch::randn({4097}, bf16());
+  torch::Tensor out = torch::empty({4097}, bf16());
+  loom::fused_scale_add_(out.narrow(0, 1, 4096), big.narrow(0, 1, 4096), scale, false);
+  CHECK(torch::equal(out.narrow(0, 1, 4096), (big.narrow(0, 1, 4096).to(torch::kFloat32) * scale).to(torch::kBFloat16)));
+}
+
+TEST_CASE("the chunked loss adds the bf16 head's gradient, scaled, into its gradient over micro-batches") {
+  torch::manual_seed(97);
+  const int64_t B = 1, T = 1024, C = 128, V = 4096;
+  const auto f32 = torch::TensorOptions().device(cuda()).dtype(torch::kFloat32);
+  const torch::Tensor head = (torch::randn({V, C}, f32) * 0.05).to(torch::kBFloat16).requires_grad_(true);
+  const torch::Tensor ref = head.detach().to(torch::kFloat32).requires_grad_(true);
+  const void* kept = nullptr;
+  for (int micro = 0; micro < 3; ++micro) {
+    INFO("micro-batch " << micro);
+    loom::Batch b;
+    b.labels = torch::randint(0, V, {B, T}, f32.dtype(torch::kLong));
+    b.dataset_ids = torch::zeros({B}, f32.dtype(torch::kLong));
+    const torch::Tensor hidden = torch::randn({B, T, C}, f32);
+    // The loop's scaling: the token sum over the step's token count, no bf16 number.
+    (loom::compute_chunked_loss(hidden, head, b, 0.0, 1, 512).loss_sum / 3000.0).backward();
+    (loom::compute_loss(torch::matmul(hidden, ref.t()), b, 0.0, 1).loss_sum / 3000.0).backward();
+    CHECK(loom::test::rel_err(head.grad(), ref.grad()) < 2e-2);
+    if (micro == 1) kept = head.grad().data_ptr();
+    if (micro > 1) CHECK(head.grad().data_ptr() == kept);
+  }
 }

@@ -496,6 +496,29 @@ torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b, bool 
   return swiglu_reference(a, b);
 }
 
+bool fused_scale_add_applies(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& scale) {
+#ifdef LOOM_CUDA_KERNELS
+  return out.is_cuda() && out.scalar_type() == torch::kBFloat16 && x.scalar_type() == torch::kBFloat16 &&
+         out.sizes() == x.sizes() && out.device() == x.device() && out.is_contiguous() && x.is_contiguous() &&
+         scale.numel() == 1 && scale.scalar_type() == torch::kFloat32 && scale.device() == out.device();
+#else
+  (void)out, (void)x, (void)scale;
+  return false;
+#endif
+}
+
+void fused_scale_add_(torch::Tensor out, const torch::Tensor& x, const torch::Tensor& scale, bool accumulate) {
+  LOOM_ASSERT(fused_scale_add_applies(out, x, scale), "fused_scale_add_ on ", out.sizes(), " ", out.scalar_type(),
+              " and ", x.sizes(), " ", x.scalar_type());
+#ifdef LOOM_CUDA_KERNELS
+  check_launch(cuda::scale_add_bf16(x.data_ptr(), scale.data_ptr<float>(), out.data_ptr(), out.numel(), accumulate,
+                                    stream()),
+               "scale_add_bf16");
+#else
+  (void)accumulate;
+#endif
+}
+
 bool fused_cross_entropy_applies(const torch::Tensor& logits) {
 #ifdef LOOM_CUDA_KERNELS
   return logits.is_cuda() && logits.scalar_type() == torch::kBFloat16 && logits.dim() == 2 && logits.is_contiguous() &&

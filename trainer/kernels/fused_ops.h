@@ -91,4 +91,11 @@ bool fused_cross_entropy_applies(const torch::Tensor& logits);
 void fused_cross_entropy_(torch::Tensor& logits, const torch::Tensor& labels, int64_t ignore_index, double eps,
                           double grad_scale, torch::Tensor loss, torch::Tensor lse, torch::Tensor correct);
 
+// out = x * scale, or out += x * scale (accumulate), for bf16 x and out of one shape (contiguous,
+// CUDA) and an fp32 scalar tensor scale on their device, in one pass: fp32 arithmetic, one
+// rounding (fused_scale_add_applies). Scaling a bf16 gradient by a factor that is no bf16 number
+// otherwise takes a cast to fp32 and back.
+bool fused_scale_add_applies(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& scale);
+void fused_scale_add_(torch::Tensor out, const torch::Tensor& x, const torch::Tensor& scale, bool accumulate);
+
 }  // namespace loom

@@ -4,6 +4,7 @@
 
 #include "fused_ops.h"
 #include "loom/error.h"
+#include "weight_grad.h"
 
 namespace loom {
 namespace {
@@ -54,17 +55,30 @@ void logits_to_grad_(torch::Tensor& logits, const torch::Tensor& lse, const torc
 }
 
 // d(loss)/d(logits) of rows [s, s + n) into the gradients: grad_hidden rows (hidden's dtype) and
-// grad_weight (accumulated in fp32/fp64 even for a bf16 head).
+// grad_weight (accumulated in fp32/fp64 even for a bf16 head; the first chunk, s = 0, writes it:
+// it need not be zeroed).
 void backprop_chunk(const torch::Tensor& d, const torch::Tensor& hidden, const torch::Tensor& weight, int64_t s,
                     int64_t n, torch::Tensor& grad_hidden, torch::Tensor& grad_weight) {
   const torch::Tensor dw = d.to(weight.scalar_type());
   grad_hidden.narrow(0, s, n).copy_(torch::matmul(dw, weight));
   const torch::Tensor h = hidden.narrow(0, s, n).to(weight.scalar_type());
   if (weight.scalar_type() == grad_weight.scalar_type()) {
-    grad_weight.addmm_(dw.t(), h);
+    if (s == 0)
+      torch::mm_out(grad_weight, dw.t(), h);
+    else
+      grad_weight.addmm_(dw.t(), h);
+  } else if (s == 0) {
+    grad_weight.copy_(torch::matmul(dw.t(), h));
   } else {
     grad_weight.add_(torch::matmul(dw.t(), h).to(grad_weight.scalar_type()));
   }
+}
+
+// An uninitialised [V, C] weight gradient when chunks will write it (backprop_chunk), zeros when
+// there are no rows.
+torch::Tensor weight_grad_buffer(const torch::Tensor& weight, int64_t rows, torch::Dtype dtype) {
+  return rows > 0 ? torch::empty(weight.sizes(), weight.options().dtype(dtype))
+                  : torch::zeros(weight.sizes(), weight.options().dtype(dtype));
 }
 
 struct Labels {
@@ -116,7 +130,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     const Labels lab = split_labels(labels);
     const torch::Tensor g = grads[0].to(acc) * lab.valid.to(acc);  // ignored tokens carry no gradient
     torch::Tensor grad_hidden = torch::empty_like(hidden);
-    torch::Tensor grad_weight = torch::zeros(weight.sizes(), weight.options().dtype(acc));
+    torch::Tensor grad_weight = weight_grad_buffer(weight, N, acc);
     for (int64_t s = 0; s < N; s += chunk) {
       const int64_t n = std::min(chunk, N - s);
       torch::Tensor d = chunk_logits(hidden, weight, s, n);
@@ -146,8 +160,7 @@ class ChunkedCrossEntropySum : public torch::autograd::Function<ChunkedCrossEntr
     // chunk in fp32 and rounds once); an fp32 accumulator cost a cast and an fp32 add of [V, C] per
     // chunk (3.5 ms of a 1b step on an H200), and each chunk's product was rounded to bf16 anyway.
     const bool bf16_cuda = weight.scalar_type() == torch::kBFloat16 && hidden.is_cuda();
-    torch::Tensor grad_weight =
-        torch::zeros(weight.sizes(), weight.options().dtype(bf16_cuda ? weight.scalar_type() : acc));
+    torch::Tensor grad_weight = weight_grad_buffer(weight, N, bf16_cuda ? weight.scalar_type() : acc);
     for (int64_t s = 0; s < N; s += chunk) {
       const int64_t n = std::min(chunk, N - s);
       // CUDA + bf16 head: bf16 logits, and one kernel for loss, accuracy and gradient (fused_ops.h).
@@ -168,7 +181,7 @@ class ChunkedCrossEntropySum : public torch::autograd::Function<ChunkedCrossEntr
       logits_to_grad_(logits, c.lse, g.narrow(0, s, n), y, eps);
       backprop_chunk(logits, hidden, weight, s, n, grad_hidden, grad_weight);
     }
-    ctx->save_for_backward({grad_hidden, grad_weight});
+    ctx->save_for_backward({grad_hidden, grad_weight, weight});
     ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
     ctx->mark_non_differentiable({loss, correct});
     return {loss.sum(), loss, correct};
@@ -179,7 +192,15 @@ class ChunkedCrossEntropySum : public torch::autograd::Function<ChunkedCrossEntr
     const torch::Tensor& up = grads[0];
     if (!up.defined()) return {torch::zeros_like(saved[0]), torch::zeros_like(saved[1]), {}, {}, {}};
     const auto weight_dtype = static_cast<torch::Dtype>(ctx->saved_data["weight_dtype"].toInt());
-    const torch::Tensor& gw = saved[1];
+    const torch::Tensor &gw = saved[1], &weight = saved[2];
+    const torch::Tensor scale = up.to(torch::kFloat32);
+    if (gw.scalar_type() == weight_dtype && fused_scale_add_applies(gw, gw, scale)) {
+      // CUDA bf16: scaled and, from a step's second micro-batch on, added into the head's gradient
+      // in one pass (weight_grad.h).
+      const torch::Tensor grad_weight = weight_gradient(
+          weight, [&](torch::Tensor out, bool add) { fused_scale_add_(out, gw, scale, add); });
+      return {saved[0] * up.to(saved[0].scalar_type()), grad_weight, {}, {}, {}};
+    }
     // A bf16 accumulator is scaled in the upstream gradient's precision (1 / tokens is no bf16 number).
     const torch::Tensor grad_weight = gw.scalar_type() == torch::kBFloat16 && up.scalar_type() != gw.scalar_type()
                                           ? (gw.to(up.scalar_type()) * up).to(weight_dtype)

@@ -91,6 +91,10 @@ const char* swiglu_backward(Dtype dtype, const void* dy, const void* a, const vo
 const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int64_t* labels, int64_t ignore_index,
                                float eps, float grad_scale, float* loss, float* lse, bool* correct, void* stream);
 
+// out = x * *scale (accumulate false) or out += x * *scale over n bf16 elements, fp32 arithmetic
+// and one rounding per element; scale an fp32 scalar on the device.
+const char* scale_add_bf16(const void* x, const float* scale, void* out, int64_t n, bool accumulate, void* stream);
+
 // FP8 (sm_89+: Ada and Hopper). Formats: e4m3 (max 448) for weights and activations, e5m2
 // (max 57344) for gradients. fp8_amax_bf16: max |x| over n bf16 elements (n % 8 == 0) into the
 // device scalar *amax (zeroed first, on the stream). fp8_quantize_bf16: with scale = *amax /
