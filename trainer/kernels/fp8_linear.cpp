@@ -199,6 +199,8 @@ void cache_weight(const torch::Tensor& weight, const Quantized& qw) {
   const auto published = r.map.find(weight.unsafeGetTensorImpl());
   const int64_t version = static_cast<int64_t>(weight._version());
   if (published == r.map.end() || published->second.version != version) return;
+  // Dead weights' copies go here: the map holds at most a model's linears.
+  for (auto it = r.weights.begin(); it != r.weights.end();) it = it->second.tensor.expired() ? r.weights.erase(it) : std::next(it);
   r.weights.insert_or_assign(weight.unsafeGetTensorImpl(),
                              CachedWeight{c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()), version,
                                           published->second.generation, qw.q, qw.q_t, qw.scale});
