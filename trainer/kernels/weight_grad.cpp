@@ -80,32 +80,7 @@ class LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return linear_backward(ctx, grads); }
 };
 
-class EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& weight, const torch::Tensor& ids) {
-    ctx->save_for_backward({weight, ids});
-    return torch::embedding(weight, ids);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &weight = saved[0], &ids = saved[1];
-    const torch::Tensor dy = grads[0];
-    if (adds_into_grad(weight)) {
-      torch::Tensor g = weight.grad();
-      g.index_put_({ids.reshape({-1})}, dy.reshape({-1, weight.size(1)}), /*accumulate=*/true);
-      return {torch::Tensor(), torch::Tensor()};
-    }
-    return {torch::embedding_dense_backward(dy, ids, weight.size(0), /*padding_idx=*/-1, /*scale_grad_by_freq=*/false),
-            torch::Tensor()};
-  }
-};
-
 }  // namespace
-
-torch::Tensor accumulating_embedding(const torch::Tensor& weight, const torch::Tensor& ids) {
-  LOOM_ASSERT(weight.dim() == 2, "accumulating_embedding: weight ", weight.sizes());
-  return EmbeddingFn::apply(weight, ids);
-}
 
 torch::Tensor accumulating_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   LOOM_ASSERT(weight.dim() == 2 && x.size(-1) == weight.size(1) && (!bias.defined() || bias.size(0) == weight.size(0)),

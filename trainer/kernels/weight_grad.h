@@ -31,11 +31,4 @@ bool adds_into_grad(const torch::Tensor& weight);
 // through weight_gradient. For CUDA projections; correct on any device.
 torch::Tensor accumulating_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
-// torch::embedding(weight, ids) whose backward, where weight has a gradient already, adds each
-// token's row gradient into it (index_put_ with accumulate: sorted, the duplicates of a token
-// summed in fp32 and added once, deterministic) instead of autograd's dense [V, C] gradient and its
-// add: reads and writes the rows of this micro-batch's tokens, not all V of them. For CUDA
-// embeddings; correct on any device.
-torch::Tensor accumulating_embedding(const torch::Tensor& weight, const torch::Tensor& ids);
-
 }  // namespace loom

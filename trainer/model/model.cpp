@@ -364,10 +364,7 @@ torch::Tensor InternLMImpl::hidden_states(const Batch& b) {
   if (hooks_) hooks_->begin_forward();
   // The residual stream is h + pending: a layer that splits its output leaves its MLP's output in
   // pending for the next layer's norm to add.
-  // CUDA: the embedding's gradient rows added into its gradient over micro-batches (weight_grad.h).
-  torch::Tensor h = b.tokens.is_cuda() ? accumulating_embedding(tok_embeddings->weight, b.tokens)
-                                       : tok_embeddings(b.tokens);
-  torch::Tensor pending;
+  torch::Tensor h = tok_embeddings(b.tokens), pending;
   for (size_t i = 0; i < layer_list_.size(); ++i) {
     if (hooks_) hooks_->before_layer(static_cast<int64_t>(i));
     DecoderLayer& layer = layer_list_[i];
