@@ -205,6 +205,11 @@ TEST_CASE("memory plan: the FP8 weight cache holds both e4m3 copies of every lay
   CHECK(diff(cached.layer_full_bytes, plain.layer_full_bytes) == -weights);
   CHECK(diff(cached.parameters, plain.parameters) == 2 * N * weights);
   CHECK(diff(cached.total, plain.total) == N * weights);
+  CHECK(cached.fp8_weight_copies == static_cast<uint64_t>(2 * N * weights));
+  CHECK(plain.fp8_weight_copies == 0);
+  CHECK(cached.to_text().find("the FP8 linears' e4m3 weights, kept for the step's 4 micro-batches") !=
+        std::string::npos);
+  CHECK(plain.to_text().find("e4m3") == std::string::npos);
   // Recomputed layers hold theirs too (without the cache only the layer live again in backward does).
   in.model.checkpoint = 1;
   const MemoryPlan cached_all = loom::plan_memory(in);

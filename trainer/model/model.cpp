@@ -301,8 +301,10 @@ void InternLMImpl::build(const torch::TensorOptions& t) {
     if (o.fp8) {
       DecoderLayer& l = layer_list_.back();
       for (Linear* lin : {&l->attention->wqkv, &l->attention->wo, &l->feed_forward->w1, &l->feed_forward->w2,
-                          &l->feed_forward->w3})
-        (*lin)->fp8 = true, (*lin)->fp8_cache_weight = o.fp8_weight_cache;
+                          &l->feed_forward->w3}) {
+        (*lin)->fp8 = true;
+        (*lin)->fp8_cache_weight = o.fp8_weight_cache;
+      }
       l->attention_norm->feeds_fp8 = l->ffn_norm->feeds_fp8 = true;
     }
     layers->push_back(layer_list_.back());

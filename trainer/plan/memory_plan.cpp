@@ -149,6 +149,7 @@ void fill(MemoryPlan& p) {
   p.total = total.value();
   p.layer_full_bytes = l.full.value();
   p.layer_checkpointed_bytes = l.checkpointed.value();
+  p.fp8_weight_copies = (N * l.weight_copies).value();
   p.fits = in.device_bytes > 0 && static_cast<double>(p.total) <= (1.0 - in.margin) * static_cast<double>(in.device_bytes);
 }
 
@@ -322,6 +323,9 @@ std::string MemoryPlan::to_text() const {
   o << ", attention " << attention_kernel_key(in.attention) << ": " << attention_kernel_name(in.attention) << "):\n";
   if (!in.attention_source.empty()) o << "  attention kernels " << in.attention_source << "\n";
   row("parameters", parameters);
+  if (fp8_weight_copies > 0)
+    o << "    of which " << gib(fp8_weight_copies) << " the FP8 linears' e4m3 weights, kept for the step's "
+      << format_count(in.micro_num) << " micro-batches\n";
   row("gradients", gradients);
   row("optimizer_state", optimizer_state);
   row("activations", activations);

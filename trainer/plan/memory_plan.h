@@ -76,6 +76,7 @@ struct MemoryPlan {
            workspace = 0, total = 0;
   uint64_t layer_full_bytes = 0;         // activations of one layer that is not recomputed
   uint64_t layer_checkpointed_bytes = 0; // of one recomputed layer (its input)
+  uint64_t fp8_weight_copies = 0;        // of parameters: the FP8 weight cache (model.fp8_weight_cache)
   bool fits = false;
   std::vector<std::string> suggestions;  // settings that would fit, when it does not
 
