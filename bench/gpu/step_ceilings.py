@@ -43,6 +43,7 @@ import sys
 PRESETS = {  # hidden C, layers L, heads H (kv heads = H), head dim D, vocab V, mlp_ratio as loom's default
     "1b": dict(C=2048, L=24, H=16),
     "7b": dict(C=4096, L=32, H=32),
+    "7b12": dict(C=4096, L=12, H=32),  # the 7b's layers, 12 of them (NeMo's recipe on an H100)
 }
 PEAK = 989e12
 VOCAB = 103168
@@ -62,12 +63,13 @@ class Shape:
     """A preset's shape (letters as in docs: C hidden, L layers, H heads, K kv heads, D head dim,
     F ffn hidden, V vocab, T tokens a step) and its parameter counts, as loom counts them."""
 
-    def __init__(self, preset, micro_bsz, seq_len):
+    def __init__(self, preset, micro_bsz, seq_len, micro_num=1, fp8=False):
         p = PRESETS[preset]
         self.preset, self.C, self.L, self.H = preset, p["C"], p["L"], p["H"]
         self.K, self.D, self.F, self.V = self.H, self.C // self.H, ffn_hidden(self.C), VOCAB
         self.bsz, self.seq_len = micro_bsz or (4 if preset == "1b" else 1), seq_len
-        self.T = self.bsz * seq_len
+        self.T = self.bsz * seq_len  # tokens a micro-batch
+        self.M, self.fp8 = micro_num, fp8
         C, L, H, K, D, F, V = self.C, self.L, self.H, self.K, self.D, self.F, self.V
         self.matmul_params = L * (C * (H + 2 * K) * D + H * D * C + 3 * C * F) + C * V
         # trainer/model/model.cpp's count: embedding, per layer two norms, wqkv and wo with their
@@ -75,8 +77,11 @@ class Shape:
         self.params = V * C + L * (2 * C + (H + 2 * K) * D * (C + 1) + (H * D + 1) * C + 3 * C * F) + C + V * C
 
     def line(self):
+        batch = (f"{self.T} tokens a step" if self.M == 1 else
+                 f"{self.T} tokens a micro-batch, {self.M} micro-batches a step")
         return (f"Shape: C {self.C}, L {self.L}, H {self.H} (kv {self.K}), D {self.D}, F {self.F}, V {self.V}; "
-                f"micro_bsz {self.bsz} x seq_len {self.seq_len} = {self.T} tokens a step; bf16")
+                f"micro_bsz {self.bsz} x seq_len {self.seq_len} = {batch}; "
+                + ("the layers' linears in FP8" if self.fp8 else "bf16"))
 
 
 def timed(fn, iters, warmup=3):
@@ -178,12 +183,13 @@ def loom_parts(path):
 
 
 def bound_families(s):
-    """(family, kernel-name regex, what it moves, bytes, "call" or "step") of loom's bandwidth-bound
-    kernels at shape s: bytes a launch (times the summary's launches) or a step (a kernel launched in
-    chunks or batches). kv heads = H in the presets; one rank (AdamW over every parameter)."""
-    T, C, H, K, D, F, V, L = s.T, s.C, s.H, s.K, s.D, s.F, s.V, s.L
+    """(family, kernel-name regex, what it moves, bytes, per) of loom's bandwidth-bound kernels at shape
+    s: per "call", bytes a launch (times the summary's launches); "step", bytes a step (a kernel
+    launched in chunks or batches: per micro-batch ones times M); "launches", bytes a function of the
+    launches. kv heads = H in the presets; one rank (AdamW over every parameter, once a step)."""
+    T, C, H, K, D, F, V, L, M = s.T, s.C, s.H, s.K, s.D, s.F, s.V, s.L, s.M
     act = T * C * BF16
-    return [
+    fams = [
         ("rmsnorm fwd", r"rmsnorm_fwd<__nv_bfloat16>",
          "x, r read; h, y written: 4 [T, C] (the first norm has no r: 2)", 4 * act, "call"),
         ("rmsnorm bwd", r"rmsnorm_bwd<__nv_bfloat16>", "dy, h, d(residual) read; dx written: 4 [T, C]", 4 * act, "call"),
@@ -201,14 +207,38 @@ def bound_families(s):
         ("cuDNN attention bwd: dQ to bf16", r"convert_dq_to_16bits", "dQ read (fp32), written (bf16): [T, H, D]",
          T * H * D * (FP32 + BF16), "call"),
         ("bias gradients (sums over tokens)", r"reduce_kernel<.*ReduceOp<c10::BFloat16",
-         "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer", L * T * ((H + 2 * K) * D + C) * BF16, "step"),
-        ("cross_entropy", r"cross_entropy_kernel", "logits [T, V] read, their gradient written in place",
-         2 * T * V * BF16, "step"),
+         "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer" + (", each micro-batch" if M > 1 else ""),
+         M * L * T * ((H + 2 * K) * D + C) * BF16, "step"),
+        ("cross_entropy", r"cross_entropy_kernel", "logits [T, V] read, their gradient written in place"
+         + (", each micro-batch" if M > 1 else ""), M * 2 * T * V * BF16, "step"),
         ("AdamW", r"adamw_kernel", "fp32 weight, m, v read and written, bf16 gradient read, bf16 weight written: "
          f"{ADAMW_BYTES} B a parameter x {s.params / 1e9:.3f} B parameters",
          ADAMW_BYTES * s.params, "step"),
         ("gradient norm", r"::partial_kernel\(", f"bf16 gradients read: {BF16} B a parameter", BF16 * s.params, "step"),
     ]
+    if s.fp8:
+        # Quantizing reads a bf16 tensor and writes its e4m3/e5m2 copy in two layouts: 4 B an element.
+        # Each micro-batch: the inputs of wqkv, wo, w1+w2 (one) and w3, their output gradients, and the
+        # maxima measured of attention's output and of the two residual gradients (wo's, w3's). The
+        # weights (5 a layer) are quantized as often as the launches beyond the inputs' say: every
+        # micro-batch, or once a step with the weight cache.
+        inputs = L * M * T * (2 * C + H * D + F)
+        weights = C * (H + 2 * K) * D + H * D * C + 3 * C * F  # a layer's
+
+        def e4m3(n):
+            return 4 * inputs + 4 * max(n - 4 * L * M, 0) // 5 * weights
+
+        fams += [
+            ("FP8 quantize e4m3", r"quantize_bf16<\(__nv_fp8_interpretation_t\)0>",
+             "4 inputs a layer (T C, T HD, T C, T F) and the 5 weights, each quantized: bf16 read, 2 copies written: "
+             "4 B an element", e4m3, "launches"),
+            ("FP8 quantize e5m2", r"quantize_bf16<\(__nv_fp8_interpretation_t\)1>",
+             "5 output gradients a layer (T (H+2K)D, T C, 2 T F, T C): 4 B an element",
+             4 * L * M * T * ((H + 2 * K) * D + 2 * C + 2 * F), "step"),
+            ("FP8 amax measured", r"amax_bf16_vec8", "attention's output and 2 residual gradients a layer read: "
+             "T (HD + 2 C)", BF16 * L * M * T * (H * D + 2 * C), "step"),
+        ]
+    return fams
 
 
 def summary_text(path):
@@ -268,7 +298,7 @@ def bound_table(shape, path, bw, step_s):
     loom_ms = bound_ms = at_bound = 0.0  # at_bound: each at its bound, or as measured where faster
     for name, _, moves, nbytes, per in fams:
         ms, n = got[name]
-        total = nbytes * (n if per == "call" else 1)
+        total = nbytes(n) if per == "launches" else nbytes * (n if per == "call" else 1)
         bound = total / bw * 1e3
         if n == 0:
             print(f"| {name} | {moves} | - | {total / 1e9:.2f} | {bound:.2f} | not in the summary | - |")
@@ -328,6 +358,9 @@ def main():
     ap.add_argument("--preset", choices=PRESETS, required=True)
     ap.add_argument("--micro-bsz", type=int, default=None, help="default: 4 for 1b, 1 for 7b")
     ap.add_argument("--seq-len", type=int, default=4096)
+    ap.add_argument("--micro-num", type=int, default=1, help="micro-batches a step (data.micro_num)")
+    ap.add_argument("--fp8", action="store_true", help="the layers' linears in FP8 (model.precision=fp8): adds "
+                    "the quantization kernels to the bound table")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--summary", help="trace_summary.py's output for a profiled step of the same shape")
     ap.add_argument("--step-s", type=float, help="wall seconds per step of an unprofiled run (loom_train.sh step_s)")
@@ -336,7 +369,9 @@ def main():
                     help="the device copy's bandwidth (TB/s, read + write) in place of measuring it: prints the "
                          "bound table of --summary only, without a GPU")
     a = ap.parse_args()
-    shape = Shape(a.preset, a.micro_bsz, a.seq_len)
+    if a.micro_num < 1:
+        ap.error("--micro-num must be at least 1")
+    shape = Shape(a.preset, a.micro_bsz, a.seq_len, a.micro_num, a.fp8)
     if a.copy_tbps is not None:
         if not a.summary or a.copy_tbps <= 0:
             ap.error("--copy-tbps needs --summary and a bandwidth > 0")

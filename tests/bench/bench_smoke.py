@@ -222,7 +222,19 @@ RECIPES = {
                                   "--step-s", "0.004"],
                                  out=[r"^\| swiglu bwd \| .* \| 1 \| 0\.45 \| 0\.15 \| 0\.92 \| 6\.12 \|$",
                                       r"^- everything else: 3\.5 ms a step \(the unprofiled step's wall time 4\.0 - "
-                                      r"GEMM 0\.3 - attention 0\.2\)$"])],
+                                      r"GEMM 0\.3 - attention 0\.2\)$"]),
+                             # NeMo's recipe: per micro-batch kernels 16 times a step, AdamW once over the
+                             # 7b12's 3.274 B parameters; FP8's quantization (e4m3 of the 4 inputs a layer,
+                             # 12 x 16 x 4096 x 23296 elements at 4 B: 73.28 GB with no weight launches).
+                             Run(["{P}", "{S}", "--preset", "7b12", "--micro-num", "16", "--fp8", "--summary",
+                                  "{W}/summary.txt", "--copy-tbps", "3"],
+                                 out=[r"^Shape: .* = 4096 tokens a micro-batch, 16 micro-batches a step; the layers' "
+                                      r"linears in FP8\.$",
+                                      r"^\| cross_entropy \| .*, each micro-batch \| - \| 27\.04 \| 9\.01 \| not in the "
+                                      r"summary \| - \|$",
+                                      r"^\| AdamW \| .* x 3\.274 B parameters \| 1 \| 91\.67 \| 30\.56 \| 0\.44 \| 0\.01 \|$",
+                                      r"^\| FP8 quantize e4m3 \| .* \| - \| 73\.28 \| 24\.43 \| not in the summary \| - \|$",
+                                      r"^\| FP8 quantize e5m2 \| .* \| - \| 133\.68 \| 44\.56 \| not in the summary \| - \|$"])],
 }
 # Helpers another script runs: their recipe is that script's.
 COVERED_BY = {"train_bench.py": "train_bench.sh"}
