@@ -234,6 +234,44 @@ TEST_CASE("memory plan: the FP8 weight cache is on for fp8 runs of several micro
   CHECK_FALSE(loom::plan_inputs(c, 1, 0, caps).model.fp8_weight_cache);
 }
 
+TEST_CASE("memory plan: the FP8 weight cache is left off where it would recompute layers or not fit", "[plan]") {
+  loom::TrainConfig c;
+  c.job.device = "cuda";
+  c.model.hidden_size = 64;
+  c.model.num_layers = 4;
+  c.model.num_attention_heads = 8;
+  c.model.vocab_size = 1000;
+  c.model.dtype = torch::kBFloat16;
+  c.model.fp8 = true;
+  c.data.micro_bsz = 2;
+  c.data.seq_len = 128;
+  c.data.micro_num = 4;
+  const loom::AttentionCaps caps{};
+  // The totals without recompute, with the cache and without it.
+  PlanInputs in = loom::plan_inputs(c, 1, 0, caps);
+  REQUIRE(in.model.fp8_weight_cache);
+  const uint64_t with = loom::plan_memory(in).total;
+  in.model.fp8_weight_cache = false;
+  const uint64_t without = loom::plan_memory(in).total;
+  REQUIRE(with > without);
+  // A fixed model.checkpoint: kept where both fit, left off where only the plan without it fits.
+  CHECK(loom::plan_for_device(c, 1, with, caps).in.model.fp8_weight_cache);
+  const MemoryPlan tight = loom::plan_for_device(c, 1, without, caps);
+  CHECK_FALSE(tight.in.model.fp8_weight_cache);
+  CHECK(tight.fits);
+  // model.checkpoint=auto: left off where keeping it would recompute layers the run need not.
+  c.model.checkpoint_auto = true;
+  const double keep = 1.0 - c.model.checkpoint_margin;
+  const auto device_for = [keep](uint64_t total) { return static_cast<uint64_t>(static_cast<double>(total) / keep) + 1; };
+  const MemoryPlan roomy = loom::plan_for_device(c, 1, device_for(with), caps);
+  CHECK(roomy.in.model.fp8_weight_cache);
+  CHECK(roomy.checkpointed_layers == 0);
+  const MemoryPlan cut = loom::plan_for_device(c, 1, device_for(without), caps);
+  CHECK_FALSE(cut.in.model.fp8_weight_cache);
+  CHECK(cut.checkpointed_layers == 0);
+  CHECK(cut.fits);
+}
+
 TEST_CASE("memory plan: model.checkpoint=auto picks 0 when all fits, more when memory is cut", "[plan]") {
   PlanInputs in = small(torch::kFloat32);
   in.model.num_layers = 8;

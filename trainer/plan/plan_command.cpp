@@ -58,15 +58,32 @@ constexpr const char* kUsage =
     "  Exit code 0 when it fits, 1 when it does not, 2 for a value outside its range or size limit\n"
     "  (loom/cli.h; the limits: docs/TRAIN.md).\n";
 
-MemoryPlan resolve_and_plan(const TrainConfig& c, int64_t world, uint64_t device, const AttentionCaps& caps) {
-  PlanInputs in = plan_inputs(c, world, device, caps);
-  if (c.model.checkpoint_auto) {
-    in.margin = c.model.checkpoint_margin;
-    in.model.checkpoint = auto_checkpoint_fraction(in);
-    in.margin = 0;
+}  // namespace
+
+MemoryPlan plan_for_device(const TrainConfig& c, int64_t world, uint64_t device, const AttentionCaps& caps) {
+  const auto resolve = [&c](PlanInputs in) {
+    if (c.model.checkpoint_auto) {
+      in.margin = c.model.checkpoint_margin;
+      in.model.checkpoint = auto_checkpoint_fraction(in);
+      in.margin = 0;
+    }
+    return in;
+  };
+  PlanInputs in = resolve(plan_inputs(c, world, device, caps));
+  if (in.model.fp8_weight_cache) {
+    // The cache saves a quantization pass per weight and micro-batch; a recomputed layer or a run
+    // that no longer fits costs more than that, so then the weights are quantized every time.
+    PlanInputs without = plan_inputs(c, world, device, caps);
+    without.model.fp8_weight_cache = false;
+    without = resolve(without);
+    if (in.model.checkpointed_layers() > without.model.checkpointed_layers() ||
+        (!plan_memory(in).fits && plan_memory(without).fits))
+      in = without;
   }
   return plan_memory(in);
 }
+
+namespace {
 
 uint64_t device_memory(const TrainConfig& c) {
   if (c.job.device.rfind("cuda", 0) != 0) return host_memory_bytes();
@@ -96,7 +113,7 @@ MemoryPlan plan_for_run(const TrainConfig& c, int64_t world_size, const torch::D
   if (device.is_cuda())
     bytes = static_cast<uint64_t>(cuda::memory_stats(device.has_index() ? device.index() : 0).device_total);
 #endif
-  return resolve_and_plan(c, world_size, bytes, caps);
+  return plan_for_device(c, world_size, bytes, caps);
 }
 
 int run_plan(const std::vector<std::string>& args) {
@@ -155,7 +172,7 @@ int run_plan(const std::vector<std::string>& args) {
   const std::optional<TrainConfig> c = parse_train_config(rest);
   LOOM_ASSERT(c.has_value(), "--help was handled above");
   const uint64_t device = gib > 0 ? static_cast<uint64_t>(gib * double(uint64_t{1} << 30)) : device_memory(*c);
-  const MemoryPlan p = resolve_and_plan(*c, world, device, plan_attention_caps(*c));
+  const MemoryPlan p = plan_for_device(*c, world, device, plan_attention_caps(*c));
   if (json) std::cout << p.to_json() << "\n";
   else std::cout << p.to_text() << "\n";
   return p.fits ? kExitOk : kExitFailed;

@@ -19,6 +19,12 @@ namespace loom {
 // auto_checkpoint_fraction).
 PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device_bytes, const AttentionCaps& caps);
 
+// The plan of config c for one rank of `world` on a device of device_bytes: model.checkpoint=auto
+// resolved into the returned plan's model options, and the FP8 weight cache (plan_inputs turns it
+// on for several micro-batches a step) left off where it would add recomputed layers or make the
+// run not fit.
+MemoryPlan plan_for_device(const TrainConfig& c, int64_t world, uint64_t device_bytes, const AttentionCaps& caps);
+
 // Physical memory of this host (sysconf), bytes.
 uint64_t host_memory_bytes();
 
