@@ -1,5 +1,6 @@
 #include "fp8_linear.h"
 
+#include <array>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -60,16 +61,9 @@ struct PublishedAmax {
   c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
   int64_t version = 0;
   torch::Tensor amax;
-  uint64_t generation = 0;  // which publication: a weight's changes with every update
-};
-
-// A weight's quantized copies (fp8_linear's cache_weight), valid while the weight is alive, its
-// version is `version` and its maximum's publication is `generation`: the optimizer republishes
-// after every update, and forgets the maximum when something else writes the weight.
-struct CachedWeight {
-  c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
-  int64_t version = 0;
-  uint64_t generation = 0;
+  // A weight's e4m3 copies (fp8_linear's cache_weight), valid with this publication: the
+  // optimizer republishes after every update and forgets the maximum when something else writes
+  // the weight, and either drops this entry.
   torch::Tensor q, q_t, scale;
 };
 
@@ -77,14 +71,46 @@ struct CachedWeight {
 struct Registry {
   std::mutex mu;
   std::unordered_map<const c10::TensorImpl*, PublishedAmax> map;
-  std::unordered_map<const c10::TensorImpl*, CachedWeight> weights;
-  uint64_t generations = 0;
   size_t sweep_at = 1024;  // entries of dead tensors are dropped when the map grows past this
 };
 
 Registry& registry() {
   static Registry r;
   return r;
+}
+
+// t's entry while t is alive and unchanged since its publication, else nullptr. Caller holds r.mu.
+PublishedAmax* live_entry(Registry& r, const torch::Tensor& t) {
+  const auto it = r.map.find(t.unsafeGetTensorImpl());
+  if (it == r.map.end()) return nullptr;
+  const c10::intrusive_ptr<c10::TensorImpl> alive = it->second.tensor.lock();
+  if (alive.get() != t.unsafeGetTensorImpl() || it->second.version != static_cast<int64_t>(t._version())) return nullptr;
+  return &it->second;
+}
+
+// The weight's cached copies {q, q_t, scale} while its publication holds, else undefined ones
+// (and copies kept for a weight written since go now).
+[[maybe_unused]] std::array<torch::Tensor, 3> cached_copies(const torch::Tensor& weight) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  if (const PublishedAmax* e = live_entry(r, weight)) return {e->q, e->q_t, e->scale};
+  const auto stale = r.map.find(weight.unsafeGetTensorImpl());
+  if (stale != r.map.end()) stale->second.q = stale->second.q_t = stale->second.scale = torch::Tensor();
+  return {};
+}
+
+// Keeps the copies with the weight's publication, if one holds for its present version: only then
+// does a republication say when it changed (the optimizer's update writes it behind ATen's
+// version counter).
+[[maybe_unused]] void keep_copies(const torch::Tensor& weight, const torch::Tensor& q, const torch::Tensor& q_t,
+                                  const torch::Tensor& scale) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  if (PublishedAmax* e = live_entry(r, weight)) {
+    e->q = q;
+    e->q_t = q_t;
+    e->scale = scale;
+  }
 }
 
 }  // namespace
@@ -94,10 +120,10 @@ void fp8_publish_amax(const torch::Tensor& t, const torch::Tensor& amax) {
               "fp8_publish_amax: amax must be one fp32 value on the tensor's device");
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mu);
+  // A new entry: a weight republished has changed, and its cached copies go with the old one.
   r.map.insert_or_assign(t.unsafeGetTensorImpl(),
                          PublishedAmax{c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()),
-                                       static_cast<int64_t>(t._version()), amax, ++r.generations});
-  r.weights.erase(t.unsafeGetTensorImpl());  // a weight republished has changed: its copies go now
+                                       static_cast<int64_t>(t._version()), amax, {}, {}, {}});
   if (r.map.size() > r.sweep_at) {
     for (auto it = r.map.begin(); it != r.map.end();) it = it->second.tensor.expired() ? r.map.erase(it) : std::next(it);
     r.sweep_at = 2 * r.map.size() + 1024;
@@ -108,17 +134,13 @@ void fp8_forget_amax(const torch::Tensor& t) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mu);
   r.map.erase(t.unsafeGetTensorImpl());
-  r.weights.erase(t.unsafeGetTensorImpl());
 }
 
 torch::Tensor fp8_published_amax(const torch::Tensor& t) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mu);
-  const auto it = r.map.find(t.unsafeGetTensorImpl());
-  if (it == r.map.end()) return {};
-  const c10::intrusive_ptr<c10::TensorImpl> alive = it->second.tensor.lock();
-  if (alive.get() != t.unsafeGetTensorImpl() || it->second.version != static_cast<int64_t>(t._version())) return {};
-  return it->second.amax;
+  const PublishedAmax* e = live_entry(r, t);
+  return e != nullptr ? e->amax : torch::Tensor();
 }
 
 #if LOOM_FP8
@@ -174,36 +196,10 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
   return at::_scaled_mm(a, b, scale_a, scale_b, bias_opt, std::nullopt, at::kBFloat16, fast_accum);
 }
 
-// The weight's cached quantization where one matches it still (CachedWeight), else an undefined q.
+// The weight's cached quantization while its publication holds, else an undefined q.
 Quantized cached_weight(const torch::Tensor& weight) {
-  Registry& r = registry();
-  const std::lock_guard<std::mutex> lock(r.mu);
-  const auto it = r.weights.find(weight.unsafeGetTensorImpl());
-  if (it == r.weights.end()) return {};
-  const auto published = r.map.find(weight.unsafeGetTensorImpl());
-  const c10::intrusive_ptr<c10::TensorImpl> alive = it->second.tensor.lock();
-  if (alive.get() != weight.unsafeGetTensorImpl() || it->second.version != static_cast<int64_t>(weight._version()) ||
-      published == r.map.end() || published->second.generation != it->second.generation) {
-    r.weights.erase(it);
-    return {};
-  }
-  return {it->second.q, it->second.q_t, it->second.scale};
-}
-
-// Keeps qw for the weight's next forwards, if its maximum is published for its present version:
-// only then does a republication say when it changed (the optimizer's update writes it behind
-// ATen's version counter).
-void cache_weight(const torch::Tensor& weight, const Quantized& qw) {
-  Registry& r = registry();
-  const std::lock_guard<std::mutex> lock(r.mu);
-  const auto published = r.map.find(weight.unsafeGetTensorImpl());
-  const int64_t version = static_cast<int64_t>(weight._version());
-  if (published == r.map.end() || published->second.version != version) return;
-  // Dead weights' copies go here: the map holds at most a model's linears.
-  for (auto it = r.weights.begin(); it != r.weights.end();) it = it->second.tensor.expired() ? r.weights.erase(it) : std::next(it);
-  r.weights.insert_or_assign(weight.unsafeGetTensorImpl(),
-                             CachedWeight{c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()), version,
-                                          published->second.generation, qw.q, qw.q_t, qw.scale});
+  const std::array<torch::Tensor, 3> c = cached_copies(weight);
+  return {c[0], c[1], c[2]};
 }
 
 // One linear's forward GEMM from its input's quantization: y [rows, N] bf16. W is quantized in
@@ -217,7 +213,7 @@ torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& weight, con
   if (!qw.q.defined()) {
     qw = quantize(weight.contiguous(), cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true,
                   fp8_published_amax(weight));
-    if (cache) cache_weight(weight, qw);
+    if (cache) keep_copies(weight, qw.q, qw.q_t, qw.scale);
   }
   torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
   qw.q = torch::Tensor();  // the backward needs only the transposed layout
