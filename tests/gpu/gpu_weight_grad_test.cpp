@@ -3,7 +3,8 @@
 // beta 1) against float64 sums of each micro-batch's reference, the gradient's memory kept from
 // the second micro-batch on; and the FP8 weight cache (fp8_linear's cache_weight): reused while
 // the weight is unchanged, dropped when its maximum is republished or forgotten; the chunked
-// loss's head gradient scaled and added in one pass (fused_scale_add_). Label gpu.
+// loss's head gradient scaled and added in one pass (fused_scale_add_); the embedding's token rows
+// added into its gradient (fused_embedding). Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
@@ -226,4 +227,72 @@ TEST_CASE("the chunked loss adds the bf16 head's gradient, scaled, into its grad
     if (micro == 1) kept = head.grad().data_ptr();
     if (micro > 1) CHECK(head.grad().data_ptr() == kept);
   }
+}
+
+TEST_CASE("the bf16 embedding adds its token rows' gradients over micro-batches: fp32 sums rounded once") {
+  // C = 264: a partial block of columns; C = 4096: the 7b's width, several blocks a token.
+  for (const int64_t C : {int64_t{264}, int64_t{4096}}) {
+    INFO("C " << C);
+    torch::manual_seed(98);
+    const int64_t V = 1000;
+    const torch::Tensor emb = torch::randn({V, C}, bf16()).requires_grad_(true);
+    torch::Tensor ref = torch::zeros({V, C}, torch::kFloat64);
+    const void* kept = nullptr;
+    for (int micro = 0; micro < 3; ++micro) {
+      INFO("micro-batch " << micro);
+      // Zipf-like: a few tokens repeated hundreds of times, as real text repeats its commonest.
+      const torch::Tensor ids =
+          (torch::rand({2, 2048}, torch::TensorOptions().device(cuda())).pow(4) * V).to(torch::kLong).clamp_max(V - 1);
+      const torch::Tensor up = torch::randn({2, 2048, C}, bf16());
+      const torch::Tensor before = emb.grad().defined() ? emb.grad().clone() : torch::zeros({V, C}, bf16());
+      const torch::Tensor y = loom::fused_embedding(emb, ids);
+      CHECK(torch::equal(y.detach(), torch::embedding(emb.detach(), ids)));
+      (y.to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+      const torch::Tensor sums = torch::zeros({V, C}, torch::kFloat64).index_add_(0, ids.reshape({-1}).cpu(),
+                                                                                   f64(up).reshape({-1, C}).cpu());
+      ref += sums;
+      const torch::Tensor got = f64(emb.grad()).cpu();
+      if (micro == 0) {
+        // No gradient yet: autograd's dense backward, as torch::embedding's.
+        const torch::Tensor leaf = emb.detach().clone().requires_grad_(true);
+        (torch::embedding(leaf, ids).to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+        CHECK(torch::equal(emb.grad(), leaf.grad()));
+        continue;
+      }
+      // Each row: what it held plus its tokens' rows, one rounding to bf16 (half a unit in the last
+      // place: at most 2^-9 of the value), after an fp32 sum (within 2^-20 of its terms' magnitudes
+      // for these few hundred terms).
+      const torch::Tensor want = f64(before).cpu() + sums;
+      const torch::Tensor magnitude = f64(before).cpu().abs() + torch::zeros({V, C}, torch::kFloat64)
+                                                                   .index_add_(0, ids.reshape({-1}).cpu(),
+                                                                               f64(up).reshape({-1, C}).cpu().abs());
+      CHECK(((got - want).abs() <= want.abs() * std::ldexp(1.0, -9) + magnitude * std::ldexp(1.0, -20))
+                .all()
+                .item<bool>());
+      // Rows of tokens absent from this micro-batch are untouched, bit for bit.
+      const torch::Tensor absent = sums.abs().sum(1).eq(0);
+      CHECK(torch::equal(emb.grad().cpu().index({absent}), before.cpu().index({absent})));
+      CHECK(rel_norm_err(emb.grad(), ref) < 1e-2);
+      if (micro == 1) kept = emb.grad().data_ptr();
+      if (micro > 1) CHECK(emb.grad().data_ptr() == kept);
+    }
+  }
+}
+
+TEST_CASE("the embedding's row adds are deterministic: the same bits from the same gradient") {
+  torch::manual_seed(99);
+  const int64_t V = 500, C = 512;
+  const torch::Tensor ids = (torch::rand({4, 1024}, torch::TensorOptions().device(cuda())).pow(6) * V).to(torch::kLong);
+  const torch::Tensor up = torch::randn({4, 1024, C}, bf16());
+  const torch::Tensor start = torch::randn({V, C}, bf16());
+  std::vector<torch::Tensor> results;
+  for (int run = 0; run < 3; ++run) {
+    const torch::Tensor emb = torch::randn({V, C}, bf16()).requires_grad_(true);
+    emb.mutable_grad() = start.clone();
+    (loom::fused_embedding(emb, ids).to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+    results.push_back(emb.grad().clone());
+  }
+  CHECK(torch::equal(results[0], results[1]));
+  CHECK(torch::equal(results[0], results[2]));
+  CHECK_FALSE(torch::equal(results[0], start));
 }

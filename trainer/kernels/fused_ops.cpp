@@ -358,8 +358,45 @@ class GatedProjectionFn : public torch::autograd::Function<GatedProjectionFn> {
   }
 };
 
+bool embedding_grad_applies(const torch::Tensor& weight, const torch::Tensor& dy) {
+  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  return weight.is_cuda() && weight.scalar_type() == torch::kBFloat16 && dy.scalar_type() == torch::kBFloat16 &&
+         weight.size(1) % 8 == 0 && adds_into_grad(weight) && aligned(weight.grad()) && aligned(dy);
+}
+
+class EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& weight, const torch::Tensor& ids) {
+    ctx->save_for_backward({weight, ids});  // the leaf: its gradient is looked up in backward
+    return torch::embedding(weight, ids);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &weight = saved[0], &ids = saved[1];
+    const int64_t V = weight.size(0), C = weight.size(1);
+    const torch::Tensor dy = grads[0].reshape({-1, C}).contiguous();
+    if (!embedding_grad_applies(weight, dy))
+      return {torch::embedding_dense_backward(dy, ids.reshape({-1}), V, /*padding_idx=*/-1,
+                                              /*scale_grad_by_freq=*/false),
+              torch::Tensor()};
+    const auto [sorted, order] = ids.reshape({-1}).to(torch::kLong).sort(/*stable=*/true, /*dim=*/0);
+    check_launch(cuda::embedding_grad_add_bf16(sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(), dy.data_ptr(),
+                                               weight.grad().data_ptr(), dy.size(0), C, stream()),
+                 "embedding_grad_add_bf16");
+    return {torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 #endif
+
+torch::Tensor fused_embedding(const torch::Tensor& weight, const torch::Tensor& ids) {
+  LOOM_ASSERT(weight.dim() == 2, "fused_embedding: weight ", weight.sizes());
+#ifdef LOOM_CUDA_KERNELS
+  if (weight.is_cuda() && weight.requires_grad() && torch::GradMode::is_enabled()) return EmbeddingFn::apply(weight, ids);
+#endif
+  return torch::embedding(weight, ids);
+}
 
 torch::Tensor fused_rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, bool publish_fp8_amax) {
   LOOM_CHECK(weight.dim() == 1 && x.size(-1) == weight.size(0), "RMSNorm weight ", weight.sizes(),

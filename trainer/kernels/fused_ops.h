@@ -98,4 +98,12 @@ void fused_cross_entropy_(torch::Tensor& logits, const torch::Tensor& labels, in
 bool fused_scale_add_applies(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& scale);
 void fused_scale_add_(torch::Tensor out, const torch::Tensor& x, const torch::Tensor& scale, bool accumulate);
 
+// torch::embedding(weight, ids). Its backward, on CUDA for a bf16 weight [V, C] (C % 8 == 0) that
+// holds a gradient already (a later micro-batch: weight_grad.h's adds_into_grad), adds each id's
+// rows of the output gradient into that gradient (embedding_grad.cu: ids sorted stably, a token's
+// rows summed in fp32 in order, one rounding; deterministic) and returns none; autograd's dense
+// backward made a [V, C] gradient for AccumulateGrad to add, three passes over [V, C] where a
+// micro-batch touches at most its token count of rows. Otherwise that dense backward.
+torch::Tensor fused_embedding(const torch::Tensor& weight, const torch::Tensor& ids);
+
 }  // namespace loom

@@ -366,7 +366,8 @@ torch::Tensor InternLMImpl::hidden_states(const Batch& b) {
   if (hooks_) hooks_->begin_forward();
   // The residual stream is h + pending: a layer that splits its output leaves its MLP's output in
   // pending for the next layer's norm to add.
-  torch::Tensor h = tok_embeddings(b.tokens), pending;
+  // CUDA: later micro-batches add the token rows' gradients into the embedding's (fused_ops.h).
+  torch::Tensor h = fused_embedding(tok_embeddings->weight, b.tokens), pending;
   for (size_t i = 0; i < layer_list_.size(); ++i) {
     if (hooks_) hooks_->before_layer(static_cast<int64_t>(i));
     DecoderLayer& layer = layer_list_[i];

@@ -95,6 +95,14 @@ const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int6
 // and one rounding per element; scale an fp32 scalar on the device.
 const char* scale_add_bf16(const void* x, const float* scale, void* out, int64_t n, bool accumulate, void* stream);
 
+// The embedding's gradient added into grad [V, C] bf16 (embedding_grad.cu): for each distinct id
+// among the n ids, grad[id] += the sum of dy's rows [n, C] bf16 with that id, summed in fp32 in
+// ascending row order and rounded once. sorted_ids [n] ascending and order [n] (the row of dy
+// each came from, ascending within an id: a stable sort's permutation), int64 on the device.
+// C % 8 == 0; dy and grad 16-byte aligned.
+const char* embedding_grad_add_bf16(const int64_t* sorted_ids, const int64_t* order, const void* dy, void* grad,
+                                    int64_t n, int64_t C, void* stream);
+
 // FP8 (sm_89+: Ada and Hopper). Formats: e4m3 (max 448) for weights and activations, e5m2
 // (max 57344) for gradients. fp8_amax_bf16: max |x| over n bf16 elements (n % 8 == 0) into the
 // device scalar *amax (zeroed first, on the stream). fp8_quantize_bf16: with scale = *amax /
