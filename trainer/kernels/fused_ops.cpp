@@ -379,7 +379,7 @@ class EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
       return {torch::embedding_dense_backward(dy, ids.reshape({-1}), V, /*padding_idx=*/-1,
                                               /*scale_grad_by_freq=*/false),
               torch::Tensor()};
-    const auto [sorted, order] = ids.reshape({-1}).to(torch::kLong).sort(/*stable=*/true, /*dim=*/0);
+    const auto [sorted, order] = ids.reshape({-1}).to(torch::kLong).sort(c10::optional<bool>(true), /*dim=*/0, false);
     check_launch(cuda::embedding_grad_add_bf16(sorted.data_ptr<int64_t>(), order.data_ptr<int64_t>(), dy.data_ptr(),
                                                weight.grad().data_ptr(), dy.size(0), C, stream()),
                  "embedding_grad_add_bf16");
