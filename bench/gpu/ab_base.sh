@@ -32,12 +32,24 @@ for tree in $TREES; do
   fi
 done
 
+# Both trees train on the same packs: LOOM_BENCH_DATA, else packs made once per spec with this
+# tree's loom-tokenize and loom-pack (the base is built with loom-train alone, and the device's
+# Python sentencepiece cannot load the tokenizer the packs need).
+PACKS=$(mktemp -d /tmp/loom-ab-packs-XXXX)
 for spec in $SPECS; do
   IFS=: read -r preset bsz ckpt extra <<< "$spec"
+  data=${LOOM_BENCH_DATA:-}
+  if [ -z "$data" ]; then
+    data=$PACKS/${preset}_$bsz.bin
+    [ -f "$data" ] || python3 bench/gpu/make_packed.py "$data" --seq-len "${LOOM_BENCH_SEQ_LEN:-4096}" \
+      --packs $(( bsz * ${LOOM_BENCH_MICRO_NUM:-1} * (${LOOM_BENCH_STEPS:-10} + 2) )) --docs "${LOOM_BENCH_DOCS:-random}" \
+      --tools build-gpu >> "$OUT/ab.txt" 2>&1
+  fi
   for tree in $TREES; do
     dir=$ROOT; [ "$tree" = base ] && dir=$BASE
     [ -x "$dir/build-gpu/trainer/loom-train" ] || continue
-    line=$(cd "$dir" && LOOM_TRAIN_EXTRA="${extra//,/ }" timeout 300 bash bench/gpu/loom_train.sh "$preset" "$bsz" "$ckpt" "$OUT" 2>>"$OUT/ab.txt")
+    line=$(cd "$dir" && LOOM_BENCH_DATA=$data LOOM_TRAIN_EXTRA="${extra//,/ }" timeout 300 \
+           bash bench/gpu/loom_train.sh "$preset" "$bsz" "$ckpt" "$OUT" 2>>"$OUT/ab.txt")
     [ -n "$line" ] || line="{\"preset\": \"$preset\", \"error\": \"failed\"}"
     echo "${line%\}}, \"tree\": \"$tree\", \"extra\": \"$extra\"}" | tee -a "$OUT/ab.jsonl"
   done

@@ -5,7 +5,7 @@
 # one-document packs an unprofiled run (its wall step time) and a profiled one (--profiling, summed
 # by bench/gpu/trace_summary.py), and bench/gpu/step_ceilings.py on them; the 7b also on random
 # packs, profiled (two documents a pack: where per-document attention loses against one). Last,
-# with what time is left of LOOM_CALL_S, bench/short_docs_bench.sh on all cores (spm_encode from
+# with what time is left of LOOM_CALL_S (unless LOOM_CEIL_PIPELINE=0), bench/short_docs_bench.sh on all cores (spm_encode from
 # the carried sentencepiece .deb). LOOM_CEIL_PRESETS may also name recipe_fp8 and recipe_bf16 (below).
 # Usage: bench/gpu/ceilings.sh OUT_DIR
 set -uo pipefail
@@ -48,7 +48,7 @@ print(r['step_s'], round((r.get('plan_checkpoint') or 0) * int(sys.argv[2])))" "
   echo "$preset ceilings at $(( $(date +%s) - T0 )) s"
 done
 export PATH="/tmp/loom-prefix/usr/bin:$PATH"
-if [ "$(left)" -gt 100 ]; then
+if [ "${LOOM_CEIL_PIPELINE:-1}" = 1 ] && [ "$(left)" -gt 100 ]; then
   PY=python3 RUNS=${RUNS:-5} FILES=${FILES:-1000} timeout "$(( $(left) - 10 ))" bash bench/short_docs_bench.sh build-gpu 0 \
     > "$L/short_docs.md" 2> "$L/short_docs.err"
   echo "short_docs_bench rc=$? at $(( $(date +%s) - T0 )) s"

@@ -101,8 +101,26 @@ def timed(fn, iters, warmup=3):
     return statistics.median(times)
 
 
-def gemm_ceiling(tok, c, f, h, k, d, layers, vocab, iters):
-    """(seconds per step, FLOPs, rows) of every linear's three GEMMs at loom's shapes."""
+def fp8_gemms(x, w, dy, iters):
+    """Seconds of a linear's three GEMMs in FP8 as model.precision=fp8 runs them (docs/GPU.md):
+    forward e4m3 x e4m3 with fast accumulation, both gradients e5m2 x e4m3 with full accumulation;
+    operands quantized beforehand (the quantization is timed in the bound table, not here)."""
+    import torch
+
+    e4, e5, bf = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16
+    one = torch.ones((), device=x.device, dtype=torch.float32)
+    x8, w8, dy8 = x.to(e4), w.to(e4), dy.to(e5)
+    w8_t, x8_t, dy8_t = w8.t().contiguous(), x8.t().contiguous(), dy8.t().contiguous()
+    # _scaled_mm takes its first operand row-major and its second column-major (both K-major).
+    fwd = timed(lambda: torch._scaled_mm(x8, w8.t(), one, one, out_dtype=bf, use_fast_accum=True), iters)
+    dx = timed(lambda: torch._scaled_mm(dy8, w8_t.t(), one, one, out_dtype=bf), iters)
+    dw = timed(lambda: torch._scaled_mm(dy8_t, x8_t.t(), one, one, out_dtype=bf), iters)
+    return fwd + dx + dw
+
+
+def gemm_ceiling(tok, c, f, h, k, d, layers, vocab, iters, fp8=False):
+    """(seconds per micro-batch, FLOPs, rows) of every linear's three GEMMs at loom's shapes; with
+    fp8 the layers' linears in FP8 (the head stays bf16, as in loom)."""
     import torch
 
     dev, dt = "cuda", torch.bfloat16
@@ -118,12 +136,16 @@ def gemm_ceiling(tok, c, f, h, k, d, layers, vocab, iters):
         x = torch.randn(tok, i, device=dev, dtype=dt)
         w = torch.randn(o, i, device=dev, dtype=dt) * i ** -0.5
         dy = torch.randn(tok, o, device=dev, dtype=dt)
-        fwd = timed(lambda: torch.matmul(x, w.t()), iters)
-        dx = timed(lambda: torch.matmul(dy, w), iters)
-        dw = timed(lambda: torch.matmul(dy.t(), x), iters)
+        if fp8 and name != "head":
+            s = fp8_gemms(x, w, dy, iters)
+        else:
+            fwd = timed(lambda: torch.matmul(x, w.t()), iters)
+            dx = timed(lambda: torch.matmul(dy, w), iters)
+            dw = timed(lambda: torch.matmul(dy.t(), x), iters)
+            s = fwd + dx + dw
         flops = 3 * 2 * tok * i * o
-        s = fwd + dx + dw
-        rows.append((name, f"[{tok}, {i}] x [{i}, {o}]", n, s, flops / s))
+        rows.append((name + (" (fp8)" if fp8 and name != "head" else ""), f"[{tok}, {i}] x [{i}, {o}]", n, s,
+                     flops / s))
         total_s += n * s
         total_flops += n * flops
         del x, w, dy
@@ -337,20 +359,25 @@ def gpu_ceilings(a, shape):
           f"cuDNN {torch.backends.cudnn.version()})\n")
     print(f"{shape.line()}; median of {a.iters} timed calls each.\n")
 
-    gemm_s, gemm_flops, rows = gemm_ceiling(tok, c, f, h, h, d, layers, VOCAB, a.iters)
-    print("| linear | GEMM (forward) | per step | ms (fwd + 2 bwd) | TFLOP/s |")
+    # Per micro-batch, then times the micro-batches a step: each runs every GEMM and attention once.
+    M = shape.M
+    gemm_s, gemm_flops, rows = gemm_ceiling(tok, c, f, h, h, d, layers, VOCAB, a.iters, shape.fp8)
+    per = "per micro-batch" if M > 1 else "per step"
+    print(f"| linear | GEMM (forward) | {per} | ms (fwd + 2 bwd) | TFLOP/s |")
     print("| --- | --- | ---: | ---: | ---: |")
     for name, dims, n, s, rate in rows:
         print(f"| {name} | {dims} | {n} | {s * 1e3:.3f} | {rate / 1e12:.0f} |")
-    print(f"| all | | | {gemm_s * 1e3:.2f} | {gemm_flops / gemm_s / 1e12:.0f} ({100 * gemm_flops / gemm_s / PEAK:.1f}% of peak) |\n")
+    print(f"| all, a step | | {'x' + str(M) if M > 1 else ''} | {M * gemm_s * 1e3:.2f} | "
+          f"{gemm_flops / gemm_s / 1e12:.0f} ({100 * gemm_flops / gemm_s / PEAK:.1f}% of the bf16 peak) |\n")
 
     attn, attn_flops = attention_ceiling(shape.bsz, h, a.seq_len, d, layers, a.iters)
+    attn = {name: M * s for name, s in attn.items()}
     for name, s in attn.items():
-        print(f"- attention, {name}: {s * 1e3:.2f} ms a step (x{layers} layers, forward + backward), "
-              f"{layers * attn_flops / s / 1e12:.0f} TFLOP/s executed (causal)")
+        print(f"- attention, {name}: {s * 1e3:.2f} ms a step (x{layers} layers{f' x{M} micro-batches' if M > 1 else ''}, "
+              f"forward + backward), {M * layers * attn_flops / s / 1e12:.0f} TFLOP/s executed (causal)")
     bw = bandwidth(a.iters)
     print(f"- device-to-device copy of 2 GiB: {bw / 1e12:.2f} TB/s (read + write)\n")
-    return gemm_s, attn, bw
+    return M * gemm_s, attn, bw
 
 
 def main():
@@ -386,7 +413,7 @@ def main():
     gemm_s, attn, bw = gpu_ceilings(a, shape)
     layers, c, tok = shape.L, shape.C, shape.T
     n_params = shape.matmul_params
-    model_flops = (6 * n_params + 12 * layers * c * a.seq_len) * tok
+    model_flops = (6 * n_params + 12 * layers * c * a.seq_len) * tok * shape.M
     attn_best = min(attn.values()) if attn else float("nan")
     # Recomputed layers run their forward twice: a third more of their GEMM and attention forward.
     extra = a.recompute_layers / layers / 3 if a.recompute_layers else 0.0
@@ -410,7 +437,7 @@ def main():
         print(f"- loom's other GPU time by category, ms a step (all streams, AdamW's side stream included): {others}")
         print(f"- MFU now {100 * model_flops / a.step_s / PEAK:.1f}%; with GEMM and attention at their ceilings and "
               f"everything else as now: {100 * model_flops / (gemm_ceil + attn_ceil + rest) / PEAK:.1f}%")
-        for goal in (0.60, 0.64):
+        for goal in (0.60, 0.64) + ((800e12 / PEAK,) if shape.fp8 else ()):  # 800: the FP8 recipe's goal
             budget = model_flops / (goal * PEAK) - gemm_ceil - attn_ceil
             print(f"- {goal:.0%} MFU needs a step of {model_flops / (goal * PEAK) * 1e3:.1f} ms: with GEMM and attention "
                   f"at their ceilings, {budget * 1e3:.1f} ms for everything else (now {rest * 1e3:.1f})")
