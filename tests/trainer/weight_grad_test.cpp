@@ -1,7 +1,6 @@
 // weight_grad.h on CPU float64: accumulating_linear's values and gradients against plain LibTorch
 // autograd over several micro-batches, the gradient added in place from the second one on, and
-// what data parallelism and ZeRO rely on (post hooks seeing the sum, released or zeroed gradients);
-// fused_bias_grad_'s CPU path.
+// what data parallelism and ZeRO rely on (post hooks seeing the sum, released or zeroed gradients).
 // Label unit.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
@@ -10,7 +9,6 @@
 
 #include <vector>
 
-#include "fused_ops.h"
 #include "grad_ready_hooks.h"
 #include "weight_grad.h"
 
@@ -130,21 +128,4 @@ TEST_CASE("a released gradient is made fresh and a zeroed one is added to, as Ze
   CHECK(mine.w.grad().data_ptr() == kept);
   CHECK(max_diff(mine.w.grad(), grads_of(x1).w.grad()) < 1e-12);
   CHECK(max_diff(mine.b.grad(), grads_of(x1).b.grad()) < 1e-12);
-}
-
-TEST_CASE("fused_bias_grad_ off the GPU: float64 sums exactly as LibTorch, bf16 rounded once after an fp32 sum") {
-  torch::manual_seed(47);
-  const torch::Tensor dy = torch::randn({3, 7, 5}, f64);
-  torch::Tensor out = torch::randn({5}, f64);
-  const torch::Tensor before = out.clone();
-  loom::fused_bias_grad_(out, dy, /*accumulate=*/true);
-  CHECK(max_diff(out, before + dy.sum(std::vector<int64_t>{0, 1})) < 1e-12);
-  loom::fused_bias_grad_(out, dy, /*accumulate=*/false);
-  CHECK(max_diff(out, dy.sum(std::vector<int64_t>{0, 1})) < 1e-12);
-  // bf16: the existing value and the fp32 sum added in fp32, then one rounding.
-  const torch::Tensor d16 = dy.to(torch::kBFloat16);
-  torch::Tensor o16 = before.to(torch::kBFloat16);
-  const torch::Tensor want = (o16.to(torch::kFloat32) + d16.to(torch::kFloat32).sum(std::vector<int64_t>{0, 1})).to(torch::kBFloat16);
-  loom::fused_bias_grad_(o16, d16, /*accumulate=*/true);
-  CHECK(torch::equal(o16, want));
 }

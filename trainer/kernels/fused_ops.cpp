@@ -390,29 +390,6 @@ class EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
 }  // namespace
 #endif
 
-void fused_bias_grad_(torch::Tensor out, const torch::Tensor& dy, bool accumulate) {
-  const int64_t N = out.numel();
-  LOOM_ASSERT(out.dim() == 1 && out.is_contiguous() && dy.size(-1) == N, "fused_bias_grad_: out ", out.sizes(),
-              ", dy ", dy.sizes());
-  const torch::Tensor d = dy.reshape({-1, N});
-#ifdef LOOM_CUDA_KERNELS
-  if (out.is_cuda() && out.scalar_type() == torch::kBFloat16 && d.scalar_type() == torch::kBFloat16 && N % 8 == 0 &&
-      d.is_contiguous() && reinterpret_cast<uintptr_t>(d.data_ptr()) % 16 == 0) {
-    const torch::Tensor partials =
-        torch::empty({cuda::column_sum_partials(d.size(0), N)}, out.options().dtype(torch::kFloat32));
-    check_launch(cuda::column_sum_bf16(d.data_ptr(), d.size(0), N, partials.data_ptr<float>(), out.data_ptr(),
-                                       accumulate, stream()),
-                 "column_sum_bf16");
-    return;
-  }
-#endif
-  const torch::Tensor sum = d.sum(0, /*keepdim=*/false, at::promote_types(d.scalar_type(), torch::kFloat32));
-  if (accumulate)
-    out.copy_(out.to(sum.scalar_type()) + sum);
-  else
-    out.copy_(sum);
-}
-
 torch::Tensor fused_embedding(const torch::Tensor& weight, const torch::Tensor& ids) {
   LOOM_ASSERT(weight.dim() == 2, "fused_embedding: weight ", weight.sizes());
 #ifdef LOOM_CUDA_KERNELS

@@ -98,12 +98,6 @@ void fused_cross_entropy_(torch::Tensor& logits, const torch::Tensor& labels, in
 bool fused_scale_add_applies(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& scale);
 void fused_scale_add_(torch::Tensor out, const torch::Tensor& x, const torch::Tensor& scale, bool accumulate);
 
-// A bias's gradient: out [N] = (accumulate: out +) dy [..., N] summed over every dim but the
-// last, in fp32 (float64 for float64) with one rounding to out's dtype. On CUDA for bf16 out and dy
-// (N % 8 == 0) one kernel pair at the bandwidth of reading dy once, deterministic
-// (column_sum.cu); elsewhere ATen's sum and add.
-void fused_bias_grad_(torch::Tensor out, const torch::Tensor& dy, bool accumulate);
-
 // torch::embedding(weight, ids). Its backward, on CUDA for a bf16 weight [V, C] (C % 8 == 0) that
 // holds a gradient already (a later micro-batch: weight_grad.h's adds_into_grad), adds each id's
 // rows of the output gradient into that gradient (embedding_grad.cu: ids sorted stably, a token's

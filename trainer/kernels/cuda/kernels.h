@@ -103,13 +103,6 @@ const char* scale_add_bf16(const void* x, const float* scale, void* out, int64_t
 const char* embedding_grad_add_bf16(const int64_t* sorted_ids, const int64_t* order, const void* dy, void* grad,
                                     int64_t n, int64_t C, void* stream);
 
-// out [cols] bf16 = (accumulate: out +) the column sums of x [rows, cols] bf16, fp32 sums in an
-// order fixed by the shape, one rounding (column_sum.cu): a bias's gradient. cols % 8 == 0, x
-// 16-byte aligned; partials: column_sum_partials(rows, cols) fp32 of scratch.
-int64_t column_sum_partials(int64_t rows, int64_t cols);
-const char* column_sum_bf16(const void* x, int64_t rows, int64_t cols, float* partials, void* out, bool accumulate,
-                            void* stream);
-
 // FP8 (sm_89+: Ada and Hopper). Formats: e4m3 (max 448) for weights and activations, e5m2
 // (max 57344) for gradients. fp8_amax_bf16: max |x| over n bf16 elements (n % 8 == 0) into the
 // device scalar *amax (zeroed first, on the stream). fp8_quantize_bf16: with scale = *amax /
