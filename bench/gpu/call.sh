@@ -8,6 +8,7 @@
 #   density      targets.sh: the 1b (and LOOM_DENSITY_PRESETS) on five document densities, flex peer
 #   recipe       targets.sh: NeMo's recipe (seq 4096, micro_bsz 1, 16 micro-batches) in bf16 and
 #                fp8, the HF compiled and flex peers on the same packs
+#   budget       targets.sh: everything but GEMM and attention in a 1b step against its goal (34 ms)
 #   ceilings     each part of a step against its measured bound (ceilings.sh, step_ceilings.py)
 #   attention    loom-train's attention kernels (LOOM_ATT_RUNS) on document densities
 #   sdpa         loom's cuDNN graphs alone, checked against float64 and timed (cudnn_sdpa.sh)
@@ -18,7 +19,7 @@
 # Usage (device tool, carry [".debs"]): bash bench/gpu/call.sh SET [SET...]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
-SETS="tests plan precision density recipe ceilings attention sdpa deterministic fp8_quality ab"
+SETS="tests plan precision density recipe budget ceilings attention sdpa deterministic fp8_quality ab"
 [ $# -ge 1 ] || { echo "usage: bench/gpu/call.sh SET [SET...] ($SETS)" >&2; exit 2; }
 for set in "$@"; do
   [[ " $SETS " == *" $set "* ]] || { echo "unknown set $set ($SETS)" >&2; exit 2; }
@@ -75,7 +76,7 @@ for set in "$@"; do
   case "$set" in
     tests) run_gpu_tests "${LOOM_GPU_TEST_FILTER:-*}" ;;
     plan) timeout "$(left)" bash bench/gpu/plan_vs_run.sh "$L" 1b 2>&1 | tee -a "$L/device.txt" ;;
-    precision|recipe)
+    precision|recipe|budget)
       LOOM_TARGET_SETS=$set LOOM_RECIPE_DEADLINE=$(( T0 + LOOM_CALL_S - 15 )) timeout "$(left)" \
         bash bench/gpu/targets.sh "$L" 2>&1 | tee -a "$L/device.txt" ;;
     density)

@@ -348,6 +348,30 @@ def bound_table(shape, path, bw, step_s):
     return True
 
 
+def rest_goal_ms(a, shape):
+    """The goal for everything but GEMM and attention: --rest-goal-ms, else 34 ms for the 1b at
+    micro_bsz 4 x 4096, one micro-batch a step (64% MFU on an H200 with GEMM and attention at their
+    ceilings), else none."""
+    if a.rest_goal_ms is not None:
+        return a.rest_goal_ms
+    if a.preset == "1b" and shape.bsz == 4 and shape.seq_len == 4096 and shape.M == 1:
+        return 34.0
+    return None
+
+
+def budget_line(a, shape, summary, step_s):
+    """The target line: everything but GEMM and attention (the unprofiled step's wall time less the
+    profiled step's GEMM and attention) against its goal."""
+    goal = rest_goal_ms(a, shape)
+    if goal is None:
+        return
+    parts = loom_parts(summary)
+    gemm, attn = parts.get("gemm", 0.0), parts.get("attention", 0.0)
+    rest = step_s * 1e3 - gemm - attn
+    print(f"target {a.preset} everything but GEMM and attention: {rest:.1f} ms a step (wall {step_s * 1e3:.1f} - "
+          f"GEMM {gemm:.1f} - attention {attn:.1f}; goal <= {goal:g}): {'met' if rest <= goal else 'not met'}")
+
+
 def gpu_ceilings(a, shape):
     """The measured ceilings (GEMM, attention, copy bandwidth) and, with --summary, loom's parts
     against them and the bound table."""
@@ -392,6 +416,10 @@ def main():
     ap.add_argument("--summary", help="trace_summary.py's output for a profiled step of the same shape")
     ap.add_argument("--step-s", type=float, help="wall seconds per step of an unprofiled run (loom_train.sh step_s)")
     ap.add_argument("--recompute-layers", type=int, default=0, help="layers whose forward the step runs twice")
+    ap.add_argument("--rest-goal-ms", type=float,
+                    help="goal for everything but GEMM and attention, ms a step (default: 34 for the 1b at "
+                         "micro_bsz 4, one micro-batch a step; else none); with --summary and --step-s prints "
+                         "a target line, met or not met")
     ap.add_argument("--copy-tbps", type=float,
                     help="the device copy's bandwidth (TB/s, read + write) in place of measuring it: prints the "
                          "bound table of --summary only, without a GPU")
@@ -406,6 +434,8 @@ def main():
             ap.error(f"--summary {a.summary}: no such file")
         print(f"### Bandwidth-bound kernels of a {a.preset} step (copy bandwidth given: {a.copy_tbps} TB/s)\n")
         print(f"{shape.line()}.")
+        if a.step_s:
+            budget_line(a, shape, a.summary, a.step_s)
         return 0 if bound_table(shape, a.summary, a.copy_tbps * 1e12, a.step_s) else 1
     if a.summary and not os.path.isfile(a.summary):  # the ceilings are still worth measuring
         print(f"--summary {a.summary}: no such file; loom's side left out", file=sys.stderr)
@@ -442,6 +472,8 @@ def main():
             print(f"- {goal:.0%} MFU needs a step of {model_flops / (goal * PEAK) * 1e3:.1f} ms: with GEMM and attention "
                   f"at their ceilings, {budget * 1e3:.1f} ms for everything else (now {rest * 1e3:.1f})")
 
+    if a.summary and a.step_s:
+        budget_line(a, shape, a.summary, a.step_s)
     if a.summary and not bound_table(shape, a.summary, bw, a.step_s):
         return 1
     return 0
