@@ -5,8 +5,9 @@
 # one-document packs an unprofiled run (its wall step time) and a profiled one (--profiling, summed
 # by bench/gpu/trace_summary.py), and bench/gpu/step_ceilings.py on them; the 7b also on random
 # packs, profiled (two documents a pack: where per-document attention loses against one). Last,
-# with what time is left of LOOM_CALL_S (unless LOOM_CEIL_PIPELINE=0), bench/short_docs_bench.sh on all cores (spm_encode from
-# the carried sentencepiece .deb). LOOM_CEIL_PRESETS may also name recipe_fp8 and recipe_bf16 (below).
+# with what time is left of LOOM_CALL_S (unless LOOM_CEIL_PIPELINE=0), bench/short_docs_bench.sh on
+# all cores (spm_encode from the carried sentencepiece .deb). LOOM_CEIL_PRESETS may also name
+# recipe_fp8 and recipe_bf16 (below).
 # Usage: bench/gpu/ceilings.sh OUT_DIR
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
