@@ -76,7 +76,7 @@ MemoryPlan Loop::plan_memory_and_attention() {
   if (c_.model.checkpoint_auto)
     log::info("model.checkpoint=auto: ", plan.checkpointed_layers, " of ", c_.model.num_layers, " layers recomputed (",
               plan.in.model.checkpoint, ")");
-  if (c_.model.fp8 && c_.data.micro_num > 1 && c_.parallel.zero1 == 1 && !plan.in.model.fp8_weight_cache)
+  if (fp8_weight_cache_wanted(c_) && !plan.in.model.fp8_weight_cache)
     log::info("model.precision=fp8: the weights are quantized every micro-batch; keeping their e4m3 copies for the "
               "step would recompute more layers or not fit");
   LOOM_CHECK(plan.fits || plan.in.device_bytes == 0, plan.refusal(device_.str()));

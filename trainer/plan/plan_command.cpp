@@ -18,14 +18,17 @@
 
 namespace loom {
 
+bool fp8_weight_cache_wanted(const TrainConfig& c) {
+  return c.model.fp8 && c.data.micro_num > 1 && c.parallel.zero1 == 1;
+}
+
 PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device_bytes, const AttentionCaps& caps) {
   PlanInputs in;
   in.model = c.model;
   in.micro_bsz = c.data.micro_bsz;
   in.seq_len = c.data.seq_len;
   in.micro_num = c.data.micro_num;
-  // Only the replicated optimizer publishes its weights' maxima, which the cache needs.
-  in.model.fp8_weight_cache = c.model.fp8 && c.data.micro_num > 1 && c.parallel.zero1 == 1;
+  in.model.fp8_weight_cache = fp8_weight_cache_wanted(c);
   in.world_size = world_size;
   in.zero1 = c.parallel.zero1;
   in.zero_stage = c.parallel.zero_stage;
@@ -69,11 +72,12 @@ MemoryPlan plan_for_device(const TrainConfig& c, int64_t world, uint64_t device,
     }
     return in;
   };
-  PlanInputs in = resolve(plan_inputs(c, world, device, caps));
+  const PlanInputs base = plan_inputs(c, world, device, caps);
+  PlanInputs in = resolve(base);
   if (in.model.fp8_weight_cache) {
     // The cache saves a quantization pass per weight and micro-batch; a recomputed layer or a run
     // that no longer fits costs more than that, so then the weights are quantized every time.
-    PlanInputs without = plan_inputs(c, world, device, caps);
+    PlanInputs without = base;
     without.model.fp8_weight_cache = false;
     without = resolve(without);
     if (in.model.checkpointed_layers() > without.model.checkpointed_layers() ||

@@ -19,6 +19,11 @@ namespace loom {
 // auto_checkpoint_fraction).
 PlanInputs plan_inputs(const TrainConfig& c, int64_t world_size, uint64_t device_bytes, const AttentionCaps& caps);
 
+// Whether config c asks for the FP8 weight cache (ModelOptions::fp8_weight_cache): FP8 with several
+// micro-batches a step and the replicated optimizer, the only one that publishes its weights'
+// maxima, which the cache needs. plan_for_device may still leave it off.
+bool fp8_weight_cache_wanted(const TrainConfig& c);
+
 // The plan of config c for one rank of `world` on a device of device_bytes: model.checkpoint=auto
 // resolved into the returned plan's model options, and the FP8 weight cache (plan_inputs turns it
 // on for several micro-batches a step) left off where it would add recomputed layers or make the
