@@ -1,6 +1,5 @@
 #include "fp8_linear.h"
 
-#include <array>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -88,31 +87,6 @@ PublishedAmax* live_entry(Registry& r, const torch::Tensor& t) {
   return &it->second;
 }
 
-// The weight's cached copies {q, q_t, scale} while its publication holds, else undefined ones
-// (and copies kept for a weight written since go now).
-[[maybe_unused]] std::array<torch::Tensor, 3> cached_copies(const torch::Tensor& weight) {
-  Registry& r = registry();
-  const std::lock_guard<std::mutex> lock(r.mu);
-  if (const PublishedAmax* e = live_entry(r, weight)) return {e->q, e->q_t, e->scale};
-  const auto stale = r.map.find(weight.unsafeGetTensorImpl());
-  if (stale != r.map.end()) stale->second.q = stale->second.q_t = stale->second.scale = torch::Tensor();
-  return {};
-}
-
-// Keeps the copies with the weight's publication, if one holds for its present version: only then
-// does a republication say when it changed (the optimizer's update writes it behind ATen's
-// version counter).
-[[maybe_unused]] void keep_copies(const torch::Tensor& weight, const torch::Tensor& q, const torch::Tensor& q_t,
-                                  const torch::Tensor& scale) {
-  Registry& r = registry();
-  const std::lock_guard<std::mutex> lock(r.mu);
-  if (PublishedAmax* e = live_entry(r, weight)) {
-    e->q = q;
-    e->q_t = q_t;
-    e->scale = scale;
-  }
-}
-
 }  // namespace
 
 void fp8_publish_amax(const torch::Tensor& t, const torch::Tensor& amax) {
@@ -196,10 +170,28 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
   return at::_scaled_mm(a, b, scale_a, scale_b, bias_opt, std::nullopt, at::kBFloat16, fast_accum);
 }
 
-// The weight's cached quantization while its publication holds, else an undefined q.
+// The weight's cached quantization while its publication holds, else an undefined q (and copies
+// kept for a weight written since go now).
 Quantized cached_weight(const torch::Tensor& weight) {
-  const std::array<torch::Tensor, 3> c = cached_copies(weight);
-  return {c[0], c[1], c[2]};
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  if (const PublishedAmax* e = live_entry(r, weight)) return {e->q, e->q_t, e->scale};
+  const auto stale = r.map.find(weight.unsafeGetTensorImpl());
+  if (stale != r.map.end()) stale->second.q = stale->second.q_t = stale->second.scale = torch::Tensor();
+  return {};
+}
+
+// Keeps qw with the weight's publication, if one holds for its present version: only then does a
+// republication say when it changed (the optimizer's update writes it behind ATen's version
+// counter).
+void cache_weight(const torch::Tensor& weight, const Quantized& qw) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  if (PublishedAmax* e = live_entry(r, weight)) {
+    e->q = qw.q;
+    e->q_t = qw.q_t;
+    e->scale = qw.scale;
+  }
 }
 
 // One linear's forward GEMM from its input's quantization: y [rows, N] bf16. W is quantized in
@@ -213,7 +205,7 @@ torch::Tensor forward_gemm(const Quantized& qx, const torch::Tensor& weight, con
   if (!qw.q.defined()) {
     qw = quantize(weight.contiguous(), cuda::Fp8Format::kE4M3, /*row_major=*/true, /*transposed=*/true,
                   fp8_published_amax(weight));
-    if (cache) keep_copies(weight, qw.q, qw.q_t, qw.scale);
+    if (cache) cache_weight(weight, qw);
   }
   torch::Tensor y = scaled_mm(qx.q, qw.q.t(), qx.scale, qw.scale, bias, /*fast_accum=*/true);
   qw.q = torch::Tensor();  // the backward needs only the transposed layout
