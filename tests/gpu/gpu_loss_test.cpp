@@ -1,4 +1,5 @@
-// Chunked cross entropy on the GPU with a bf16 head against the plain fp32 loss. Label gpu.
+// Chunked cross entropy on the GPU with a bf16 head against the plain fp32 loss; the fused cross
+// entropy kernel alone against float64. Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
@@ -72,5 +73,46 @@ TEST_CASE("compute_chunked_loss with a bf16 head on CUDA (fused cross entropy ke
     CHECK(rel_err(w2.grad(), w1.grad()) < 2e-2);
     // Ignored tokens: no gradient at all.
     CHECK(h2.grad().narrow(1, 0, 100).abs().sum().item<double>() == 0.0);
+  }
+}
+
+TEST_CASE("the fused cross entropy kernel against float64: loss, lse, argmax and the gradient in place") {
+  // V 103168: the row stays in shared memory (206 KB fit an H100's block); V 131072: it does not
+  // (256 KB), the row is read twice; V 8: one partial load a thread.
+  for (const int64_t V : {int64_t{103168}, int64_t{131072}, int64_t{8}}) {
+    INFO("V " << V);
+    torch::manual_seed(23 + V);
+    const int64_t rows = 97;
+    const auto bf16 = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+    const torch::Tensor logits = (torch::randn({rows, V}, bf16.dtype(torch::kFloat32)) * 3).to(torch::kBFloat16);
+    torch::Tensor labels = torch::randint(0, V, {rows}, bf16.dtype(torch::kLong));
+    labels.index_put_({torch::arange(0, rows, 5, bf16.dtype(torch::kLong))}, loom::kIgnoreIndex);
+    const double eps = 0.1, scale = 0.25;
+    torch::Tensor grad = logits.clone();
+    const torch::Tensor loss = torch::empty({rows}, bf16.dtype(torch::kFloat32)), lse = torch::empty_like(loss),
+                        correct = torch::empty({rows}, bf16.dtype(torch::kBool));
+    loom::fused_cross_entropy_(grad, labels, loom::kIgnoreIndex, eps, scale, loss, lse, correct);
+
+    const torch::Tensor x = logits.to(torch::kFloat64).cpu(), y = labels.cpu();
+    const torch::Tensor valid = y.ne(loom::kIgnoreIndex), safe = torch::where(valid, y, torch::zeros_like(y));
+    const torch::Tensor want_lse = torch::logsumexp(x, 1);
+    const torch::Tensor nll = want_lse - x.gather(1, safe.unsqueeze(1)).squeeze(1);
+    const torch::Tensor smooth = want_lse - x.mean(1);
+    const torch::Tensor want_loss = torch::where(valid, (1 - eps) * nll + eps * smooth, torch::zeros_like(nll));
+    CHECK((lse.cpu().to(torch::kFloat64) - want_lse).abs().max().item<double>() < 1e-4);
+    CHECK((loss.cpu().to(torch::kFloat64) - want_loss).abs().max().item<double>() < 1e-4);
+    // argmax of the bf16 values, the first on ties (as torch's).
+    CHECK(torch::equal(correct.cpu(), valid.logical_and(x.argmax(1).eq(y))));
+    // scale * (softmax - target), target 1 - eps at the label plus eps / V; ignored rows zero.
+    const torch::Tensor target = torch::full({rows, V}, eps / static_cast<double>(V), torch::kFloat64)
+                                     .scatter_add_(1, safe.unsqueeze(1), torch::full({rows, 1}, 1 - eps, torch::kFloat64));
+    const torch::Tensor p = torch::softmax(x, 1), live = valid.unsqueeze(1);
+    const torch::Tensor want = torch::where(live, (p - target) * scale, torch::zeros_like(p));
+    const torch::Tensor terms = torch::where(live, (p + target) * scale, torch::zeros_like(p));
+    const torch::Tensor got = grad.cpu().to(torch::kFloat64);
+    // One rounding to bf16 (2^-8 of the value) after fp32 exp and lse: within 2^-12 of the terms
+    // the difference is made of (where p and the target nearly cancel, more than of the value).
+    CHECK(((got - want).abs() <= want.abs() * std::ldexp(1.0, -8) + terms * std::ldexp(1.0, -12)).all().item<bool>());
+    CHECK(got.index({valid.logical_not()}).abs().sum().item<double>() == 0.0);
   }
 }

@@ -4,13 +4,15 @@
 // the second micro-batch on; and the FP8 weight cache (fp8_linear's cache_weight): reused while
 // the weight is unchanged, dropped when its maximum is republished or forgotten; the chunked
 // loss's head gradient scaled and added in one pass (fused_scale_add_); the embedding's token rows
-// added into its gradient (fused_embedding). Label gpu.
+// added into its gradient (fused_embedding); bias gradients as deterministic column sums
+// (fused_bias_grad). Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "chunked_loss.h"
@@ -295,4 +297,52 @@ TEST_CASE("the embedding's row adds are deterministic: the same bits from the sa
   CHECK(torch::equal(results[0], results[1]));
   CHECK(torch::equal(results[0], results[2]));
   CHECK_FALSE(torch::equal(results[0], start));
+}
+
+TEST_CASE("bias gradients are column sums in fp32 rounded once, over micro-batches: float64 sums") {
+  // [4096, 12288]: the 7b's fused QKV gradient a micro-batch; [16384, 2048]: the 1b's attention
+  // output; [1001, 264]: rows the chunks and the loads ahead do not divide, a partial column block;
+  // [5, 8]: fewer rows than a chunk.
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{4096, 12288}, {16384, 2048}, {1001, 264}, {5, 8}};
+  for (const auto& [rows, N] : shapes) {
+    INFO("dy [" << rows << ", " << N << "]");
+    torch::manual_seed(100 + rows);
+    torch::Tensor g = torch::full({N}, 3.0, bf16());  // overwritten by the first micro-batch
+    for (int micro = 0; micro < 3; ++micro) {
+      INFO("micro-batch " << micro);
+      // A shared offset per column, as a bias gradient's tokens agree in sign: the sums grow.
+      const torch::Tensor dy = (torch::randn({rows, N}, bf16()) + torch::randn({1, N}, bf16()) * 0.5).contiguous();
+      const torch::Tensor before = micro == 0 ? torch::zeros({N}, bf16()) : g.clone();
+      loom::fused_bias_grad(g, dy, /*add=*/micro > 0);
+      const torch::Tensor want = f64(before).cpu() + f64(dy).sum(0).cpu();
+      const torch::Tensor magnitude = f64(before).cpu().abs() + f64(dy).abs().sum(0).cpu();
+      // One rounding to bf16 (half a unit in the last place: at most 2^-8 of the value) after two
+      // stages of fp32 sums of at most 1024 terms each (in the worst case 2^10 * 2^-24 of their
+      // magnitude).
+      const torch::Tensor err = (f64(g).cpu() - want).abs();
+      CHECK((err <= want.abs() * std::ldexp(1.0, -8) + magnitude * std::ldexp(1.0, -13)).all().item<bool>());
+    }
+  }
+}
+
+TEST_CASE("bias gradients are deterministic and keep the gradient's memory; no rows add nothing") {
+  torch::manual_seed(101);
+  const torch::Tensor dy = torch::randn({8192, 4096}, bf16());
+  const torch::Tensor start = torch::randn({4096}, bf16());
+  std::vector<torch::Tensor> results;
+  for (int run = 0; run < 3; ++run) {
+    torch::Tensor g = start.clone();
+    const void* kept = g.data_ptr();
+    loom::fused_bias_grad(g, dy, /*add=*/true);
+    CHECK(g.data_ptr() == kept);
+    results.push_back(g);
+  }
+  CHECK(torch::equal(results[0], results[1]));
+  CHECK(torch::equal(results[0], results[2]));
+  CHECK_FALSE(torch::equal(results[0], start));
+  torch::Tensor g = start.clone();
+  loom::fused_bias_grad(g, dy.narrow(0, 0, 0), /*add=*/true);
+  CHECK(torch::equal(g, start));
+  loom::fused_bias_grad(g, dy.narrow(0, 0, 0), /*add=*/false);
+  CHECK(torch::equal(g, torch::zeros({4096}, bf16())));
 }

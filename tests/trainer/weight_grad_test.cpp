@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "fused_ops.h"
 #include "grad_ready_hooks.h"
 #include "weight_grad.h"
 
@@ -128,4 +129,27 @@ TEST_CASE("a released gradient is made fresh and a zeroed one is added to, as Ze
   CHECK(mine.w.grad().data_ptr() == kept);
   CHECK(max_diff(mine.w.grad(), grads_of(x1).w.grad()) < 1e-12);
   CHECK(max_diff(mine.b.grad(), grads_of(x1).b.grad()) < 1e-12);
+}
+
+TEST_CASE("bias gradients off CUDA: float64 sums exact, bf16 rounded once from an fp32 sum") {
+  torch::manual_seed(23);
+  const torch::Tensor dy = torch::randn({37, 24}, f64);
+  torch::Tensor out = torch::full({24}, 7.0, f64);
+  loom::fused_bias_grad(out, dy, /*add=*/false);
+  CHECK(torch::equal(out, dy.sum(0)));
+  const torch::Tensor before = torch::randn({24}, f64);
+  out = before.clone();
+  loom::fused_bias_grad(out, dy, /*add=*/true);
+  CHECK(max_diff(out, before + dy.sum(0)) < 1e-12);
+  // bf16: the old gradient plus the fp32 sum, rounded to bf16 once (not the sum rounded first).
+  const torch::Tensor dy16 = (dy * 3).to(torch::kBFloat16), start = torch::randn({24}, f64).to(torch::kBFloat16);
+  torch::Tensor g = start.clone();
+  loom::fused_bias_grad(g, dy16, /*add=*/true);
+  CHECK(torch::equal(g, (start.to(torch::kFloat32) + dy16.to(torch::kFloat32).sum(0)).to(torch::kBFloat16)));
+  // No rows: a fresh gradient is zero, an accumulated one unchanged.
+  g = start.clone();
+  loom::fused_bias_grad(g, dy16.narrow(0, 0, 0), /*add=*/true);
+  CHECK(torch::equal(g, start));
+  loom::fused_bias_grad(g, dy16.narrow(0, 0, 0), /*add=*/false);
+  CHECK(torch::equal(g, torch::zeros({24}, g.options())));
 }

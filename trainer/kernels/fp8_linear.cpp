@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "fused_ops.h"
 #include "loom/error.h"
 #include "torch_compat.h"
 #include "weight_grad.h"
@@ -281,13 +282,7 @@ variable_list fp8_backward(AutogradContext* ctx, const variable_list& grads) {
   variable_list out{dx.view(ctx->saved_data["x_sizes"].toIntVector()), dw};
   if (bias.defined()) {
     const torch::Tensor dy = grads[0].reshape({-1, qw_t.size(1)});
-    out.push_back(weight_gradient(bias, [&](torch::Tensor g, bool add) {
-      const torch::Tensor db = dy.sum(0, /*keepdim=*/false, torch::kFloat32);
-      if (add)
-        g.add_(db);
-      else
-        g.copy_(db);
-    }));
+    out.push_back(weight_gradient(bias, [&](torch::Tensor g, bool add) { fused_bias_grad(g, dy, add); }));
   }
   return out;
 }

@@ -586,4 +586,27 @@ void fused_cross_entropy_(torch::Tensor& logits, const torch::Tensor& labels, in
 #endif
 }
 
+void fused_bias_grad(torch::Tensor out, const torch::Tensor& dy, bool add) {
+  LOOM_ASSERT(dy.dim() == 2 && out.dim() == 1 && out.size(0) == dy.size(1) && out.is_contiguous(),
+              "fused_bias_grad: out ", out.sizes(), ", dy ", dy.sizes());
+#ifdef LOOM_CUDA_KERNELS
+  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  if (dy.is_cuda() && dy.scalar_type() == torch::kBFloat16 && out.scalar_type() == torch::kBFloat16 &&
+      out.device() == dy.device() && dy.is_contiguous() && dy.size(1) % 8 == 0 && aligned(dy)) {
+    const torch::Tensor partial =
+        torch::empty({cuda::column_sum_partials(dy.size(0), dy.size(1))}, dy.options().dtype(torch::kFloat32));
+    check_launch(cuda::column_sum_bf16(dy.data_ptr(), dy.size(0), dy.size(1), partial.data_ptr<float>(),
+                                       out.data_ptr(), add, stream()),
+                 "column_sum_bf16");
+    return;
+  }
+#endif
+  // fp32 sums (float64 for float64), added in that precision: one rounding into out.
+  const torch::Tensor sum = dy.sum(0, /*keepdim=*/false, at::promote_types(dy.scalar_type(), torch::kFloat32));
+  if (add)
+    out.add_(sum);
+  else
+    out.copy_(sum);
+}
+
 }  // namespace loom

@@ -98,6 +98,12 @@ void fused_cross_entropy_(torch::Tensor& logits, const torch::Tensor& labels, in
 bool fused_scale_add_applies(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& scale);
 void fused_scale_add_(torch::Tensor out, const torch::Tensor& x, const torch::Tensor& scale, bool accumulate);
 
+// A linear's bias gradient from its output gradient dy [rows, N]: out [N] = (add: +=) the sum of
+// dy's rows, in fp32 (float64 for float64), rounded into out once. On CUDA for bf16 (N % 8 == 0,
+// contiguous) one deterministic column-sum kernel pair (column_sum.cu), the same bits every run;
+// otherwise ATen's sum. ATen's bf16 sum rounds to bf16 before the add rounds again.
+void fused_bias_grad(torch::Tensor out, const torch::Tensor& dy, bool add);
+
 // torch::embedding(weight, ids). Its backward, on CUDA for a bf16 weight [V, C] (C % 8 == 0) that
 // holds a gradient already (a later micro-batch: weight_grad.h's adds_into_grad), adds each id's
 // rows of the output gradient into that gradient (embedding_grad.cu: ids sorted stably, a token's

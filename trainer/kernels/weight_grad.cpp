@@ -1,5 +1,6 @@
 #include "weight_grad.h"
 
+#include "fused_ops.h"
 #include "loom/error.h"
 
 namespace loom {
@@ -53,12 +54,7 @@ variable_list linear_backward(AutogradContext* ctx, const variable_list& grads) 
     });
   }
   if (bias.defined() && ctx->needs_input_grad(2)) {
-    out[2] = weight_gradient(bias, [&](torch::Tensor g, bool add) {
-      if (add)
-        g.add_(dy.sum(0));
-      else
-        torch::sum_out(g, dy, {0});
-    });
+    out[2] = weight_gradient(bias, [&](torch::Tensor g, bool add) { fused_bias_grad(g, dy, add); });
   }
   return out;
 }

@@ -103,6 +103,14 @@ const char* scale_add_bf16(const void* x, const float* scale, void* out, int64_t
 const char* embedding_grad_add_bf16(const int64_t* sorted_ids, const int64_t* order, const void* dy, void* grad,
                                     int64_t n, int64_t C, void* stream);
 
+// A linear's bias gradient (column_sum.cu): out [N] bf16 = (or, add: +=) the column sums of dy
+// [rows, N] bf16, summed in fp32 over fixed chunks of rows and then over the chunks in order, and
+// rounded once: the same bits from the same dy. partial: column_sum_partials(rows, N) fp32 of
+// scratch. N % 8 == 0; dy 16-byte aligned.
+int64_t column_sum_partials(int64_t rows, int64_t N);
+const char* column_sum_bf16(const void* dy, int64_t rows, int64_t N, float* partial, void* out, bool add,
+                            void* stream);
+
 // FP8 (sm_89+: Ada and Hopper). Formats: e4m3 (max 448) for weights and activations, e5m2
 // (max 57344) for gradients. fp8_amax_bf16: max |x| over n bf16 elements (n % 8 == 0) into the
 // device scalar *amax (zeroed first, on the stream). fp8_quantize_bf16: with scale = *amax /
