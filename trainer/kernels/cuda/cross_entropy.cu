@@ -17,26 +17,39 @@ constexpr int kThreads = 1024;
 constexpr int kVec = 8;  // bf16 per 16-byte load
 
 struct Stats {
-  float max, sum;     // running max and sum of exp(x - max)
-  float best;         // argmax value
-  int64_t best_at;    // argmax index (first occurrence on ties, as torch)
-  float label_logit;  // -inf unless this thread saw the label
-  float total;        // sum of the logits (label smoothing)
+  float max, sum;   // running max and sum of exp(x - max)
+  float best;       // argmax value
+  int64_t best_at;  // argmax index (first occurrence on ties, as torch)
+  float total;      // sum of the logits (label smoothing)
 };
 
-__device__ __forceinline__ void add(Stats& s, float x, int64_t j, int64_t label) {
-  if (x > s.max) {
-    s.sum = s.sum * __expf(s.max - x) + 1.0f;
-    s.max = x;
-  } else {
-    s.sum += __expf(x - s.max);
+// Eight logits at indices j..j+7, in order: the running sum is rescaled once for the eight (at
+// most), not at every new maximum, so the pass spends one exp a logit.
+__device__ __forceinline__ void add8(Stats& s, const uint4& raw, int64_t j) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  float v[kVec];
+#pragma unroll
+  for (int p = 0; p < kVec / 2; ++p) {
+    const float2 f = __bfloat1622float2(h[p]);
+    v[2 * p] = f.x;
+    v[2 * p + 1] = f.y;
   }
-  if (x > s.best) {
-    s.best = x;
-    s.best_at = j;
+  float m = v[0];
+#pragma unroll
+  for (int i = 1; i < kVec; ++i) m = fmaxf(m, v[i]);
+  if (m > s.max) {
+    s.sum *= __expf(s.max - m);
+    s.max = m;
   }
-  if (j == label) s.label_logit = x;
-  s.total += x;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    s.sum += __expf(v[i] - s.max);
+    if (v[i] > s.best) {
+      s.best = v[i];
+      s.best_at = j + i;
+    }
+    s.total += v[i];
+  }
 }
 
 __device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
@@ -47,7 +60,6 @@ __device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
   const bool take_b = b.best > a.best || (b.best == a.best && b.best_at < a.best_at);
   r.best = take_b ? b.best : a.best;
   r.best_at = take_b ? b.best_at : a.best_at;
-  r.label_logit = fmaxf(a.label_logit, b.label_logit);
   r.total = a.total + b.total;
   return r;
 }
@@ -58,7 +70,6 @@ __device__ Stats shuffle(const Stats& s, int offset) {
   o.sum = __shfl_xor_sync(0xffffffffu, s.sum, offset);
   o.best = __shfl_xor_sync(0xffffffffu, s.best, offset);
   o.best_at = __shfl_xor_sync(0xffffffffu, s.best_at, offset);
-  o.label_logit = __shfl_xor_sync(0xffffffffu, s.label_logit, offset);
   o.total = __shfl_xor_sync(0xffffffffu, s.total, offset);
   return o;
 }
@@ -75,8 +86,12 @@ __global__ void __launch_bounds__(kThreads)
   __nv_bfloat16* x = logits + row * V;
   const int64_t label = labels[row];
   const bool valid = label != ignore_index;
+  // Read before any thread passes the barriers below and starts overwriting the row; a label
+  // outside the vocabulary reads as -FLT_MAX (a huge loss, never a read outside the row).
+  const float label_logit =
+      threadIdx.x == 0 && valid && label >= 0 && label < V ? __bfloat162float(x[label]) : -FLT_MAX;
 
-  Stats s{-FLT_MAX, 0.0f, -FLT_MAX, 0, -FLT_MAX, 0.0f};
+  Stats s{-FLT_MAX, 0.0f, -FLT_MAX, 0, 0.0f};
   // Two loads in flight a thread before their values are used: one block an SM when resident.
   constexpr int64_t kStride = kThreads * kVec;
   for (int64_t j = threadIdx.x * kVec; j < V; j += 2 * kStride) {
@@ -89,9 +104,7 @@ __global__ void __launch_bounds__(kThreads)
       if (k == 1 && !second) break;
       const int64_t at = j + k * kStride;
       if (Resident) row_cache[at / kVec] = raw[k];
-      const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&raw[k]);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) add(s, __bfloat162float(e[i]), at + i, label);
+      add8(s, raw[k], at);
     }
   }
 #pragma unroll
@@ -109,7 +122,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const float lse = all.max + __logf(all.sum);
   if (threadIdx.x == 0) {
-    float l = lse - all.label_logit;
+    float l = lse - label_logit;
     if (eps > 0) l = (1.0f - eps) * l + eps * (lse - all.total / static_cast<float>(V));
     loss[row] = valid ? l : 0.0f;
     lse_out[row] = lse;
