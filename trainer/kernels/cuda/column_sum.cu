@@ -42,15 +42,7 @@ __global__ void __launch_bounds__(kThreads)
     // Added in row order, whatever order the loads complete in.
 #pragma unroll
     for (int k = 0; k < kAhead; ++k) {
-      if (r + k < last) {
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[k]);
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {
-          const float2 f = __bfloat1622float2(h[p]);
-          acc[2 * p] += f.x;
-          acc[2 * p + 1] += f.y;
-        }
-      }
+      if (r + k < last) detail::add_bf16x8(acc, v[k]);
     }
   }
   float4* out = reinterpret_cast<float4*>(partial + static_cast<int64_t>(blockIdx.y) * N + col);

@@ -19,6 +19,17 @@ __device__ __forceinline__ float from_f32<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 
+// acc[i] += the i-th of the eight bf16 in v (one 16-byte load), in fp32.
+__device__ __forceinline__ void add_bf16x8(float (&acc)[8], const uint4& v) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const float2 f = __bfloat1622float2(h[p]);
+    acc[2 * p] += f.x;
+    acc[2 * p + 1] += f.y;
+  }
+}
+
 // Blocks of 256 threads over n items, capped: kernels loop grid-stride past the cap.
 inline unsigned grid_for(int64_t n, int threads = 256) {
   const int64_t blocks = (n + threads - 1) / threads;

@@ -40,15 +40,7 @@ __global__ void __launch_bounds__(kThreads)
     // Added in the rows' order, whatever order the loads complete in.
 #pragma unroll
     for (int k = 0; k < kAhead; ++k) {
-      if (k < got) {
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&rows[k]);
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {
-          const float2 f = __bfloat1622float2(h[p]);
-          acc[2 * p] += f.x;
-          acc[2 * p + 1] += f.y;
-        }
-      }
+      if (k < got) detail::add_bf16x8(acc, rows[k]);
     }
     j += got;
   }
