@@ -16,6 +16,9 @@
 #   fp8_quality  FP8 against bf16 over LOOM_FP8Q_STEPS (1000) steps of real text (fp8_quality.sh)
 #   ab           loom-train against an older commit (ab_base.sh; LOOM_AB_SPECS, build-base/src.tar)
 # The summary lands on stdout and in $OUT/summary.txt, every log in $OUT/logs.tgz.
+# LOOM_BENCH_MICRO_NUM, _SEQ_LEN, _DATA and _DOCS (bench/gpu/loom_train.sh's) shape the runs of ab,
+# attention and deterministic; precision, density, recipe, budget and ceilings set their own, as
+# their peers and bounds assume (one micro-batch for a density, sixteen for the recipe).
 # Usage (device tool, carry [".debs"]): bash bench/gpu/call.sh SET [SET...]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -68,6 +71,9 @@ deterministic() {  # the test, default against deterministic twice on the 1b, th
   done
 }
 
+# Runs a command without the caller's run shape: a set with peers or bounds sets its own.
+own_shape() { env -u LOOM_BENCH_MICRO_NUM -u LOOM_BENCH_SEQ_LEN -u LOOM_BENCH_DATA -u LOOM_BENCH_DOCS "$@"; }
+
 targets="loom-train loom-tokenize loom-pack"
 [[ " $* " == *" tests "* || " $* " == *" deterministic "* ]] && targets="$targets test_gpu"
 # shellcheck disable=SC2086  # the targets are words
@@ -77,12 +83,12 @@ for set in "$@"; do
     tests) run_gpu_tests "${LOOM_GPU_TEST_FILTER:-*}" ;;
     plan) timeout "$(left)" bash bench/gpu/plan_vs_run.sh "$L" 1b 2>&1 | tee -a "$L/device.txt" ;;
     precision|recipe|budget)
-      LOOM_TARGET_SETS=$set LOOM_RECIPE_DEADLINE=$(( T0 + LOOM_CALL_S - 15 )) timeout "$(left)" \
+      own_shape LOOM_TARGET_SETS="$set" LOOM_RECIPE_DEADLINE=$(( T0 + LOOM_CALL_S - 15 )) timeout "$(left)" \
         bash bench/gpu/targets.sh "$L" 2>&1 | tee -a "$L/device.txt" ;;
     density)
-      LOOM_TARGET_SETS=density LOOM_DENSITY_TAR=0 LOOM_FLEX_DEADLINE=$(( T0 + LOOM_CALL_S - 15 )) \
+      own_shape LOOM_TARGET_SETS=density LOOM_DENSITY_TAR=0 LOOM_FLEX_DEADLINE=$(( T0 + LOOM_CALL_S - 15 )) \
         timeout "$(left)" bash bench/gpu/targets.sh "$L" 2>&1 | tee -a "$L/device.txt" ;;
-    ceilings) timeout "$(left)" bash bench/gpu/ceilings.sh "$L" 2>&1 | tee -a "$L/device.txt" ;;
+    ceilings) own_shape timeout "$(left)" bash bench/gpu/ceilings.sh "$L" 2>&1 | tee -a "$L/device.txt" ;;
     attention) attention 2>&1 | tee -a "$L/device.txt" ;;
     sdpa) OUT=$L timeout "$(left)" bash bench/gpu/cudnn_sdpa.sh > /dev/null 2>&1
           grep -E '^== probe|^check|^time|rror' "$L/sdpa.txt" | tee -a "$L/device.txt" ;;
