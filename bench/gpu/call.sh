@@ -19,6 +19,7 @@
 # LOOM_BENCH_MICRO_NUM, _SEQ_LEN, _DATA and _DOCS (bench/gpu/loom_train.sh's) shape the runs of ab,
 # attention and deterministic; precision, density, recipe, budget and ceilings set their own, as
 # their peers and bounds assume (one micro-batch for a density, sixteen for the recipe).
+# LOOM_BENCH_STEPS, _WARMUP and _BIN pass through; a set that fixes its runs' length sets its own.
 # Usage (device tool, carry [".debs"]): bash bench/gpu/call.sh SET [SET...]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2

@@ -78,15 +78,27 @@ TEST_CASE("compute_chunked_loss with a bf16 head on CUDA (fused cross entropy ke
 
 TEST_CASE("the fused cross entropy kernel against float64: loss, lse, argmax and the gradient in place") {
   // V 103168: the row stays in shared memory (206 KB fit an H100's block); V 131072: it does not
-  // (256 KB), the row is read twice; V 8: one partial load a thread.
+  // (256 KB), the row is read twice; V 8: one 16-byte load, by the first thread alone.
   for (const int64_t V : {int64_t{103168}, int64_t{131072}, int64_t{8}}) {
     INFO("V " << V);
     torch::manual_seed(23 + V);
     const int64_t rows = 97;
     const auto bf16 = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
-    const torch::Tensor logits = (torch::randn({rows, V}, bf16.dtype(torch::kFloat32)) * 3).to(torch::kBFloat16);
-    torch::Tensor labels = torch::randint(0, V, {rows}, bf16.dtype(torch::kLong));
-    labels.index_put_({torch::arange(0, rows, 5, bf16.dtype(torch::kLong))}, loom::kIgnoreIndex);
+    torch::Tensor host = (torch::randn({rows, V}) * 3).to(torch::kBFloat16);
+    // Rows 1 and 2: two equal maxima, at a and b > a; the argmax is the first (as torch's).
+    const int64_t a = V / 3, b = 2 * V / 3;
+    for (const int64_t r : {1, 2}) {
+      host[r][a] = 20.0;
+      host[r][b] = 20.0;
+    }
+    torch::Tensor label_host = torch::randint(0, V, {rows}, torch::kLong);
+    // Every third row from 4 on labelled with its argmax: `correct` is true there.
+    const torch::Tensor argmax_rows = torch::arange(4, rows, 3, torch::kLong);
+    label_host.index_put_({argmax_rows}, host.to(torch::kFloat64).argmax(1).index({argmax_rows}));
+    label_host[1] = a;
+    label_host[2] = b;
+    label_host.index_put_({torch::arange(0, rows, 5, torch::kLong)}, loom::kIgnoreIndex);
+    const torch::Tensor logits = host.to(cuda()), labels = label_host.to(cuda());
     const double eps = 0.1, scale = 0.25;
     torch::Tensor grad = logits.clone();
     const torch::Tensor loss = torch::empty({rows}, bf16.dtype(torch::kFloat32)), lse = torch::empty_like(loss),
@@ -103,6 +115,9 @@ TEST_CASE("the fused cross entropy kernel against float64: loss, lse, argmax and
     CHECK((loss.cpu().to(torch::kFloat64) - want_loss).abs().max().item<double>() < 1e-4);
     // argmax of the bf16 values, the first on ties (as torch's).
     CHECK(torch::equal(correct.cpu(), valid.logical_and(x.argmax(1).eq(y))));
+    CHECK(correct[1].item<bool>());
+    CHECK_FALSE(correct[2].item<bool>());
+    CHECK(correct.sum().item<int64_t>() >= 20);  // the argmax rows that are not ignored, and row 1
     // scale * (softmax - target), target 1 - eps at the label plus eps / V; ignored rows zero.
     const torch::Tensor target = torch::full({rows, V}, eps / static_cast<double>(V), torch::kFloat64)
                                      .scatter_add_(1, safe.unsqueeze(1), torch::full({rows, 1}, 1 - eps, torch::kFloat64));

@@ -302,16 +302,23 @@ TEST_CASE("the embedding's row adds are deterministic: the same bits from the sa
 TEST_CASE("bias gradients are column sums in fp32 rounded once, over micro-batches: float64 sums") {
   // [4096, 12288]: the 7b's fused QKV gradient a micro-batch; [16384, 2048]: the 1b's attention
   // output; [1001, 264]: rows the chunks and the loads ahead do not divide, a partial column block;
-  // [5, 8]: fewer rows than a chunk.
-  const std::vector<std::pair<int64_t, int64_t>> shapes{{4096, 12288}, {16384, 2048}, {1001, 264}, {5, 8}};
-  for (const auto& [rows, N] : shapes) {
-    INFO("dy [" << rows << ", " << N << "]");
+  // [5, 8]: fewer rows than a chunk. [300, 12] (N not a multiple of 8) and an unaligned dy take
+  // ATen's fp32 sum instead, under the same bound.
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{4096, 12288}, {16384, 2048}, {1001, 264},
+                                                        {5, 8},       {300, 12},     {-200, 64}};
+  for (const auto& [signed_rows, N] : shapes) {
+    const bool unaligned = signed_rows < 0;  // dy starts one element into its storage
+    const int64_t rows = unaligned ? -signed_rows : signed_rows;
+    INFO("dy [" << rows << ", " << N << "]" << (unaligned ? ", unaligned" : ""));
     torch::manual_seed(100 + rows);
     torch::Tensor g = torch::full({N}, 3.0, bf16());  // overwritten by the first micro-batch
     for (int micro = 0; micro < 3; ++micro) {
       INFO("micro-batch " << micro);
       // A shared offset per column, as a bias gradient's tokens agree in sign: the sums grow.
-      const torch::Tensor dy = (torch::randn({rows, N}, bf16()) + torch::randn({1, N}, bf16()) * 0.5).contiguous();
+      const torch::Tensor values = torch::randn({rows, N}, bf16()) + torch::randn({1, N}, bf16()) * 0.5;
+      const torch::Tensor dy =
+          unaligned ? torch::empty({rows * N + 1}, bf16()).narrow(0, 1, rows * N).view({rows, N}).copy_(values)
+                    : values.contiguous();
       const torch::Tensor before = micro == 0 ? torch::zeros({N}, bf16()) : g.clone();
       loom::fused_bias_grad(g, dy, /*add=*/micro > 0);
       const torch::Tensor want = f64(before).cpu() + f64(dy).sum(0).cpu();

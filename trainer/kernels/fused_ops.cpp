@@ -602,7 +602,12 @@ void fused_bias_grad(torch::Tensor out, const torch::Tensor& dy, bool add) {
   }
 #endif
   // fp32 sums (float64 for float64), added in that precision: one rounding into out.
-  const torch::Tensor sum = dy.sum(0, /*keepdim=*/false, at::promote_types(dy.scalar_type(), torch::kFloat32));
+  const torch::Dtype acc = at::promote_types(dy.scalar_type(), torch::kFloat32);
+  if (!add && out.scalar_type() == acc && dy.scalar_type() == acc) {
+    torch::sum_out(out, dy, {0});  // nothing to round: written in place
+    return;
+  }
+  const torch::Tensor sum = dy.sum(0, /*keepdim=*/false, acc);
   if (add)
     out.add_(sum);
   else

@@ -8,6 +8,8 @@
 // came from memory, not L2: that kernel ran at 1.70x the time of one read and one write, the
 // resident one at 1.51x (H100, NeMo's recipe: one 1024-thread block an SM).
 #include <cfloat>
+#include <mutex>
+#include <unordered_map>
 
 #include "common.cuh"
 
@@ -88,7 +90,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t label = labels[row];
   const bool valid = label != ignore_index;
   // Read before any thread passes the barriers below and starts overwriting the row; a label
-  // outside the vocabulary reads as -FLT_MAX (a huge loss, never a read outside the row).
+  // outside the vocabulary reads as -FLT_MAX (a huge loss, never a read outside the row), a -inf
+  // logit at the label gives an infinite loss.
   const float label_logit =
       threadIdx.x == 0 && valid && label >= 0 && label < V ? __bfloat162float(x[label]) : -FLT_MAX;
 
@@ -146,17 +149,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The dynamic shared memory a resident row takes on the current device, or 0 where it does not
-// fit beside the kernel's own (the warps' Stats) under the device's opt-in limit a block.
-int resident_bytes(int64_t V) {
-  int device = 0, limit = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+// The most dynamic shared memory a resident row may take on the current device: the device's
+// opt-in limit a block less the kernel's own (the warps' Stats), allowed for the kernel once per
+// device, so no thread's launch depends on what another thread set. 0 where a query fails: the
+// two-read kernel runs, and the failure is cleared rather than left for the next launch's check.
+int resident_limit() {
+  static std::mutex mutex;
+  static std::unordered_map<int, int> limits;  // by device
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
     return 0;
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = limits.find(device); it != limits.end()) return it->second;
+  int optin = 0, limit = 0;
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, cross_entropy_kernel<true>) != cudaSuccess) return 0;
-  const int64_t bytes = V * static_cast<int64_t>(sizeof(__nv_bfloat16));
-  return bytes + static_cast<int64_t>(attributes.sharedSizeBytes) <= limit ? static_cast<int>(bytes) : 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess &&
+      cudaFuncGetAttributes(&attributes, cross_entropy_kernel<true>) == cudaSuccess &&
+      optin > static_cast<int>(attributes.sharedSizeBytes) &&
+      cudaFuncSetAttribute(cross_entropy_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           optin - static_cast<int>(attributes.sharedSizeBytes)) == cudaSuccess) {
+    limit = optin - static_cast<int>(attributes.sharedSizeBytes);
+  } else {
+    (void)cudaGetLastError();
+  }
+  limits.emplace(device, limit);
+  return limit;
 }
 
 }  // namespace
@@ -166,14 +185,10 @@ const char* cross_entropy_bf16(void* logits, int64_t rows, int64_t V, const int6
   if (rows == 0) return nullptr;
   const auto s = static_cast<cudaStream_t>(stream);
   auto* x = static_cast<__nv_bfloat16*>(logits);
-  const int resident = resident_bytes(V);
-  if (resident > 0) {
-    if (const cudaError_t e = cudaFuncSetAttribute(cross_entropy_kernel<true>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, resident);
-        e != cudaSuccess)
-      return cudaGetErrorString(e);
-    cross_entropy_kernel<true><<<static_cast<unsigned>(rows), kThreads, resident, s>>>(x, V, labels, ignore_index, eps,
-                                                                                        grad_scale, loss, lse, correct);
+  const int64_t row_bytes = V * static_cast<int64_t>(sizeof(__nv_bfloat16));
+  if (row_bytes <= resident_limit()) {
+    cross_entropy_kernel<true><<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(row_bytes), s>>>(
+        x, V, labels, ignore_index, eps, grad_scale, loss, lse, correct);
   } else {
     cross_entropy_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, V, labels, ignore_index, eps,
                                                                                   grad_scale, loss, lse, correct);

@@ -106,7 +106,7 @@ const char* embedding_grad_add_bf16(const int64_t* sorted_ids, const int64_t* or
 // A linear's bias gradient (column_sum.cu): out [N] bf16 = (or, add: +=) the column sums of dy
 // [rows, N] bf16, summed in fp32 over fixed chunks of rows and then over the chunks in order, and
 // rounded once: the same bits from the same dy. partial: column_sum_partials(rows, N) fp32 of
-// scratch. N % 8 == 0; dy 16-byte aligned.
+// scratch, 16-byte aligned (the caching allocator's are). N % 8 == 0; dy 16-byte aligned.
 int64_t column_sum_partials(int64_t rows, int64_t N);
 const char* column_sum_bf16(const void* dy, int64_t rows, int64_t N, float* partial, void* out, bool add,
                             void* stream);
