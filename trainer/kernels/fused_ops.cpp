@@ -61,6 +61,8 @@ cuda::Dtype to_cuda(const torch::Tensor& t) {
   return t.scalar_type() == torch::kBFloat16 ? cuda::Dtype::kBFloat16 : cuda::Dtype::kFloat32;
 }
 void* stream() { return at::cuda::getCurrentCUDAStream().stream(); }
+// Whether t's data may be read with 16-byte loads.
+bool aligned(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 void check_launch(const char* error, const char* kernel) {
   LOOM_CHECK(error == nullptr, "CUDA kernel ", kernel, " failed to launch: ", error);
 }
@@ -359,7 +361,6 @@ class GatedProjectionFn : public torch::autograd::Function<GatedProjectionFn> {
 };
 
 bool embedding_grad_applies(const torch::Tensor& weight, const torch::Tensor& dy) {
-  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
   return weight.is_cuda() && weight.scalar_type() == torch::kBFloat16 && dy.scalar_type() == torch::kBFloat16 &&
          weight.size(1) % 8 == 0 && adds_into_grad(weight) && aligned(weight.grad()) && aligned(dy);
 }
@@ -590,7 +591,6 @@ void fused_bias_grad(torch::Tensor out, const torch::Tensor& dy, bool add) {
   LOOM_ASSERT(dy.dim() == 2 && out.dim() == 1 && out.size(0) == dy.size(1) && out.is_contiguous(),
               "fused_bias_grad: out ", out.sizes(), ", dy ", dy.sizes());
 #ifdef LOOM_CUDA_KERNELS
-  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
   if (dy.is_cuda() && dy.scalar_type() == torch::kBFloat16 && out.scalar_type() == torch::kBFloat16 &&
       out.device() == dy.device() && dy.is_contiguous() && dy.size(1) % 8 == 0 && aligned(dy)) {
     const torch::Tensor partial =
