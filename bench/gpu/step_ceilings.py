@@ -214,9 +214,9 @@ def bound_families(s):
     fams = [
         ("rmsnorm fwd", r"rmsnorm_fwd<__nv_bfloat16>",
          "x, r read; h, y written: 4 [T, C] (the first norm has no r: 2)", 4 * act, "call"),
-        ("rmsnorm bwd", r"rmsnorm_bwd<__nv_bfloat16>", "dy, h, d(residual) read; dx written: 4 [T, C]", 4 * act, "call"),
+        ("rmsnorm bwd", r"rmsnorm_bwd<__nv_bfloat16(, \d+)?>", "dy, h, d(residual) read; dx written: 4 [T, C]", 4 * act, "call"),
         ("final norm fwd (fp32)", r"rmsnorm_fwd<float>", "x read, y written: 2 [T, C] fp32", 2 * T * C * FP32, "call"),
-        ("final norm bwd (fp32)", r"rmsnorm_bwd<float>", "dy, x read, dx written: 3 [T, C] fp32", 3 * T * C * FP32,
+        ("final norm bwd (fp32)", r"rmsnorm_bwd<float(, \d+)?>", "dy, x read, dx written: 3 [T, C] fp32", 3 * T * C * FP32,
          "call"),
         ("swiglu fwd", r"swiglu_fwd_vec8|swiglu_fwd<__nv_bfloat16>", "gate, up read; y written: 3 [T, F]", 3 * T * F * BF16, "call"),
         ("swiglu bwd", r"swiglu_bwd_vec8|swiglu_bwd<__nv_bfloat16>", "dy, gate, up read; d(gate), d(up) written: 5 [T, F]", 5 * T * F * BF16, "call"),
@@ -228,8 +228,9 @@ def bound_families(s):
          "call"),
         ("cuDNN attention bwd: dQ to bf16", r"convert_dq_to_16bits", "dQ read (fp32), written (bf16): [T, H, D]",
          T * H * D * (FP32 + BF16), "call"),
-        ("bias gradients (sums over tokens)", r"reduce_kernel<.*ReduceOp<c10::BFloat16|column_sum_(partial|finish)",
-         "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer" + (", each micro-batch" if M > 1 else ""),
+        ("bias gradients (sums over tokens)", r"reduce_kernel<.*ReduceOp<c10::BFloat16|column_sum_(partial|finish)|sum_partials_kernel",
+         "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer" + (", each micro-batch" if M > 1 else "")
+         + " (sum_partials also finishes the norms' weight gradients: counted here)",
          M * L * T * ((H + 2 * K) * D + C) * BF16, "step"),
         ("cross_entropy", r"cross_entropy_kernel", "logits [T, V] read, their gradient written in place"
          + (", each micro-batch" if M > 1 else ""), M * 2 * T * V * BF16, "step"),

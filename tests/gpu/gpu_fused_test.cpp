@@ -1,6 +1,9 @@
 // loom's fused CUDA kernels (trainer/kernels/fused_ops.h) against their unfused references, forward and
 // backward, in bf16 and fp32; the rotary kernel also against the model's apply_rotary. Label gpu.
 // LibTorch first: glog (through c10) defines CHECK too, and Catch's definition must be the last.
+#include <utility>
+#include <vector>
+
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -39,14 +42,18 @@ torch::Tensor rmsnorm_reference_of(const torch::Tensor& h32, const torch::Tensor
 
 TEST_CASE("fused RMSNorm equals the reference forward and backward in bf16 and fp32") {
   REQUIRE(loom::fused_kernels_available());
+  // The backward's shapes: one to twelve vectors of a row a thread (C 40 to 12288), and 2149 rows:
+  // more than two for each of the 4 x SMs blocks, with a block left one row of its last pair.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{111, 2048}, {111, 4096}, {111, 40},    {111, 5120},
+                                                           {111, 12288}, {2149, 2048}, {2149, 4096}, {2149, 40}};
   for (auto dtype : {torch::kBFloat16, torch::kFloat32}) {
-    for (int64_t C : {2048, 4096, 40}) {
-      INFO("dtype " << dtype << " C " << C);
+    for (const auto& [rows, C] : shapes) {
+      INFO("dtype " << dtype << " rows " << rows << " C " << C);
       torch::manual_seed(71);
       const auto opt = torch::TensorOptions().device(cuda()).dtype(dtype);
-      const torch::Tensor x = torch::randn({3, 37, C}, opt) * 3;
+      const torch::Tensor x = torch::randn({rows, C}, opt) * 3;
       const torch::Tensor w = torch::rand({C}, opt) + 0.5;
-      const torch::Tensor up = torch::randn({3, 37, C}, opt);
+      const torch::Tensor up = torch::randn({rows, C}, opt);
       auto fused = [](const std::vector<torch::Tensor>& in) { return loom::fused_rmsnorm(in[0], in[1], 1e-5); };
       auto ref = [](const std::vector<torch::Tensor>& in) { return loom::rmsnorm_reference(in[0], in[1], 1e-5); };
       const auto got = grads_of(fused, {x, w}, up, false);
@@ -55,6 +62,10 @@ TEST_CASE("fused RMSNorm equals the reference forward and backward in bf16 and f
       CHECK(rel_err(got[0], want[0]) < tol(dtype));
       CHECK(rel_err(got[1], want[1]) < tol(dtype));
       CHECK(rel_err(got[2], want[2]) < tol(dtype));
+      // The weight's gradient sums fixed blocks of rows in a fixed order: the same bits again.
+      const auto again = grads_of(fused, {x, w}, up, false);
+      CHECK(torch::equal(again[1], got[1]));
+      CHECK(torch::equal(again[2], got[2]));
     }
   }
 }
@@ -115,14 +126,14 @@ TEST_CASE("fused SwiGLU equals silu of a times b forward and backward") {
 
 TEST_CASE("fused residual RMSNorm equals the add and the norm, and adds the residual gradient, in bf16 and fp32") {
   for (auto dtype : {torch::kBFloat16, torch::kFloat32}) {
-    for (int64_t C : {2048, 40}) {
+    for (const auto& [rows, C] : std::vector<std::pair<int64_t, int64_t>>{{111, 2048}, {111, 40}, {2149, 4096}}) {
       for (bool with_r : {true, false}) {
-        INFO("dtype " << dtype << " C " << C << (with_r ? " h = x + r" : " h = x"));
+        INFO("dtype " << dtype << " rows " << rows << " C " << C << (with_r ? " h = x + r" : " h = x"));
         torch::manual_seed(75);
         const auto opt = torch::TensorOptions().device(cuda()).dtype(dtype);
-        const torch::Tensor x = torch::randn({3, 37, C}, opt) * 3, r = torch::randn({3, 37, C}, opt);
+        const torch::Tensor x = torch::randn({rows, C}, opt) * 3, r = torch::randn({rows, C}, opt);
         const torch::Tensor w = torch::rand({C}, opt) + 0.5;
-        const torch::Tensor up_h = torch::randn({3, 37, C}, opt), up_y = torch::randn({3, 37, C}, opt);
+        const torch::Tensor up_h = torch::randn({rows, C}, opt), up_y = torch::randn({rows, C}, opt);
         REQUIRE(loom::fused_residual_rmsnorm_applies(x, w));
         // Both outputs feed the loss, as in a layer: h the residual stream, y the branch.
         const auto loss = [&](const torch::Tensor& h, const torch::Tensor& y) {
