@@ -52,10 +52,10 @@ __global__ void __launch_bounds__(kThreads)
   out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
 }
 
-// The finish (sum_partials; also the RMSNorm weight gradient's, over its blocks): eight threads a
-// column, each summing every eighth chunk, then the eight sums in order: the
-// partials of a [4096, 12288] dy (84 chunks) are read by 384 blocks instead of 48 blocks of one
-// thread a column, each walking all 84 in a chain of dependent loads (8.2 us a launch, for 4 MB).
+// The finish (sum_partials, also the RMSNorm weight gradient's over its blocks): eight threads a
+// column, each summing every eighth chunk, then the eight sums in order. The partials of a
+// [4096, 12288] dy (84 chunks) are read by 384 blocks, where 48 blocks of one thread a column
+// walked all 84 in a chain of dependent loads (8.2 us a launch, for 4 MB).
 constexpr int kFinishCols = 32;  // a warp's coalesced row of partials
 constexpr int kFinishLanes = 8;
 
