@@ -202,8 +202,17 @@ const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const v
   const int64_t vectors = C / (dtype == Dtype::kBFloat16 ? 8 : 4);
   const int64_t per_thread = (vectors + kThreads - 1) / kThreads;
   const unsigned grid = static_cast<unsigned>(blocks);
-  const size_t shared = static_cast<size_t>(C) * sizeof(float);  // C <= 12288: within the 48 KB default
+  if (C > 12288) return "rmsnorm_backward: C over 12288";
+  const size_t shared = static_cast<size_t>(C) * sizeof(float);
+  // C = 12288's 48 KB and block_sum's few bytes pass the default limit: allowed for the widest C
+  // there is, one value whoever sets it.
+  constexpr int kMostShared = 12288 * sizeof(float) + 1024;
 #define LOOM_RMSNORM_BWD(VPT)                                                                              \
+  if (shared + 1024 > 48 * 1024) {                                                                         \
+    const cudaError_t e =                                                                                  \
+        cudaFuncSetAttribute(rmsnorm_bwd<T, VPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMostShared); \
+    if (e != cudaSuccess) return cudaGetErrorString(e);                                                    \
+  }                                                                                                        \
   rmsnorm_bwd<T, VPT><<<grid, kThreads, shared, s>>>(static_cast<const T*>(dy), static_cast<const T*>(x),    \
                                                  static_cast<const T*>(w), rstd, static_cast<const T*>(dres), \
                                                  static_cast<T*>(dx), dw_partial, rows, C)
