@@ -229,8 +229,7 @@ def bound_families(s):
         ("cuDNN attention bwd: dQ to bf16", r"convert_dq_to_16bits", "dQ read (fp32), written (bf16): [T, H, D]",
          T * H * D * (FP32 + BF16), "call"),
         ("bias gradients (sums over tokens)", r"reduce_kernel<.*ReduceOp<c10::BFloat16|column_sum_(partial|finish)|sum_partials_kernel",
-         "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer" + (", each micro-batch" if M > 1 else "")
-         + " (sum_partials also finishes the norms' weight gradients: counted here)",
+         "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer" + (", each micro-batch" if M > 1 else ""),
          M * L * T * ((H + 2 * K) * D + C) * BF16, "step"),
         ("cross_entropy", r"cross_entropy_kernel", "logits [T, V] read, their gradient written in place"
          + (", each micro-batch" if M > 1 else ""), M * 2 * T * V * BF16, "step"),

@@ -101,12 +101,10 @@ class RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     torch::Tensor dx = torch::empty_like(x);
     torch::Tensor dw_partial =
         torch::empty({cuda::rmsnorm_backward_blocks(rows), C}, x.options().dtype(torch::kFloat32));
-    torch::Tensor dw = torch::empty_like(w);
     check_launch(cuda::rmsnorm_backward(to_cuda(x), dy.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(),
-                                        nullptr, dx.data_ptr(), dw_partial.data_ptr<float>(), dw.data_ptr(), rows, C,
-                                        stream()),
+                                        nullptr, dx.data_ptr(), dw_partial.data_ptr<float>(), rows, C, stream()),
                  "rmsnorm_backward");
-    return {dx, dw, {}, {}};
+    return {dx, dw_partial.sum(0).to(w.scalar_type()), {}, {}};
   }
 };
 
@@ -141,12 +139,11 @@ std::pair<torch::Tensor, torch::Tensor> residual_rmsnorm_backward(AutogradContex
   const int64_t C = h.size(-1), rows = h.numel() / C;
   torch::Tensor dx = torch::empty_like(h);
   torch::Tensor dw_partial = torch::empty({cuda::rmsnorm_backward_blocks(rows), C}, h.options().dtype(torch::kFloat32));
-  torch::Tensor dw = torch::empty_like(w);
   check_launch(cuda::rmsnorm_backward(to_cuda(h), dy.data_ptr(), h.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(),
                                       dres.defined() ? dres.data_ptr() : nullptr, dx.data_ptr(),
-                                      dw_partial.data_ptr<float>(), dw.data_ptr(), rows, C, stream()),
+                                      dw_partial.data_ptr<float>(), rows, C, stream()),
                "rmsnorm_backward");
-  return {dx, dw};
+  return {dx, dw_partial.sum(0).to(w.scalar_type())};
 }
 
 class ResidualRMSNormFn : public torch::autograd::Function<ResidualRMSNormFn> {

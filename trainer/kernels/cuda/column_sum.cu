@@ -52,16 +52,15 @@ __global__ void __launch_bounds__(kThreads)
   out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
 }
 
-// The finish (sum_partials, also the RMSNorm weight gradient's over its blocks): eight threads a
-// column, each summing every eighth chunk, then the eight sums in order. The partials of a
-// [4096, 12288] dy (84 chunks) are read by 384 blocks, where 48 blocks of one thread a column
-// walked all 84 in a chain of dependent loads (8.2 us a launch, for 4 MB).
+// Eight threads a column, each summing every eighth chunk, then the eight sums in order: the
+// partials of a [4096, 12288] dy (84 chunks) are read by 384 blocks instead of 48 blocks of one
+// thread a column, each walking all 84 in a chain of dependent loads (8.2 us a launch, for 4 MB).
 constexpr int kFinishCols = 32;  // a warp's coalesced row of partials
 constexpr int kFinishLanes = 8;
 
-template <typename T>
 __global__ void __launch_bounds__(kFinishCols* kFinishLanes)
-    sum_partials_kernel(const float* __restrict__ partial, int64_t chunks, int64_t N, T* __restrict__ out, bool add) {
+    column_sum_finish(const float* __restrict__ partial, int64_t chunks, int64_t N, __nv_bfloat16* __restrict__ out,
+                      bool add) {
   __shared__ float sums[kFinishLanes][kFinishCols];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishCols + threadIdx.x;
   float sum = 0.0f;
@@ -75,8 +74,8 @@ __global__ void __launch_bounds__(kFinishCols* kFinishLanes)
   float total = 0.0f;
 #pragma unroll
   for (int k = 0; k < kFinishLanes; ++k) total += sums[k][threadIdx.x];
-  const float s = add ? detail::to_f32(out[col]) : 0.0f;
-  out[col] = detail::from_f32<T>(s + total);
+  const float s = add ? __bfloat162float(out[col]) : 0.0f;
+  out[col] = __float2bfloat16(s + total);
 }
 
 }  // namespace
@@ -87,28 +86,23 @@ int64_t column_sum_partials(int64_t rows, int64_t N) {
   return (rows + per - 1) / per * N;
 }
 
-const char* sum_partials(Dtype dtype, const float* partial, int64_t chunks, int64_t N, void* out, bool add,
-                         void* stream) {
-  if (N == 0) return nullptr;
-  const auto s = static_cast<cudaStream_t>(stream);
-  const unsigned blocks = static_cast<unsigned>((N + kFinishCols - 1) / kFinishCols);
-  const dim3 threads(kFinishCols, kFinishLanes);
-  LOOM_CUDA_DISPATCH(dtype, sum_partials_kernel<T><<<blocks, threads, 0, s>>>(partial, chunks, N, static_cast<T*>(out), add));
-  return detail::launch_error();
-}
-
 const char* column_sum_bf16(const void* dy, int64_t rows, int64_t N, float* partial, void* out, bool add,
                             void* stream) {
   if (N == 0) return nullptr;
-  if (rows > 0) {
-    const int64_t per = rows_per_chunk(rows, N);
-    const dim3 grid(static_cast<unsigned>(column_blocks(N)), static_cast<unsigned>((rows + per - 1) / per));
-    column_sum_partial<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const __nv_bfloat16*>(dy), partial, rows, N, per);
-    if (const char* e = detail::launch_error()) return e;
+  const auto s = static_cast<cudaStream_t>(stream);
+  auto* o = static_cast<__nv_bfloat16*>(out);
+  const unsigned finish_blocks = static_cast<unsigned>((N + kFinishCols - 1) / kFinishCols);
+  const dim3 finish_threads(kFinishCols, kFinishLanes);
+  if (rows == 0) {
+    column_sum_finish<<<finish_blocks, finish_threads, 0, s>>>(partial, 0, N, o, add);
+    return detail::launch_error();
   }
-  const int64_t chunks = rows > 0 ? column_sum_partials(rows, N) / N : 0;
-  return sum_partials(Dtype::kBFloat16, partial, chunks, N, out, add, stream);
+  const int64_t per = rows_per_chunk(rows, N), chunks = (rows + per - 1) / per;
+  const dim3 grid(static_cast<unsigned>(column_blocks(N)), static_cast<unsigned>(chunks));
+  column_sum_partial<<<grid, kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(dy), partial, rows, N, per);
+  if (const char* e = detail::launch_error()) return e;
+  column_sum_finish<<<finish_blocks, finish_threads, 0, s>>>(partial, chunks, N, o, add);
+  return detail::launch_error();
 }
 
 }  // namespace loom::cuda

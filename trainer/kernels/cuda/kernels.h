@@ -22,14 +22,12 @@ enum class Dtype { kFloat32, kBFloat16 };
 // into h [rows, C] and normalized in place of x (the backward's x is then h).
 const char* rmsnorm_forward(Dtype dtype, const void* x, const void* r, const void* w, void* y, void* h, float* rstd,
                             int64_t rows, int64_t C, float eps, float* amax, void* stream);
-// dx [rows, C] and dw [C] (dtype); dw_partial [blocks, C] fp32 is scratch, blocks =
-// rmsnorm_backward_blocks(rows): each block's sum of its rows, then summed over the blocks in
-// order into dw, rounded once. dres (optional, [rows, C]): the residual stream's gradient, added
-// to dx before its one rounding. C % 8 == 0, C <= 12288; every pointer 16-byte aligned.
+// dx [rows, C] (dtype) and dw_partial [blocks, C] fp32 (summed over blocks by the caller);
+// blocks = rmsnorm_backward_blocks(rows). dres (optional, [rows, C]): the residual stream's
+// gradient, added to dx before its one rounding.
 int64_t rmsnorm_backward_blocks(int64_t rows);
 const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const void* w, const float* rstd,
-                             const void* dres, void* dx, float* dw_partial, void* dw, int64_t rows, int64_t C,
-                             void* stream);
+                             const void* dres, void* dx, float* dw_partial, int64_t rows, int64_t C, void* stream);
 
 // Rotary embedding, rotate-half layout: for i < D/2, with c = cos[t, i], s = sin[t, i]:
 //   y[t, h, i] = x[t, h, i] c - x[t, h, i + D/2] s,  y[t, h, i + D/2] = x[t, h, i + D/2] c + x[t, h, i] s.
@@ -110,10 +108,6 @@ const char* embedding_grad_add_bf16(const int64_t* sorted_ids, const int64_t* or
 // rounded once: the same bits from the same dy. partial: column_sum_partials(rows, N) fp32 of
 // scratch, 16-byte aligned (the caching allocator's are). N % 8 == 0; dy 16-byte aligned.
 int64_t column_sum_partials(int64_t rows, int64_t N);
-// out [N] (dtype) = (or, add: +=) the sum over chunks of partial [chunks, N] fp32, in chunk order
-// for each of eight interleaved sets of chunks, then the eight in order; rounded once.
-const char* sum_partials(Dtype dtype, const float* partial, int64_t chunks, int64_t N, void* out, bool add,
-                         void* stream);
 const char* column_sum_bf16(const void* dy, int64_t rows, int64_t N, float* partial, void* out, bool add,
                             void* stream);
 

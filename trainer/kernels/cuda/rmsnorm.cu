@@ -1,8 +1,7 @@
 // Fused RMSNorm forward and backward: one pass over each row in place of LibTorch's chain of
 // fp32 casts, pow, mean, rsqrt and products (each a full read and write of the activations).
-// A block owns a row (forward; read twice, the second read hits L1/L2) or a strided set of rows
-// (backward: each read once, the weight's gradient summed per block in shared memory, then over
-// the blocks in order by sum_partials).
+// A block owns a row (forward) or a strided set of rows (backward, accumulating the weight's
+// gradient in shared memory). Rows are read twice; the second read hits L1/L2.
 #include <algorithm>
 
 #include "common.cuh"
@@ -19,13 +18,11 @@ constexpr int kThreads = 256;
 template <typename T>
 struct Vec {
   static constexpr int N = 16 / sizeof(T);
-  __device__ __forceinline__ static void unpack(const uint4& raw, float (&out)[N]) {
+  __device__ __forceinline__ static void load(const T* p, float (&out)[N]) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
     const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
     for (int i = 0; i < N; ++i) out[i] = to_f32(e[i]);
-  }
-  __device__ __forceinline__ static void load(const T* p, float (&out)[N]) {
-    unpack(*reinterpret_cast<const uint4*>(p), out);
   }
   __device__ __forceinline__ static void store(T* p, const float (&in)[N]) {
     uint4 raw;
@@ -80,95 +77,55 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd(const T* __restrict__ x,
 }
 
 // dx = r * (g - xh * mean(g * xh)) (+ dres) with xh = x * r, g = dy * w;  dw += dy * xh.
-// A thread owns the same VPT vectors of every row (vector k at column (threadIdx.x + k kThreads) N):
-// its part of dw is summed in shared memory no other thread touches, and its part of a row stays
-// in registers between the row's reduction and its output, so x, dy and dres are read once (the
-// kernel this replaced read x and dy again after the reduction and dres only then, one row at a
-// time: 1.41x one pass's bound in a 1b step on an H200). Where a thread's share is one vector, two
-// rows are in flight, their loads issued before either reduces. Rows go to blocks as row b,
-// b + grid, ..., and each block sums its rows in that order.
-template <typename T, int VPT>
-__global__ void __launch_bounds__(kThreads, VPT <= 4 ? 4 : (VPT <= 8 ? 2 : 1))
-    rmsnorm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
-                const float* __restrict__ rstd, const T* __restrict__ dres, T* __restrict__ dx,
-                float* __restrict__ dw_partial, int64_t rows, int64_t C) {
+template <typename T>
+__global__ void __launch_bounds__(kThreads) rmsnorm_bwd(const T* __restrict__ dy, const T* __restrict__ x,
+                                                        const T* __restrict__ w, const float* __restrict__ rstd,
+                                                        const T* __restrict__ dres, T* __restrict__ dx,
+                                                        float* __restrict__ dw_partial, int64_t rows, int64_t C) {
   using V = Vec<T>;
   constexpr int N = V::N;
-  constexpr int R = VPT == 1 ? 2 : 1;
-  extern __shared__ float dw[];  // [C]
-  const auto column = [](int k) { return (static_cast<int64_t>(threadIdx.x) + k * kThreads) * N; };
+  extern __shared__ float dw[];  // [C], each element owned by one thread (same columns every row)
+  for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
 #pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    if (column(k) >= C) break;
-#pragma unroll
-    for (int i = 0; i < N; ++i) dw[column(k) + i] = 0;
+    for (int i = 0; i < N; ++i) dw[c + i] = 0;
   }
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int64_t first = blockIdx.x; first < rows; first += R * static_cast<int64_t>(gridDim.x)) {
-    uint4 xr[R][VPT], gr[R][VPT], rr[R][VPT];
-    float r[R], dot[R];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float r = rstd[row];
+    const T* xr = x + row * C;
+    const T* dyr = dy + row * C;
+    float dot = 0;
+    for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
+      float xv[N], gv[N], wv[N];
+      V::load(xr + c, xv);
+      V::load(dyr + c, gv);
+      V::load(w + c, wv);
 #pragma unroll
-    for (int j = 0; j < R; ++j) {
-      const int64_t row = first + j * static_cast<int64_t>(gridDim.x);
-      const bool live = row < rows;
-      r[j] = live ? rstd[row] : 0.0f;
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        const bool mine = live && column(k) < C;
-        xr[j][k] = mine ? *reinterpret_cast<const uint4*>(x + row * C + column(k)) : zero;
-        gr[j][k] = mine ? *reinterpret_cast<const uint4*>(dy + row * C + column(k)) : zero;
-        rr[j][k] = mine && dres != nullptr ? *reinterpret_cast<const uint4*>(dres + row * C + column(k)) : zero;
-      }
+      for (int i = 0; i < N; ++i) dot += gv[i] * wv[i] * xv[i] * r;
     }
+    const float mean_dot = detail::block_sum<kThreads>(dot) / static_cast<float>(C);
+    for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
+      float xv[N], gv[N], wv[N], out[N];
+      V::load(xr + c, xv);
+      V::load(dyr + c, gv);
+      V::load(w + c, wv);
 #pragma unroll
-    for (int j = 0; j < R; ++j) {
-      dot[j] = 0;
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        if (column(k) >= C) break;
-        float xv[N], gv[N], wv[N];
-        V::unpack(xr[j][k], xv);
-        V::unpack(gr[j][k], gv);
-        V::load(w + column(k), wv);
-#pragma unroll
-        for (int i = 0; i < N; ++i) dot[j] += gv[i] * wv[i] * xv[i] * r[j];
+      for (int i = 0; i < N; ++i) {
+        const float xh = xv[i] * r;
+        out[i] = r * (gv[i] * wv[i] - xh * mean_dot);
+        dw[c + i] += gv[i] * xh;
       }
-    }
-    float mean_dot[R];
+      if (dres != nullptr) {
+        float rv[N];
+        V::load(dres + row * C + c, rv);
 #pragma unroll
-    for (int j = 0; j < R; ++j) mean_dot[j] = detail::block_sum<kThreads>(dot[j]) / static_cast<float>(C);
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      const int64_t row = first + j * static_cast<int64_t>(gridDim.x);
-      if (row >= rows) break;
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        if (column(k) >= C) break;
-        float xv[N], gv[N], wv[N], out[N];
-        V::unpack(xr[j][k], xv);
-        V::unpack(gr[j][k], gv);
-        V::load(w + column(k), wv);
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const float xh = xv[i] * r[j];
-          out[i] = r[j] * (gv[i] * wv[i] - xh * mean_dot[j]);
-          dw[column(k) + i] += gv[i] * xh;
-        }
-        if (dres != nullptr) {
-          float rv[N];
-          V::unpack(rr[j][k], rv);
-#pragma unroll
-          for (int i = 0; i < N; ++i) out[i] += rv[i];
-        }
-        V::store(dx + row * C + column(k), out);
+        for (int i = 0; i < N; ++i) out[i] += rv[i];
       }
+      V::store(dx + row * C + c, out);
     }
   }
+  for (int64_t c = threadIdx.x * N; c < C; c += kThreads * N) {
 #pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    if (column(k) >= C) break;
-#pragma unroll
-    for (int i = 0; i < N; ++i) dw_partial[blockIdx.x * C + column(k) + i] = dw[column(k) + i];
+    for (int i = 0; i < N; ++i) dw_partial[blockIdx.x * C + c + i] = dw[c + i];
   }
 }
 
@@ -188,52 +145,27 @@ const char* rmsnorm_forward(Dtype dtype, const void* x, const void* r, const voi
 int64_t rmsnorm_backward_blocks(int64_t rows) {
   int device = 0, sms = 132;
   if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  // Four blocks an SM (rows of up to 4 vectors a thread, C <= 4096 in bf16): twice the loads in
-  // flight that two gave.
+  // Four blocks an SM fit (48 registers a thread, C * 4 bytes of shared memory up to C = 8192) and
+  // keep twice the loads in flight that two did: the backward ran at 2 TB/s with two.
   return std::max<int64_t>(1, std::min<int64_t>(rows, 4 * sms));
 }
 
 const char* rmsnorm_backward(Dtype dtype, const void* dy, const void* x, const void* w, const float* rstd,
-                             const void* dres, void* dx, float* dw_partial, void* dw, int64_t rows, int64_t C,
-                             void* stream) {
+                             const void* dres, void* dx, float* dw_partial, int64_t rows, int64_t C, void* stream) {
   if (rows == 0) return nullptr;
-  const auto s = static_cast<cudaStream_t>(stream);
   const int64_t blocks = rmsnorm_backward_blocks(rows);
-  const int64_t vectors = C / (dtype == Dtype::kBFloat16 ? 8 : 4);
-  const int64_t per_thread = (vectors + kThreads - 1) / kThreads;
-  const unsigned grid = static_cast<unsigned>(blocks);
-  if (C > 12288) return "rmsnorm_backward: C over 12288";
   const size_t shared = static_cast<size_t>(C) * sizeof(float);
-  // C = 12288's 48 KB and block_sum's few bytes pass the default limit: allowed for the widest C
-  // there is, one value whoever sets it.
-  constexpr int kMostShared = 12288 * sizeof(float) + 1024;
-#define LOOM_RMSNORM_BWD(VPT)                                                                              \
-  if (shared + 1024 > 48 * 1024) {                                                                         \
-    const cudaError_t e =                                                                                  \
-        cudaFuncSetAttribute(rmsnorm_bwd<T, VPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMostShared); \
-    if (e != cudaSuccess) return cudaGetErrorString(e);                                                    \
-  }                                                                                                        \
-  rmsnorm_bwd<T, VPT><<<grid, kThreads, shared, s>>>(static_cast<const T*>(dy), static_cast<const T*>(x),    \
-                                                 static_cast<const T*>(w), rstd, static_cast<const T*>(dres), \
-                                                 static_cast<T*>(dx), dw_partial, rows, C)
   LOOM_CUDA_DISPATCH(dtype, {
-    if (per_thread <= 1) {
-      LOOM_RMSNORM_BWD(1);
-    } else if (per_thread <= 2) {
-      LOOM_RMSNORM_BWD(2);
-    } else if (per_thread <= 4) {
-      LOOM_RMSNORM_BWD(4);
-    } else if (per_thread <= 8) {
-      LOOM_RMSNORM_BWD(8);
-    } else if (per_thread <= 12) {
-      LOOM_RMSNORM_BWD(12);
-    } else {
-      return "rmsnorm_backward: rows wider than 12 vectors a thread";
+    if (shared + 1024 > 48 * 1024) {  // block_sum's static bytes count against the same 48 KB
+      const cudaError_t e =
+          cudaFuncSetAttribute(rmsnorm_bwd<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+      if (e != cudaSuccess) return cudaGetErrorString(e);
     }
+    rmsnorm_bwd<T><<<static_cast<unsigned>(blocks), kThreads, shared, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), rstd,
+        static_cast<const T*>(dres), static_cast<T*>(dx), dw_partial, rows, C);
   });
-#undef LOOM_RMSNORM_BWD
-  if (const char* e = detail::launch_error()) return e;
-  return sum_partials(dtype, dw_partial, blocks, C, dw, false, stream);
+  return detail::launch_error();
 }
 
 }  // namespace loom::cuda
