@@ -21,7 +21,9 @@ For a preset of bench/gpu/run.sh (bf16, one micro-batch of MICRO_BSZ packs of SE
   gradient norm) the bytes it must move a step at this shape (each tensor read or written once;
   caches and small tensors not counted), bound = bytes / the device copy's bandwidth, loom's time
   from the summary's top kernels, time / bound; then "everything else" with each of them at its
-  bound, and what is left (other kernels, idle). A kernel whose bytes the script cannot tell from
+  bound, and what is left (other kernels, idle); then (bf16 linears) the passes that fusing the
+  norms, SwiGLU, the loss's statistics and rotary into the GEMMs and attention would remove, each at
+  the bound, and everything else with them gone. A kernel whose bytes the script cannot tell from
   its name is listed apart, unbounded. --copy-tbps gives the bandwidth instead of measuring it and
   prints only this table: no GPU (nor torch) needed.
 
@@ -295,12 +297,13 @@ def bare(name, n=60):
 
 def bound_table(shape, path, bw, step_s):
     """The bandwidth-bound kernels of the summary at path against bytes / bw, and what the step's
-    "everything else" would be with each at its bound. False when the summary lists no kernels."""
+    "everything else" would be with each at its bound (returned, ms; None when the summary lists no
+    kernels)."""
     kernels, parts, windows, idle = summary_text(path)
     if not kernels:
         print(f"{path}: no lines of trace_summary.py's top kernels (expected '  MS ms PCT% n= N avg US us "
               f"[CATEGORY] NAME' under '== top'): no bound table", file=sys.stderr)
-        return False
+        return None
     fams = bound_families(shape)
     got = {f[0]: [0.0, 0] for f in fams}
     unbounded = []
@@ -351,7 +354,45 @@ def bound_table(shape, path, bw, step_s):
           f"one, which idles " + (f"{idle:.2f} ms a step)" if idle is not None else "- ms: not in the summary)"))
     print(f"- with every kernel above at its bound (or as measured where faster), everything else would take "
           f"{rest - loom_ms + at_bound:.1f} ms ({loom_ms - at_bound:.1f} ms less)")
-    return True
+    return rest - loom_ms + at_bound
+
+
+def fusions(s):
+    """(fusion, the passes it removes, bytes a step) at shape s, bf16 activations, each micro-batch:
+    tensors one kernel writes and the next reads back, net of what the fused kernel reads instead."""
+    T, C, H, K, D, F, V, L, M = s.T, s.C, s.H, s.K, s.D, s.F, s.V, s.L, s.M
+    return [
+        # The weight gradient then reads h (and rstd) for the norm's output: the same bytes.
+        ("the RMSNorm in the operand loads of the GEMMs after it (wqkv, w1+w2, and their weight gradients)",
+         "the norm's output written and read back: 2 norms a layer x 2 [T, C]", M * L * 2 * 2 * T * C * BF16),
+        # w3's weight gradient then reads gate and up for the product: one [T, F] more.
+        ("SwiGLU in w3's operand loads, its backward in the epilogue of w3's input gradient",
+         "the product written and read back, its gradient written and read back, less w3's weight gradient "
+         "reading gate and up: 3 [T, F]", M * L * 3 * T * F * BF16),
+        # The gradient needs the whole row's log-sum-exp: one pass over the logits stays.
+        ("the loss's statistics in the head GEMM's epilogue (per tile, combined after)",
+         "the logits' first read: 1 [T, V]", M * T * V * BF16),
+        ("rotary and v in the attention kernel's loads and stores",
+         "q, k, v written and read back, their gradients written and read back: 4 [T, (H + 2K) D]",
+         M * L * 4 * T * (H + 2 * K) * D * BF16),
+    ]
+
+
+def fusion_table(shape, bw, at_bound, goal):
+    """The passes each fusion removes, at the copy bandwidth, and everything else with every kernel at
+    its bound (at_bound, ms) and that fusion and the ones above it made, against the goal (ms, or None)."""
+    print(f"\n#### Passes a fusion would remove ({bw / 1e12:.2f} TB/s device copy)\n")
+    print("| fusion | removes | GB a step | ms at the bound | everything else with every kernel at its bound "
+          "and this fusion and those above |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    left = at_bound
+    for name, removes, nbytes in fusions(shape):
+        ms = nbytes / bw * 1e3
+        left -= ms
+        print(f"| {name} | {removes} | {nbytes / 1e9:.2f} | {ms:.2f} | {left:.1f} |")
+    print(f"\n- every kernel at its bound: {at_bound:.1f} ms" + (f"; goal <= {goal:g}" if goal is not None else "")
+          + ". cuBLAS(Lt) and cuDNN take none of these prologues or epilogues (cuBLASLt's bias-gradient epilogue "
+          "runs as a kernel of its own on sm_90): each needs a GEMM or attention kernel of loom's own")
 
 
 def rest_goal_ms(a, shape):
@@ -442,7 +483,12 @@ def main():
         print(f"{shape.line()}.")
         if a.step_s:
             budget_line(a, shape, a.summary, a.step_s)
-        return 0 if bound_table(shape, a.summary, a.copy_tbps * 1e12, a.step_s) else 1
+        at_bound = bound_table(shape, a.summary, a.copy_tbps * 1e12, a.step_s)
+        if at_bound is None:
+            return 1
+        if not shape.fp8:  # FP8 quantizes what the norms and SwiGLU make: other passes
+            fusion_table(shape, a.copy_tbps * 1e12, at_bound, rest_goal_ms(a, shape))
+        return 0
     if a.summary and not os.path.isfile(a.summary):  # the ceilings are still worth measuring
         print(f"--summary {a.summary}: no such file; loom's side left out", file=sys.stderr)
         a.summary = None
@@ -480,8 +526,12 @@ def main():
 
     if a.summary and a.step_s:
         budget_line(a, shape, a.summary, a.step_s)
-    if a.summary and not bound_table(shape, a.summary, bw, a.step_s):
-        return 1
+    if a.summary:
+        at_bound = bound_table(shape, a.summary, bw, a.step_s)
+        if at_bound is None:
+            return 1
+        if not shape.fp8:
+            fusion_table(shape, bw, at_bound, rest_goal_ms(a, shape))
     return 0
 
 

@@ -220,7 +220,13 @@ RECIPES = {
                                       r"FillFunctor<float>, .* 0\.05 ms \(n=1\); Memcpy HtoD 0\.02 ms \(n=1\)$",
                                       # largest first; AdamW (faster than its bound here) and rotary (at it) not listed
                                       r"^- over their bound, ms a step: swiglu bwd 0\.61, rmsnorm fwd 0\.01, "
-                                      r"copy_rows 0\.01$"]),
+                                      r"copy_rows 0\.01$",
+                                      # The fusions' passes: 3 x 16384 x 5632 bf16 x 24 layers (SwiGLU), 16384 x
+                                      # 103168 bf16 (the logits' first read), 4 x 16384 x 48 x 128 x 24 (rotary).
+                                      r"^\| SwiGLU in w3's operand loads.* \| 13\.29 \| 4\.43 \| -?\d+\.\d \|$",
+                                      r"^\| the loss's statistics .* \| 3\.38 \| 1\.13 \| -?\d+\.\d \|$",
+                                      r"^\| rotary and v .* \| 19\.33 \| 6\.44 \| -?\d+\.\d \|$",
+                                      r"^- every kernel at its bound: -?\d+\.\d ms; goal <= 34\. cuBLAS"]),
                              Run(["{P}", "{S}", "--preset", "7b", "--summary", "{W}/summary.txt", "--copy-tbps", "3",
                                   "--step-s", "0.004"],
                                  out=[r"^\| swiglu bwd \| .* \| 1 \| 0\.45 \| 0\.15 \| 0\.92 \| 6\.12 \|$",
