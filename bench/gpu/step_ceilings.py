@@ -22,10 +22,10 @@ For a preset of bench/gpu/run.sh (bf16, one micro-batch of MICRO_BSZ packs of SE
   caches and small tensors not counted), bound = bytes / the device copy's bandwidth, loom's time
   from the summary's top kernels, time / bound; then "everything else" with each of them at its
   bound, and what is left (other kernels, idle); then (bf16 linears) the passes that fusing the
-  norms, SwiGLU, the loss's statistics and rotary into the GEMMs and attention would remove, each at
-  the bound, and everything else with them gone. A kernel whose bytes the script cannot tell from
-  its name is listed apart, unbounded. --copy-tbps gives the bandwidth instead of measuring it and
-  prints only this table: no GPU (nor torch) needed.
+  norms' scaling, SwiGLU and rotary into the GEMMs and attention would remove, each at the bound,
+  and everything else with them gone. A kernel whose bytes the script cannot tell from its name is
+  listed apart, unbounded. --copy-tbps gives the bandwidth instead of measuring it and prints only
+  these tables: no GPU (nor torch) needed.
 
 FLOP convention (docs/GPU.md): model FLOPs per step = (6 N + 12 L C T) x tokens, N = matmul
 parameters (the head included); MFU = model FLOPs / (wall x 989 TFLOP/s). Attention's executed
@@ -230,7 +230,7 @@ def bound_families(s):
          "call"),
         ("cuDNN attention bwd: dQ to bf16", r"convert_dq_to_16bits", "dQ read (fp32), written (bf16): [T, H, D]",
          T * H * D * (FP32 + BF16), "call"),
-        ("bias gradients (sums over tokens)", r"reduce_kernel<.*ReduceOp<c10::BFloat16|column_sum_(partial|finish)|sum_partials_kernel",
+        ("bias gradients (sums over tokens)", r"reduce_kernel<.*ReduceOp<c10::BFloat16|column_sum_(partial|finish)",
          "dY of wqkv [T, (H+2K)D] and of wo [T, C] read, each layer" + (", each micro-batch" if M > 1 else ""),
          M * L * T * ((H + 2 * K) * D + C) * BF16, "step"),
         ("cross_entropy", r"cross_entropy_kernel", "logits [T, V] read, their gradient written in place"
@@ -359,19 +359,19 @@ def bound_table(shape, path, bw, step_s):
 
 def fusions(s):
     """(fusion, the passes it removes, bytes a step) at shape s, bf16 activations, each micro-batch:
-    tensors one kernel writes and the next reads back, net of what the fused kernel reads instead."""
-    T, C, H, K, D, F, V, L, M = s.T, s.C, s.H, s.K, s.D, s.F, s.V, s.L, s.M
+    tensors one kernel writes and the next reads back, net of what the fused kernel reads instead.
+    The loss is not among them: at its bound (one read of the logits, one write of their gradient)
+    it moves what any kernel needing the whole row's log-sum-exp must."""
+    T, C, H, K, D, F, L, M = s.T, s.C, s.H, s.K, s.D, s.F, s.L, s.M
     return [
-        # The weight gradient then reads h (and rstd) for the norm's output: the same bytes.
-        ("the RMSNorm in the operand loads of the GEMMs after it (wqkv, w1+w2, and their weight gradients)",
-         "the norm's output written and read back: 2 norms a layer x 2 [T, C]", M * L * 2 * 2 * T * C * BF16),
+        # The norm kernel still reads x and r and writes h (and rstd): the GEMM, and the weight
+        # gradient after it, read h for the norm's output and scale it as they load it.
+        ("the RMSNorm's scaling in the operand loads of the GEMMs after it (wqkv, w1+w2, and their weight "
+         "gradients)", "the norm's output written: 2 norms a layer x [T, C]", M * L * 2 * T * C * BF16),
         # w3's weight gradient then reads gate and up for the product: one [T, F] more.
         ("SwiGLU in w3's operand loads, its backward in the epilogue of w3's input gradient",
          "the product written and read back, its gradient written and read back, less w3's weight gradient "
          "reading gate and up: 3 [T, F]", M * L * 3 * T * F * BF16),
-        # The gradient needs the whole row's log-sum-exp: one pass over the logits stays.
-        ("the loss's statistics in the head GEMM's epilogue (per tile, combined after)",
-         "the logits' first read: 1 [T, V]", M * T * V * BF16),
         ("rotary and v in the attention kernel's loads and stores",
          "q, k, v written and read back, their gradients written and read back: 4 [T, (H + 2K) D]",
          M * L * 4 * T * (H + 2 * K) * D * BF16),
