@@ -64,7 +64,8 @@ void drain_documents(const uint8_t* data, size_t size, MakeReader&& make) {
   });
   if (!complete) return;
   // Line readers: the blocks the pipeline's encoder threads parse give the same documents, lines
-  // and offsets as next() (blocks of at least 2^(k/2) bytes, so lines meet block edges too).
+  // and offsets as next() (blocks of at least 2^(k/2) bytes, so lines and paragraphs meet block
+  // edges too).
   expect_only_loom_errors([&] {
     auto reader = make(std::make_unique<MemorySource>(body, chunk), o);
     auto parser = reader->make_line_parser();
@@ -72,18 +73,24 @@ void drain_documents(const uint8_t* data, size_t size, MakeReader&& make) {
     tokenize::LineBlock block;
     tokenize::Document doc;
     size_t i = 0;
-    uint64_t line_no = 0;
+    uint64_t lines_before = 0;  // lines of the blocks before this one: the parser numbers within a block
     while (reader->next_block(block, size_t{1} << (k / 2))) {
-      tokenize::for_each_line(block.bytes, [&](std::string_view line, size_t at, bool had_newline) {
-        ++line_no;
-        if (!parser->parse(line, had_newline, block.offset + at, doc)) return;
+      uint64_t in_block = 0;
+      const auto take = [&] {
         LOOM_ASSERT(i < docs.size(), "blocks give more documents than next(): ", docs.size());
         const tokenize::Document& want = docs[i++];
-        LOOM_ASSERT(want.line == line_no && want.offset == doc.offset && want.text == doc.text &&
+        LOOM_ASSERT(want.line == lines_before + doc.line && want.offset == doc.offset && want.text == doc.text &&
                         want.error == doc.error,
                     "document ", i - 1, ": next() line ", want.line, " offset ", want.offset, ", blocks line ",
-                    line_no, " offset ", doc.offset);
+                    lines_before + doc.line, " offset ", doc.offset);
+      };
+      // As the pipeline's encoder threads parse a block: each line, then the paragraph left open.
+      tokenize::for_each_line(block.bytes, [&](std::string_view line, size_t at, bool had_newline) {
+        ++in_block;
+        if (parser->parse(line, had_newline, block.offset + at, in_block, doc)) take();
       });
+      if (parser->finish(doc)) take();
+      lines_before += in_block;
     }
     LOOM_ASSERT(i == docs.size(), "blocks give ", i, " documents, next() ", docs.size());
   });
