@@ -28,8 +28,9 @@
 # torch.compile; bench/gpu/hf_llama.py --mode flex), its tokens/s and loom/peer against 1.1x, and a
 # last line per preset: the lowest loom/peer over the densities against the same 1.1x. On
 # one-document packs also HF compiled with SDPA (full causal, exact there). The peers recompute
-# layers (HF's gradient checkpointing: all of them) only where loom's plan recomputed some, so both
-# do the same work; the summary says which did.
+# layers (HF's gradient checkpointing: all of them) only where loom's plan recomputed some: the same
+# work where loom recomputes none, more than loom's where it recomputes some but not all; the
+# summary says which did.
 # MFU conventions (peak 989 TFLOP/s, real tokens; N = matmul parameters, docs/GPU.md):
 #   model:    6 N + 12 L C T per token: the full T x T square of every pack, whatever its documents
 #             (PaLM; what loom-train logs).
